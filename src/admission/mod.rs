@@ -1,0 +1,99 @@
+//! Pure admission decisions. Nothing in here touches the network, the filesystem, the system clock
+//! or a random source directly: every decision gets an [`Inputs`] with what it may read.
+
+pub mod daemon;
+pub mod patch;
+pub mod pod;
+pub mod review;
+pub mod webhooks;
+
+use time::OffsetDateTime;
+
+use crate::cluster::{Answers, Snapshot};
+
+/// Where decisions get the current time from. `dry-run --now` fixes it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> OffsetDateTime;
+}
+
+/// The real clock, truncated to whole seconds as Kubernetes timestamps are.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> OffsetDateTime {
+        let now = OffsetDateTime::now_utc();
+        now.replace_nanosecond(0).unwrap_or(now)
+    }
+}
+
+/// A clock that always answers the same instant.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub OffsetDateTime);
+
+impl Clock for FixedClock {
+    fn now(&self) -> OffsetDateTime {
+        self.0
+    }
+}
+
+/// Uniform draws in `[0, 1)`, for SidecarSet percentage partitions. Injected so tests and
+/// `dry-run` are deterministic.
+pub trait Random: Send + Sync {
+    fn uniform(&self) -> f64;
+}
+
+/// The thread-local generator, for `serve`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ThreadRandom;
+
+impl Random for ThreadRandom {
+    fn uniform(&self) -> f64 {
+        rand::random::<f64>()
+    }
+}
+
+/// A seeded generator (dry-run and tests): the same seed gives the same draws in the same order.
+#[derive(Debug)]
+pub struct SeededRandom(std::sync::Mutex<rand::rngs::StdRng>);
+
+impl SeededRandom {
+    pub fn new(seed: u64) -> Self {
+        use rand::SeedableRng as _;
+        SeededRandom(std::sync::Mutex::new(rand::rngs::StdRng::seed_from_u64(seed)))
+    }
+}
+
+impl Random for SeededRandom {
+    fn uniform(&self) -> f64 {
+        use rand::Rng as _;
+        // A poisoned lock only means another draw panicked; the generator state is still usable.
+        let mut rng = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        rng.random::<f64>()
+    }
+}
+
+/// Operator settings that change decisions. Set from flags; the same for `serve` and `dry-run`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
+    /// `POD_NAMESPACE`, default `kruise-system`).
+    pub kruise_namespace: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { kruise_namespace: "kruise-system".into() }
+    }
+}
+
+/// Everything a decision may read.
+pub struct Inputs<'a> {
+    /// The cached cluster objects (SidecarSets, Namespaces, ControllerRevisions, ...).
+    pub cluster: &'a Snapshot,
+    /// Answers to the live lookups the webhook asked for before deciding (see `cluster::Query`).
+    pub answers: &'a Answers,
+    pub clock: &'a dyn Clock,
+    pub random: &'a dyn Random,
+    pub settings: &'a Settings,
+}

@@ -1,0 +1,272 @@
+//! RFC 6902 JSON Patch between the object as decoded and as mutated.
+//!
+//! Mutators change a `serde_json::Value` copy of the object in place; this module computes the patch
+//! afterwards. Working on untyped values means fields this binary does not model (newer Kubernetes
+//! fields, other webhooks' additions) are never touched: they are equal on both sides, so no operation
+//! mentions them.
+//!
+//! The diff is minimal where it matters for admission and linear in the object size:
+//! - objects: removed keys, changed keys (recursively), added keys, in document order;
+//! - arrays: equal prefix and suffix are skipped; the middle is aligned by identity (`name` for
+//!   objects that have one, the value itself for scalars), so a container inserted before the app
+//!   containers is one `add`, not a rewrite of every later element. When identities are missing,
+//!   duplicated or reordered, elements are compared pairwise instead. Both walks are O(n) with
+//!   hash lookups; no quadratic LCS (Istio's 2,000-env-var pod took seconds with one).
+//!
+//! Same input, same bytes: the walk order depends only on the documents.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// One RFC 6902 operation. Only the three a diff needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum PatchOp {
+    Add { path: String, value: Value },
+    Remove { path: String },
+    Replace { path: String, value: Value },
+}
+
+impl PatchOp {
+    pub fn add(path: impl Into<String>, value: Value) -> Self {
+        PatchOp::Add { path: path.into(), value }
+    }
+
+    pub fn path(&self) -> &str {
+        match self {
+            PatchOp::Add { path, .. } | PatchOp::Remove { path } | PatchOp::Replace { path, .. } => path,
+        }
+    }
+}
+
+/// Escape one reference token (RFC 6901): `~` → `~0`, `/` → `~1`. Annotation keys such as
+/// `kruise.io/sidecarset-hash` need it.
+pub fn escape_token(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains(['~', '/']) { token.replace('~', "~0").replace('/', "~1").into() } else { token.into() }
+}
+
+/// The patch that turns `from` into `to`.
+pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
+    let mut ops = Vec::new();
+    let mut path = String::new();
+    diff_value(from, to, &mut path, &mut ops);
+    ops
+}
+
+fn diff_value(from: &Value, to: &Value, path: &mut String, ops: &mut Vec<PatchOp>) {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => diff_object(a, b, path, ops),
+        (Value::Array(a), Value::Array(b)) => diff_array(a, b, path, ops),
+        _ if from == to => {}
+        _ => ops.push(PatchOp::Replace { path: path.clone(), value: to.clone() }),
+    }
+}
+
+fn with_token<R>(path: &mut String, token: &str, f: impl FnOnce(&mut String) -> R) -> R {
+    let len = path.len();
+    path.push('/');
+    path.push_str(&escape_token(token));
+    let r = f(path);
+    path.truncate(len);
+    r
+}
+
+fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) -> R) -> R {
+    use std::fmt::Write as _;
+    let len = path.len();
+    let _ = write!(path, "/{index}");
+    let r = f(path);
+    path.truncate(len);
+    r
+}
+
+fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String, ops: &mut Vec<PatchOp>) {
+    for (key, old) in a {
+        match b.get(key) {
+            None => with_token(path, key, |p| ops.push(PatchOp::Remove { path: p.clone() })),
+            Some(new) => {
+                if old != new {
+                    with_token(path, key, |p| diff_value(old, new, p, ops));
+                }
+            }
+        }
+    }
+    for (key, new) in b {
+        if !a.contains_key(key) {
+            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: new.clone() }));
+        }
+    }
+}
+
+/// The identity of an array element for alignment: the `name` of an object, or the scalar itself.
+#[derive(PartialEq, Eq, Hash)]
+enum Identity<'a> {
+    Name(&'a str),
+    Scalar(String),
+}
+
+fn identity(v: &Value) -> Option<Identity<'_>> {
+    match v {
+        Value::Object(m) => m.get("name").and_then(Value::as_str).map(Identity::Name),
+        Value::Array(_) => None,
+        Value::String(s) => Some(Identity::Scalar(format!("s{s}"))),
+        other => Some(Identity::Scalar(other.to_string())),
+    }
+}
+
+/// Identities of every element, or `None` when any is missing or repeated (then alignment by
+/// identity would be ambiguous).
+fn identities(items: &[Value]) -> Option<Vec<Identity<'_>>> {
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let id = identity(item)?;
+        if !seen.insert(identity(item)?) {
+            return None;
+        }
+        out.push(id);
+    }
+    Some(out)
+}
+
+fn diff_array(a: &[Value], b: &[Value], path: &mut String, ops: &mut Vec<PatchOp>) {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a_rest, b_rest) = (&a[prefix..], &b[prefix..]);
+    let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| x == y).count();
+    let old = &a_rest[..a_rest.len() - suffix];
+    let new = &b_rest[..b_rest.len() - suffix];
+    if old.is_empty() && new.is_empty() {
+        return;
+    }
+    if !diff_aligned(old, new, prefix, path, ops) {
+        diff_pairwise(old, new, prefix, path, ops);
+    }
+}
+
+/// Walks `old` and `new` together, matching elements by identity. At every step the partly patched
+/// array is `new[..i] ++ old[j..]`, so the index of the next operation is `base + i`.
+/// Returns false (having emitted nothing) when identities cannot align the two sides in order.
+fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, ops: &mut Vec<PatchOp>) -> bool {
+    let (Some(old_ids), Some(new_ids)) = (identities(old), identities(new)) else { return false };
+    let in_new: HashMap<&Identity, usize> = new_ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
+    let in_old: HashSet<&Identity> = old_ids.iter().collect();
+    // Common elements must keep their relative order, or this walk would need moves.
+    let mut last = None;
+    for id in &old_ids {
+        if let Some(&pos) = in_new.get(id) {
+            if last.is_some_and(|l| pos < l) {
+                return false;
+            }
+            last = Some(pos);
+        }
+    }
+    let mark = ops.len();
+    let (mut i, mut j) = (0, 0);
+    while i < new.len() || j < old.len() {
+        let at = base + i;
+        if j < old.len() && !in_new.contains_key(&old_ids[j]) {
+            with_index(path, at, |p| ops.push(PatchOp::Remove { path: p.clone() }));
+            j += 1;
+        } else if i < new.len() && !in_old.contains(&new_ids[i]) {
+            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: new[i].clone() }));
+            i += 1;
+        } else if i < new.len() && j < old.len() {
+            if old[j] != new[i] {
+                with_index(path, at, |p| diff_value(&old[j], &new[i], p, ops));
+            }
+            i += 1;
+            j += 1;
+        } else {
+            // Unreachable given the order check, but never loop forever on a logic slip.
+            ops.truncate(mark);
+            return false;
+        }
+    }
+    true
+}
+
+fn diff_pairwise(old: &[Value], new: &[Value], base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
+    let common = old.len().min(new.len());
+    for k in 0..common {
+        if old[k] != new[k] {
+            with_index(path, base + k, |p| diff_value(&old[k], &new[k], p, ops));
+        }
+    }
+    // Remove from the end so earlier indices stay valid.
+    for k in (common..old.len()).rev() {
+        with_index(path, base + k, |p| ops.push(PatchOp::Remove { path: p.clone() }));
+    }
+    for (k, item) in new.iter().enumerate().skip(common) {
+        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: item.clone() }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(from: Value, to: Value) -> Vec<PatchOp> {
+        let ops = diff(&from, &to);
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&ops).unwrap()).unwrap();
+        let mut doc = from.clone();
+        json_patch::patch(&mut doc, &patch).unwrap();
+        assert_eq!(doc, to, "patch {ops:?} must turn from into to");
+        assert_eq!(ops, diff(&from, &to), "diff must be deterministic");
+        ops
+    }
+
+    #[test]
+    fn equal_documents_need_no_operations() {
+        assert!(check(json!({"a": [1, {"b": 2}]}), json!({"a": [1, {"b": 2}]})).is_empty());
+    }
+
+    #[test]
+    fn annotation_keys_are_escaped() {
+        let ops = check(json!({"metadata": {"annotations": {}}}), json!({"metadata": {"annotations": {"a/b~c": "1"}}}));
+        assert_eq!(ops[0].path(), "/metadata/annotations/a~1b~0c");
+    }
+
+    #[test]
+    fn container_inserted_before_app_containers_is_one_add() {
+        let from = json!({"containers": [{"name": "app", "image": "a"}, {"name": "b", "image": "b"}]});
+        let to = json!({"containers": [{"name": "side", "image": "s"}, {"name": "app", "image": "a"}, {"name": "b", "image": "b"}]});
+        let ops = check(from, to);
+        assert_eq!(ops, vec![PatchOp::add("/containers/0", json!({"name": "side", "image": "s"}))]);
+    }
+
+    #[test]
+    fn insert_before_and_in_place_replace_together() {
+        let from = json!([{"name": "a", "image": "1"}, {"name": "x", "image": "old"}, {"name": "z"}]);
+        let to = json!([{"name": "s"}, {"name": "a", "image": "1"}, {"name": "x", "image": "new"}, {"name": "z"}, {"name": "t"}]);
+        let ops = check(from, to);
+        assert_eq!(ops.len(), 3, "{ops:?}");
+        assert_eq!(ops[1], PatchOp::Replace { path: "/2/image".into(), value: json!("new") });
+    }
+
+    #[test]
+    fn reorders_and_duplicates_fall_back_to_pairwise() {
+        check(json!([{"name": "a"}, {"name": "b"}]), json!([{"name": "b"}, {"name": "a"}]));
+        check(json!([{"name": "a"}, {"name": "a"}]), json!([{"name": "a", "x": 1}]));
+        check(json!([1, 2, 3]), json!([3, 2]));
+        check(json!([[1], [2]]), json!([[2], [1], [3]]));
+    }
+
+    #[test]
+    fn removals_and_type_changes() {
+        check(json!({"a": 1, "b": {"c": [1, 2]}}), json!({"b": "x", "d": null}));
+        check(json!([1, 2, 3, 4]), json!([1, 4]));
+        check(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]), json!([{"name": "c"}]));
+    }
+
+    #[test]
+    fn large_env_list_is_linear_and_one_add() {
+        let env: Vec<Value> = (0..2000).map(|i| json!({"name": format!("E{i}"), "value": "v"})).collect();
+        let mut env2 = env.clone();
+        env2.push(json!({"name": "IS_INJECTED", "value": "true"}));
+        let ops = check(json!({"env": env}), json!({"env": env2}));
+        assert_eq!(ops.len(), 1);
+    }
+}

@@ -1,0 +1,37 @@
+//! `/mutate-pod`: every Pod mutation this binary makes, in a fixed order, on one copy of the pod.
+//! The patch is computed once, afterwards, by the caller (see `webhooks::run`).
+
+use serde_json::Value;
+
+use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::{Inputs, daemon};
+
+/// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
+/// operations pass through unchanged.
+pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    if !request.sub_resource.is_empty() || request.operation != Operation::Create {
+        return Ok(Vec::new());
+    }
+    check_is_pod(pod)?;
+    let mut warnings = Vec::new();
+    daemon::stamp(pod, inputs, &mut warnings);
+    Ok(warnings)
+}
+
+/// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot
+/// have come from the apiserver and is refused with a message that says what is wrong.
+fn check_is_pod(pod: &Value) -> Result<(), AdmissionError> {
+    if let Some(kind) = pod.get("kind").and_then(Value::as_str) {
+        if kind != "Pod" {
+            return Err(AdmissionError::BadRequest(format!("request.object is a {kind}, not a Pod")));
+        }
+    }
+    if pod.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err(AdmissionError::BadRequest("request.object.metadata must be an object".into()));
+    }
+    match pod.get("spec") {
+        Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(AdmissionError::BadRequest("request.object.spec must be an object".into())),
+        None => Err(AdmissionError::BadRequest("request.object is not a Pod: it has no spec".into())),
+    }
+}

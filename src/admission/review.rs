@@ -1,0 +1,458 @@
+//! The AdmissionReview protocol: decoding a review (v1 or v1beta1) into an [`AdmissionRequest`],
+//! and turning a [`Decision`] or an [`AdmissionError`] into the response the apiserver expects.
+//!
+//! This is the one place where errors become responses (code + message), so every edge (`serve`,
+//! `dry-run`) answers the same way. Objects are kept as `serde_json::Value` so that fields this binary
+//! does not know survive untouched into patches and outputs.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::patch::PatchOp;
+
+/// The two AdmissionReview versions the apiserver may send. The response uses the request's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1Beta1,
+}
+
+impl ReviewVersion {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1Beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+
+    /// The apiserver always sends upper case. Some hand-written reviews (see the recorded
+    /// `pepr-pod-create-operation-mixedcase.json`) use `Create`; we accept any case and say so in a
+    /// warning rather than refusing a review whose meaning is clear.
+    fn parse(s: &str) -> Option<(Operation, bool)> {
+        let op = match s.to_ascii_uppercase().as_str() {
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            "CONNECT" => Operation::Connect,
+            _ => return None,
+        };
+        Some((op, op.as_str() != s))
+    }
+}
+
+/// group/version/kind or group/version/resource, as the review carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gvk {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gvr {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+/// One admission request, decoded. Objects stay as JSON values.
+#[derive(Debug, Clone)]
+pub struct AdmissionRequest {
+    pub version: ReviewVersion,
+    pub uid: String,
+    pub kind: Gvk,
+    pub resource: Gvr,
+    /// Empty when the request is for the main resource.
+    pub sub_resource: String,
+    pub name: String,
+    pub namespace: String,
+    pub operation: Operation,
+    pub user_info: Value,
+    /// `None` when absent or `null` (DELETE). An empty object `{}` counts as absent too: real
+    /// reviews carry `oldObject: {}` on CREATE.
+    pub object: Option<Value>,
+    pub old_object: Option<Value>,
+    pub dry_run: bool,
+    /// Warnings about the review itself (e.g. a non-canonical operation spelling).
+    pub decode_warnings: Vec<String>,
+}
+
+impl AdmissionRequest {
+    /// The object a decision should look at: `object`, or `oldObject` on DELETE.
+    pub fn subject(&self) -> Option<&Value> {
+        match self.operation {
+            Operation::Delete => self.old_object.as_ref(),
+            _ => self.object.as_ref(),
+        }
+    }
+
+    /// `namespace/name` for logs; the object's own name when the request has none (generateName).
+    pub fn display_name(&self) -> String {
+        let name = if self.name.is_empty() {
+            self.subject()
+                .and_then(|o| o.pointer("/metadata/generateName"))
+                .and_then(Value::as_str)
+                .map(|g| format!("{g}*"))
+                .unwrap_or_default()
+        } else {
+            self.name.clone()
+        };
+        if self.namespace.is_empty() { name } else { format!("{}/{}", self.namespace, name) }
+    }
+}
+
+/// Why a review could not be decoded. Rendered as HTTP 400 when even the uid is unknown, otherwise
+/// as a denial with code 400 inside a well-formed AdmissionReview.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    pub message: String,
+    /// Present when the envelope was good enough to answer inside an AdmissionReview.
+    pub answerable: Option<(ReviewVersion, String)>,
+}
+
+impl DecodeError {
+    fn envelope(message: impl Into<String>) -> Self {
+        DecodeError { message: message.into(), answerable: None }
+    }
+}
+
+/// Errors a decision can end in. One mapping (here) turns each into a status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdmissionError {
+    /// The request or its object cannot be understood (HTTP semantics: 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// Delete protection and similar policy refusals (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The object is invalid (422).
+    #[error("{0}")]
+    Invalid(String),
+    /// Kruise answers 500 for failures inside the pod and SidecarSet handlers (a missing revision,
+    /// an unparsable annotation, a failed lookup); we keep that code so clients see the same thing.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl AdmissionError {
+    pub fn code(&self) -> u16 {
+        match self {
+            AdmissionError::BadRequest(_) => 400,
+            AdmissionError::Forbidden(_) => 403,
+            AdmissionError::Invalid(_) => 422,
+            AdmissionError::Internal(_) => 500,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AdmissionError::BadRequest(_) => "BadRequest",
+            AdmissionError::Forbidden(_) => "Forbidden",
+            AdmissionError::Invalid(_) => "Invalid",
+            AdmissionError::Internal(_) => "InternalError",
+        }
+    }
+}
+
+/// What a webhook decided for one request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    pub allowed: bool,
+    /// Set on denials.
+    pub status: Option<Status>,
+    pub patch: Vec<PatchOp>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Decision {
+    pub fn allow() -> Self {
+        Decision { allowed: true, ..Default::default() }
+    }
+
+    pub fn deny(err: &AdmissionError) -> Self {
+        Decision {
+            allowed: false,
+            status: Some(Status { code: err.code(), reason: err.reason(), message: err.to_string() }),
+            ..Default::default()
+        }
+    }
+
+    pub fn from_result(result: Result<Decision, AdmissionError>) -> Self {
+        result.unwrap_or_else(|e| Decision::deny(&e))
+    }
+}
+
+fn str_field(map: &Map<String, Value>, key: &str) -> Result<String, String> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(format!("request.{key} must be a string, got {}", type_name(other))),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn gv_field(map: &Map<String, Value>, key: &str, last: &str) -> Result<[String; 3], String> {
+    let Some(v) = map.get(key) else { return Ok(Default::default()) };
+    if v.is_null() {
+        return Ok(Default::default());
+    }
+    let Some(obj) = v.as_object() else {
+        return Err(format!("request.{key} must be an object, got {}", type_name(v)));
+    };
+    let get = |k: &str| str_field(obj, k).map_err(|e| e.replace("request.", &format!("request.{key}.")));
+    Ok([get("group")?, get("version")?, get(last)?])
+}
+
+/// Moves `key` out of the request: objects are the bulk of a review and are never copied.
+fn take_object(map: &mut Map<String, Value>, key: &str) -> Result<Option<Value>, String> {
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) if o.is_empty() => Ok(None),
+        Some(v @ Value::Object(_)) => Ok(Some(v)),
+        Some(other) => Err(format!("request.{key} must be an object, got {}", type_name(&other))),
+    }
+}
+
+/// Decode an AdmissionReview from its JSON value.
+pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
+    let Value::Object(mut top) = review else {
+        return Err(DecodeError::envelope(format!("an AdmissionReview must be a JSON object, got {}", type_name(&review))));
+    };
+    let version = match top.get("apiVersion").and_then(Value::as_str) {
+        Some("admission.k8s.io/v1") => ReviewVersion::V1,
+        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
+        Some(other) => {
+            return Err(DecodeError::envelope(format!(
+                "unsupported apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+            )));
+        }
+        None => return Err(DecodeError::envelope("apiVersion is missing: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1")),
+    };
+    match top.get("kind").and_then(Value::as_str) {
+        Some("AdmissionReview") => {}
+        Some(other) => return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}"))),
+        None => return Err(DecodeError::envelope("kind is missing: expected AdmissionReview")),
+    }
+    let mut request = match top.remove("request") {
+        Some(Value::Object(r)) => r,
+        Some(Value::Null) | None => return Err(DecodeError::envelope("the AdmissionReview has no request")),
+        Some(other) => return Err(DecodeError::envelope(format!("request must be an object, got {}", type_name(&other)))),
+    };
+    let uid = match request.get("uid") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            return Err(DecodeError::envelope("request.uid is missing: the response could not be matched to the request"));
+        }
+        Some(other) => return Err(DecodeError::envelope(format!("request.uid must be a string, got {}", type_name(other)))),
+    };
+    // From here on the envelope is good enough to answer inside an AdmissionReview.
+    let fail = |message: String| DecodeError { message, answerable: Some((version, uid.clone())) };
+    let [kg, kv, kk] = gv_field(&request, "kind", "kind").map_err(fail)?;
+    let [rg, rv, rr] = gv_field(&request, "resource", "resource").map_err(fail)?;
+    let op_text = str_field(&request, "operation").map_err(fail)?;
+    let mut decode_warnings = Vec::new();
+    let operation = match Operation::parse(&op_text) {
+        Some((op, noncanonical)) => {
+            if noncanonical {
+                decode_warnings.push(format!("request.operation {op_text:?} is not the API value; treated as {}", op.as_str()));
+            }
+            op
+        }
+        None if op_text.is_empty() => return Err(fail("request.operation is missing".into())),
+        None => {
+            return Err(fail(format!("request.operation {op_text:?} is not one of CREATE, UPDATE, DELETE, CONNECT")));
+        }
+    };
+    let dry_run = match request.get("dryRun") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(fail(format!("request.dryRun must be a boolean, got {}", type_name(other)))),
+    };
+    let user_info = match request.get("userInfo") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(other) => return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other)))),
+    };
+    let object = take_object(&mut request, "object").map_err(fail)?;
+    let old_object = take_object(&mut request, "oldObject").map_err(fail)?;
+    Ok(AdmissionRequest {
+        version,
+        uid: uid.clone(),
+        kind: Gvk { group: kg, version: kv, kind: kk },
+        resource: Gvr { group: rg, version: rv, resource: rr },
+        sub_resource: str_field(&request, "subResource").map_err(fail)?,
+        name: str_field(&request, "name").map_err(fail)?,
+        namespace: str_field(&request, "namespace").map_err(fail)?,
+        operation,
+        user_info,
+        object,
+        old_object,
+        dry_run,
+        decode_warnings,
+    })
+}
+
+/// The JSON Patch as the apiserver wants it: the RFC 6902 array, serialised, then base64.
+pub fn encode_patch(patch: &[PatchOp]) -> String {
+    let bytes = serde_json::to_vec(patch).expect("a patch of JSON values always serialises");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The `response` object of an AdmissionReview for `decision`.
+pub fn response_json(uid: &str, decision: &Decision) -> Value {
+    let mut response = Map::new();
+    response.insert("uid".into(), Value::String(uid.to_owned()));
+    response.insert("allowed".into(), Value::Bool(decision.allowed));
+    if let Some(status) = &decision.status {
+        response.insert(
+            "status".into(),
+            json!({
+                "status": if decision.allowed { "Success" } else { "Failure" },
+                "message": status.message,
+                "reason": status.reason,
+                "code": status.code,
+            }),
+        );
+    }
+    if !decision.patch.is_empty() {
+        response.insert("patchType".into(), Value::String("JSONPatch".into()));
+        response.insert("patch".into(), Value::String(encode_patch(&decision.patch)));
+    }
+    if !decision.warnings.is_empty() {
+        response.insert("warnings".into(), decision.warnings.iter().map(|w| Value::String(w.clone())).collect());
+    }
+    Value::Object(response)
+}
+
+/// A whole AdmissionReview response, echoing the request's apiVersion and uid.
+pub fn review_response(version: ReviewVersion, uid: &str, decision: &Decision) -> Value {
+    json!({
+        "apiVersion": version.api_version(),
+        "kind": "AdmissionReview",
+        "response": response_json(uid, decision),
+    })
+}
+
+/// The answer to a review that could not be decoded: `Some(review)` to send with HTTP 200 when the
+/// envelope was answerable, `None` when only an HTTP 400 with [`error_body`] makes sense.
+pub fn decode_error_response(err: &DecodeError) -> Option<Value> {
+    let (version, uid) = err.answerable.as_ref()?;
+    let decision = Decision::deny(&AdmissionError::BadRequest(err.message.clone()));
+    Some(review_response(*version, uid, &decision))
+}
+
+/// The JSON body of an HTTP error (400, 404, 413, ...).
+pub fn error_body(message: &str) -> Value {
+    json!({ "error": message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(request: Value) -> Value {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    }
+
+    #[test]
+    fn decodes_a_minimal_request_and_treats_empty_old_object_as_absent() {
+        let r = decode_review(review(json!({
+            "uid": "u1", "operation": "CREATE",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": {"metadata": {}}, "oldObject": {}
+        })))
+        .unwrap();
+        assert_eq!(r.uid, "u1");
+        assert_eq!(r.operation, Operation::Create);
+        assert!(r.object.is_some());
+        assert!(r.old_object.is_none());
+        assert!(r.decode_warnings.is_empty());
+    }
+
+    #[test]
+    fn non_canonical_operation_is_accepted_with_a_warning() {
+        let r = decode_review(review(json!({"uid": "u", "operation": "Create"}))).unwrap();
+        assert_eq!(r.operation, Operation::Create);
+        assert_eq!(r.decode_warnings.len(), 1);
+    }
+
+    #[test]
+    fn envelope_errors_are_not_answerable_but_request_errors_are() {
+        let e = decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})).unwrap_err();
+        assert!(e.answerable.is_none());
+        assert!(decode_error_response(&e).is_none());
+        let e = decode_review(review(json!({"uid": "u", "operation": 7}))).unwrap_err();
+        assert_eq!(e.answerable, Some((ReviewVersion::V1, "u".into())));
+        let resp = decode_error_response(&e).unwrap();
+        assert_eq!(resp["response"]["status"]["code"], 400);
+        assert_eq!(resp["response"]["uid"], "u");
+        assert_eq!(resp["response"]["allowed"], false);
+    }
+
+    #[test]
+    fn response_carries_base64_patch_only_when_there_are_operations() {
+        let d = Decision::allow();
+        let r = review_response(ReviewVersion::V1Beta1, "x", &d);
+        assert_eq!(r["apiVersion"], "admission.k8s.io/v1beta1");
+        assert!(r["response"].get("patch").is_none());
+        assert!(r["response"].get("patchType").is_none());
+        let d = Decision { patch: vec![PatchOp::add("/a", json!(1))], ..Decision::allow() };
+        let r = review_response(ReviewVersion::V1, "x", &d);
+        let raw = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().unwrap()).unwrap();
+        assert_eq!(String::from_utf8(raw).unwrap(), r#"[{"op":"add","path":"/a","value":1}]"#);
+        assert_eq!(r["response"]["patchType"], "JSONPatch");
+    }
+
+    #[test]
+    fn each_error_kind_has_its_code() {
+        for (e, code) in [
+            (AdmissionError::BadRequest("b".into()), 400),
+            (AdmissionError::Forbidden("f".into()), 403),
+            (AdmissionError::Invalid("i".into()), 422),
+            (AdmissionError::Internal("x".into()), 500),
+        ] {
+            let d = Decision::deny(&e);
+            assert!(!d.allowed);
+            assert_eq!(d.status.unwrap().code, code);
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The one routing table: which paths this binary serves, which requests each webhook receives,
+//! and what runs for it. `serve` routes HTTP paths from it, `dry-run` picks the webhooks the
+//! apiserver would call from it, and the webhook configurations are generated from it, so the three
+//! cannot disagree.
+
+use serde_json::Value;
+
+use super::patch::diff;
+use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
+use super::{Inputs, pod};
+use crate::cluster::Query;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookKind {
+    Mutating,
+    Validating,
+}
+
+/// One rule of a webhook registration (admissionregistration.k8s.io/v1 `rules[]`).
+#[derive(Debug)]
+pub struct Rule {
+    pub groups: &'static [&'static str],
+    pub versions: &'static [&'static str],
+    /// `pods`, or `pods/eviction` for a subresource.
+    pub resources: &'static [&'static str],
+    pub operations: &'static [Operation],
+}
+
+/// A mutator changes its copy of the object and returns warnings; the patch is diffed afterwards.
+pub type Mutator = fn(&AdmissionRequest, &mut Value, &Inputs) -> Result<Vec<String>, AdmissionError>;
+/// A validator allows (with warnings) or refuses with an error.
+pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, AdmissionError>;
+/// The live lookups a validator needs answered before it decides (none for most).
+pub type Queries = fn(&AdmissionRequest, &Inputs) -> Vec<Query>;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Handler {
+    Mutate(Mutator),
+    Validate(Validator),
+}
+
+#[derive(Debug)]
+pub struct Webhook {
+    /// The name in the webhook configuration; Kruise's names, so denials read the same.
+    pub name: &'static str,
+    pub path: &'static str,
+    pub rules: &'static [Rule],
+    pub handler: Handler,
+    pub queries: Option<Queries>,
+}
+
+impl Webhook {
+    pub fn kind(&self) -> WebhookKind {
+        match self.handler {
+            Handler::Mutate(_) => WebhookKind::Mutating,
+            Handler::Validate(_) => WebhookKind::Validating,
+        }
+    }
+
+    /// Would the apiserver send `request` to this webhook? Matches group, version, resource
+    /// (with subresource) and operation like `rules[]` with `matchPolicy: Exact`.
+    pub fn matches(&self, request: &AdmissionRequest) -> bool {
+        let resource = if request.sub_resource.is_empty() {
+            request.resource.resource.clone()
+        } else {
+            format!("{}/{}", request.resource.resource, request.sub_resource)
+        };
+        self.rules.iter().any(|rule| {
+            rule.groups.contains(&request.resource.group.as_str())
+                && rule.versions.contains(&request.resource.version.as_str())
+                && rule.resources.contains(&resource.as_str())
+                && rule.operations.contains(&request.operation)
+        })
+    }
+}
+
+const CREATE: &[Operation] = &[Operation::Create];
+
+/// Every webhook this binary serves.
+pub static WEBHOOKS: &[Webhook] = &[Webhook {
+    name: "mpod.kb.io",
+    path: "/mutate-pod",
+    rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
+    handler: Handler::Mutate(pod::mutate),
+    queries: None,
+}];
+
+pub fn by_path(path: &str) -> Option<&'static Webhook> {
+    WEBHOOKS.iter().find(|w| w.path == path)
+}
+
+/// The webhooks the apiserver would call for `request`, mutating ones first (the apiserver runs
+/// all mutating admission before validating admission), each group in table order.
+pub fn matching(request: &AdmissionRequest) -> impl Iterator<Item = &'static Webhook> + '_ {
+    let of = move |kind| WEBHOOKS.iter().filter(move |w| w.kind() == kind && w.matches(request));
+    of(WebhookKind::Mutating).chain(of(WebhookKind::Validating))
+}
+
+/// The outcome of one webhook call: the decision and, for mutating webhooks, the object after it.
+pub struct Outcome {
+    pub decision: Decision,
+    pub mutated: Option<Value>,
+}
+
+/// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
+pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    let mut outcome = match webhook.handler {
+        Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
+        Handler::Validate(validate) => Outcome {
+            decision: Decision::from_result(validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() })),
+            mutated: None,
+        },
+    };
+    if !request.decode_warnings.is_empty() {
+        let mut warnings = request.decode_warnings.clone();
+        warnings.append(&mut outcome.decision.warnings);
+        outcome.decision.warnings = warnings;
+    }
+    outcome
+}
+
+fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    let Some(original) = request.object.as_ref() else {
+        return if request.operation == Operation::Delete {
+            Outcome { decision: Decision::allow(), mutated: None }
+        } else {
+            let err = AdmissionError::BadRequest(format!("request.object is required for {}", request.operation.as_str()));
+            Outcome { decision: Decision::deny(&err), mutated: None }
+        };
+    };
+    let mut object = original.clone();
+    match mutate(request, &mut object, inputs) {
+        Ok(warnings) => {
+            let patch = diff(original, &object);
+            Outcome { decision: Decision { warnings, patch, ..Decision::allow() }, mutated: Some(object) }
+        }
+        Err(err) => Outcome { decision: Decision::deny(&err), mutated: None },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_unique_and_rooted() {
+        let mut seen = std::collections::HashSet::new();
+        for w in WEBHOOKS {
+            assert!(w.path.starts_with('/'), "{}", w.path);
+            assert!(seen.insert(w.path), "duplicate path {}", w.path);
+            assert!(by_path(w.path).is_some());
+        }
+    }
+}

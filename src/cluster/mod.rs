@@ -1,0 +1,12 @@
+//! The cluster as decisions see it: an immutable [`Snapshot`] of cached objects, swapped whole when
+//! anything changes, plus [`Query`]/[`Answers`] for the few lookups that are not cached.
+//!
+//! `files` builds snapshots from a folder (dry-run, the embedded default); the live mode builds them
+//! from API watches. Decisions never know which.
+
+pub mod files;
+pub mod query;
+pub mod snapshot;
+
+pub use query::{Answers, Query};
+pub use snapshot::{ObjectKey, Snapshot, TypeKey};
