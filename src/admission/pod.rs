@@ -21,10 +21,10 @@ pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> R
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot
 /// have come from the apiserver and is refused with a message that says what is wrong.
 fn check_is_pod(pod: &Value) -> Result<(), AdmissionError> {
-    if let Some(kind) = pod.get("kind").and_then(Value::as_str) {
-        if kind != "Pod" {
-            return Err(AdmissionError::BadRequest(format!("request.object is a {kind}, not a Pod")));
-        }
+    if let Some(kind) = pod.get("kind").and_then(Value::as_str)
+        && kind != "Pod"
+    {
+        return Err(AdmissionError::BadRequest(format!("request.object is a {kind}, not a Pod")));
     }
     if pod.get("metadata").is_some_and(|m| !m.is_object()) {
         return Err(AdmissionError::BadRequest("request.object.metadata must be an object".into()));

@@ -44,11 +44,11 @@ fn expand_list(doc: Value, out: &mut Vec<Value>) {
         out.push(doc);
         return;
     }
-    if let Value::Object(mut map) = doc {
-        if let Some(Value::Array(items)) = map.remove("items") {
-            for item in items {
-                expand_list(item, out);
-            }
+    if let Value::Object(mut map) = doc
+        && let Some(Value::Array(items)) = map.remove("items")
+    {
+        for item in items {
+            expand_list(item, out);
         }
     }
 }
