@@ -39,6 +39,36 @@ pub enum Handler {
     Validate(Validator),
 }
 
+/// What the apiserver does when the webhook cannot be reached (never applies to a denial).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Pods: a webhook that is down must never block the cluster.
+    Ignore,
+    /// Protection and in-place rules: letting a request through unchecked defeats their purpose.
+    Fail,
+}
+
+/// Which objects the registration sends (besides the namespace exclusions every entry gets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectScope {
+    All,
+    /// Only objects labelled `policy.kruise.io/delete-protection` (the protection-only webhooks).
+    DeleteProtected,
+}
+
+/// A capability an operator can switch off as a whole (its webhook entries and its server logic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// `/mutate-pod`: SidecarSet injection and the DaemonSet-style stamp.
+    PodMutation,
+    /// SidecarSet defaulting, hashing and validation.
+    SidecarSetAdmission,
+    /// In-place-only rules on CloneSet, Advanced StatefulSet and Advanced DaemonSet.
+    WorkloadRules,
+    /// `policy.kruise.io/delete-protection`.
+    DeleteProtection,
+}
+
 #[derive(Debug)]
 pub struct Webhook {
     /// The name in the webhook configuration; Kruise's names, so denials read the same.
@@ -47,6 +77,9 @@ pub struct Webhook {
     pub rules: &'static [Rule],
     pub handler: Handler,
     pub queries: Option<Queries>,
+    pub failure_policy: FailurePolicy,
+    pub scope: ObjectScope,
+    pub capability: Capability,
 }
 
 impl Webhook {
@@ -83,6 +116,9 @@ pub static WEBHOOKS: &[Webhook] = &[Webhook {
     rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
     handler: Handler::Mutate(pod::mutate),
     queries: None,
+    failure_policy: FailurePolicy::Ignore,
+    scope: ObjectScope::All,
+    capability: Capability::PodMutation,
 }];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
