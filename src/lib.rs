@@ -5,3 +5,4 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod deploy;

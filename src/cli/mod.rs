@@ -1,0 +1,3 @@
+//! The edges of each subcommand: flags in, files and stdout out.
+
+pub mod manifests;
