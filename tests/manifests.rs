@@ -229,12 +229,14 @@ fn crds_without_a_folder_print_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no CRD folder"));
 }
 
-/// `$HELM`, else `helm` on PATH.
+/// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
+/// instead of skipping.
 fn helm() -> Option<PathBuf> {
-    if let Some(helm) = std::env::var_os("HELM") {
-        return Some(PathBuf::from(helm));
-    }
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file()))
+    let found = std::env::var_os("HELM")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file())));
+    assert!(found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(), "KRUISE_REQUIRE_HELM is set but helm is not found");
+    found
 }
 
 fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
@@ -289,4 +291,65 @@ fn the_chart_disables_a_capability_in_the_configuration_and_the_server_together(
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
     let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
     assert!(args.as_array().expect("args").contains(&json!("--disable-capability=pod-mutation")), "{args}");
+}
+
+/// Values that change entries: extra exclusions are appended after kube-system and the release
+/// namespace, and a capability's failurePolicy overrides its entries' own.
+#[test]
+fn the_chart_applies_exclusions_and_failure_policy_overrides() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_applies_exclusions_and_failure_policy_overrides: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "kruise-admission",
+        &["webhooks.excludeNamespaces={monitoring,platform}", "capabilities.podMutation.failurePolicy=Fail"],
+    );
+    let mutating = rendered_webhooks(&objects, "MutatingWebhookConfiguration");
+    let pod = mutating.as_array().expect("list").iter().find(|e| e["name"] == "mpod.kb.io").expect("mpod.kb.io").clone();
+    assert_eq!(pod["failurePolicy"], "Fail");
+    assert_eq!(pod["namespaceSelector"]["matchExpressions"][0]["values"], json!(["kube-system", "platform", "monitoring"]));
+}
+
+/// The dashboard only queries metrics the server exports (names from the brief).
+#[test]
+fn the_dashboard_queries_only_exported_metrics() {
+    const EXPORTED: &[&str] = &[
+        "kruise_admission_webhook_request_total",
+        "kruise_admission_webhook_admission_duration_seconds",
+        "kruise_admission_webhook_rejection_count",
+        "kruise_admission_webhook_patch_operations",
+        "kruise_admission_http_errors_total",
+        "kruise_admission_serving_certificate_not_after_seconds",
+        "kruise_admission_build_info",
+        "kruise_admission_cluster_objects",
+        "kruise_admission_cluster_snapshot_timestamp_seconds",
+    ];
+    let text = std::fs::read_to_string(repo().join("charts/kruise-admission/dashboards/kruise-admission.json")).expect("dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("dashboard is JSON");
+    let metric = regex::Regex::new(r"kruise_admission_[a-z_]+").expect("regex");
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            for found in metric.find_iter(target["expr"].as_str().expect("expr")) {
+                let name = found.as_str();
+                let base = name.strip_suffix("_bucket").filter(|b| b.ends_with("_seconds") || b.ends_with("_operations")).unwrap_or(name);
+                assert!(EXPORTED.contains(&base), "the dashboard queries {name}, which the server does not export");
+                queried.insert(base.to_string());
+            }
+        }
+    }
+    // Requests, latency, denials, patch sizes, cache age and cert expiry are all shown.
+    for needed in [
+        "kruise_admission_webhook_request_total",
+        "kruise_admission_webhook_admission_duration_seconds",
+        "kruise_admission_webhook_rejection_count",
+        "kruise_admission_webhook_patch_operations",
+        "kruise_admission_cluster_snapshot_timestamp_seconds",
+        "kruise_admission_serving_certificate_not_after_seconds",
+    ] {
+        assert!(queried.contains(needed), "the dashboard does not show {needed}");
+    }
 }
