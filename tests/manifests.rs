@@ -141,7 +141,7 @@ fn assert_no_drift(relative: &str, expected: &str, regenerate: &str) {
     let actual = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         actual == expected,
-        "{relative} is out of date with the routing table; regenerate it with:\n    {regenerate}\n(cargo run -q -- … works too)"
+        "{relative} is out of date with the routing table; regenerate it with:\n    {regenerate}\nor every generated file at once with .ci/regenerate-manifests.sh"
     );
 }
 
