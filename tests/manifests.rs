@@ -21,7 +21,7 @@ fn entries(configuration: &Value) -> &Vec<Value> {
 }
 
 fn target(namespace: &str, service: &str) -> Target {
-    Target { namespace: namespace.into(), service: service.into() }
+    Target::new(namespace, service)
 }
 
 /// Every path the server routes (the table) has exactly one entry, in the configuration of its
@@ -216,6 +216,38 @@ fn the_cli_prints_the_generated_configurations() {
         .expect("run the binary");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), deploy::webhooks_yaml(&target("ns-a", "svc-b")).expect("yaml"));
+}
+
+/// `--ca-bundle-file` puts the CA, base64-encoded as the API expects, into every entry.
+#[test]
+fn the_cli_embeds_a_provided_ca_bundle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt");
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+    std::fs::write(&ca, pem).expect("write ca");
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "webhooks", "--ca-bundle-file"])
+        .arg(&ca)
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // base64 of the PEM above, computed independently.
+    let expected = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
+    let documents = parse_yaml(&String::from_utf8_lossy(&out.stdout));
+    let entries: Vec<&Value> = documents.iter().flat_map(entries).collect();
+    assert_eq!(entries.len(), WEBHOOKS.len());
+    for entry in entries {
+        assert_eq!(entry["clientConfig"]["caBundle"], expected);
+    }
+
+    std::fs::write(&ca, "not a certificate").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "webhooks", "--ca-bundle-file"])
+        .arg(&ca)
+        .output()
+        .expect("run the binary");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ca-bundle-file"));
 }
 
 #[test]

@@ -30,6 +30,10 @@ pub struct Args {
     /// The Service in front of the server.
     #[arg(long, default_value = DEFAULT_SERVICE)]
     pub service: String,
+    /// A PEM CA certificate to put in every entry's `clientConfig.caBundle` (webhooks; for
+    /// certificates you provide yourself).
+    #[arg(long)]
+    pub ca_bundle_file: Option<PathBuf>,
     /// Where Kruise keeps SidecarSet ControllerRevisions (rbac).
     #[arg(long, default_value = "kruise-system")]
     pub kruise_namespace: String,
@@ -42,7 +46,16 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let target = Target { namespace: args.namespace.clone(), service: args.service.clone() };
+    let mut target = Target::new(&args.namespace, &args.service);
+    if let Some(file) = &args.ca_bundle_file {
+        let pem = std::fs::read(file).with_context(|| format!("reading --ca-bundle-file {}", file.display()))?;
+        anyhow::ensure!(
+            String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----"),
+            "--ca-bundle-file {} holds no PEM certificate",
+            file.display()
+        );
+        target.ca_bundle = Some(pem);
+    }
     let text = match args.what {
         What::Webhooks => deploy::webhooks_yaml(&target).context("rendering the webhook configurations")?,
         What::Rbac => {

@@ -21,11 +21,21 @@ pub const NAME: &str = "kruise-admission";
 pub struct Target {
     pub namespace: String,
     pub service: String,
+    /// The PEM CA the apiserver verifies the server with (`clientConfig.caBundle`), when the
+    /// certificates are provided by hand; cert-manager's cainjector or self-managed mode fill it
+    /// in otherwise.
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+impl Target {
+    pub fn new(namespace: &str, service: &str) -> Self {
+        Target { namespace: namespace.into(), service: service.into(), ca_bundle: None }
+    }
 }
 
 impl Default for Target {
     fn default() -> Self {
-        Target { namespace: DEFAULT_NAMESPACE.into(), service: DEFAULT_SERVICE.into() }
+        Target::new(DEFAULT_NAMESPACE, DEFAULT_SERVICE)
     }
 }
 

@@ -11,6 +11,7 @@
 //! - `namespaceSelector` excludes `kube-system` and the server's own namespace, so the server can
 //!   always restart itself and the control plane is never blocked by it.
 
+use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::{CAPABILITIES, NAME, Target, capability_name, capability_values_key, labels};
@@ -58,10 +59,12 @@ pub fn entry(webhook: &Webhook, target: &Target) -> Value {
     let mut entry = Map::new();
     entry.insert("name".into(), json!(webhook.name));
     entry.insert("admissionReviewVersions".into(), json!(["v1", "v1beta1"]));
-    entry.insert(
-        "clientConfig".into(),
-        json!({ "service": { "namespace": target.namespace, "name": target.service, "path": webhook.path, "port": SERVICE_PORT } }),
-    );
+    let mut client_config =
+        json!({ "service": { "namespace": target.namespace, "name": target.service, "path": webhook.path, "port": SERVICE_PORT } });
+    if let Some(ca) = &target.ca_bundle {
+        client_config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+    }
+    entry.insert("clientConfig".into(), client_config);
     entry.insert("failurePolicy".into(), json!(failure_policy(webhook.failure_policy)));
     entry.insert("matchPolicy".into(), json!("Equivalent"));
     entry.insert(
