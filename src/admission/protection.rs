@@ -7,7 +7,7 @@
 //! cached: [`queries`] names them, the edge answers them, and the decision reads `inputs.answers`.
 //! Both go through the same [`plan`], so they cannot disagree about which lookups a request needs.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
@@ -47,7 +47,7 @@ pub const fn webhook(name: &'static str, path: &'static str, rules: &'static [Ru
 /// is being deleted).
 pub fn queries(request: &AdmissionRequest, inputs: &Inputs) -> Vec<Query> {
     match plan(request, inputs.settings) {
-        Ok(Plan::NamespaceDependents { namespace }) => vec![pods_in(&namespace), pvcs_in(&namespace)],
+        Ok(Plan::NamespaceDependents(namespace)) => vec![pods_in(&namespace), pvcs_in(&namespace)],
         Ok(Plan::CustomResources(crd)) => vec![crd.query()],
         Ok(Plan::Allow) | Err(_) => Vec::new(),
     }
@@ -58,7 +58,7 @@ pub fn queries(request: &AdmissionRequest, inputs: &Inputs) -> Vec<Query> {
 pub fn check_delete(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     match plan(request, inputs.settings)? {
         Plan::Allow => {}
-        Plan::NamespaceDependents { namespace } => check_namespace(&namespace, inputs.answers)?,
+        Plan::NamespaceDependents(namespace) => check_namespace(&namespace, inputs.answers)?,
         Plan::CustomResources(crd) => check_custom_resources(&crd, inputs.answers)?,
     }
     Ok(Vec::new())
@@ -69,9 +69,7 @@ pub fn check_delete(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<S
 enum Plan {
     Allow,
     /// A Cascading Namespace: count its active pods, then its Bound PVCs.
-    NamespaceDependents {
-        namespace: String,
-    },
+    NamespaceDependents(String),
     /// A Cascading CRD: count its live custom resources.
     CustomResources(CustomResourceType),
 }
@@ -111,17 +109,15 @@ fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, Admissi
     // Clusters older than 1.16 send no oldObject on DELETE; there is nothing to read, so allow.
     let Some(object) = request.old_object.as_ref() else { return Ok(Plan::Allow) };
     let Some(kind) = request_kind(request, object) else { return Ok(Plan::Allow) };
-    let metadata = metadata(object)?;
     // Already being deleted (finalizers pending): refusing again would only block the cleanup.
-    if metadata.get("deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if terminating(object) {
         return Ok(Plan::Allow);
     }
-    let value = label_value(metadata)?;
-    match (value, kind) {
+    match (label_value(object)?, kind) {
         (Some(ALWAYS), _) => Err(forbidden(ALWAYS, "")),
         (Some(CASCADING), Protected::Namespace) => {
-            let namespace = str_at(metadata, "name").filter(|n| !n.is_empty()).unwrap_or(&request.name);
-            Ok(Plan::NamespaceDependents { namespace: namespace.to_owned() })
+            let name = object.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty());
+            Ok(Plan::NamespaceDependents(name.unwrap_or(&request.name).to_owned()))
         }
         (Some(CASCADING), Protected::CustomResourceDefinition) => Ok(Plan::CustomResources(CustomResourceType::of_crd(object)?)),
         (Some(CASCADING), Protected::Workload) => match replicas(object)? {
@@ -148,17 +144,13 @@ fn forbidden(value: &str, detail: &str) -> AdmissionError {
     AdmissionError::Forbidden(format!("{FORBIDDEN} {LABEL}={value}{detail}"))
 }
 
-fn metadata(object: &Value) -> Result<&Map<String, Value>, AdmissionError> {
-    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
-    match object.get("metadata") {
-        None | Some(Value::Null) => Ok(&EMPTY),
-        Some(Value::Object(m)) => Ok(m),
-        Some(_) => Err(AdmissionError::BadRequest("request.oldObject.metadata must be an object".into())),
-    }
-}
-
-fn label_value(metadata: &Map<String, Value>) -> Result<Option<&str>, AdmissionError> {
-    let labels = match metadata.get("labels") {
+fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
+    let labels = match object.get("metadata") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(metadata)) => metadata.get("labels"),
+        Some(_) => return Err(AdmissionError::BadRequest("request.oldObject.metadata must be an object".into())),
+    };
+    let labels = match labels {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(labels)) => labels,
         Some(_) => return Err(AdmissionError::BadRequest("request.oldObject.metadata.labels must be an object".into())),
@@ -168,10 +160,6 @@ fn label_value(metadata: &Map<String, Value>) -> Result<Option<&str>, AdmissionE
         Some(Value::String(v)) => Ok(Some(v)),
         Some(_) => Err(AdmissionError::BadRequest(format!("request.oldObject.metadata.labels[{LABEL:?}] must be a string"))),
     }
-}
-
-fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key).and_then(Value::as_str)
 }
 
 /// `spec.replicas` of a workload. Absent or null means "not set", which Kruise treats as nothing to
