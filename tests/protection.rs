@@ -691,3 +691,26 @@ fn delete_reviews_against_a_cluster_folder() {
         }
     }
 }
+
+#[test]
+fn a_review_without_request_kind_is_judged_by_the_objects_own_kind() {
+    // Hand-written reviews sometimes leave `kind` out; the webhook is chosen by `resource`, and the
+    // decision falls back to the object's apiVersion/kind.
+    let env = Env::new(vec![]);
+    for (k, spec, expected) in [
+        (DEPLOYMENT, json!({"replicas": 2}), Some(format!("{CASCADING_MSG} and replicas 2>0"))),
+        (SERVICE, json!({}), None),
+        (INGRESS_V1BETA1, json!({}), None),
+    ] {
+        let mut review = request_json(k, "DELETE", object(k, "web", Some("Cascading"), spec));
+        review["request"].as_object_mut().unwrap().remove("kind");
+        let d = env.decide(&decode_review(review).unwrap());
+        match expected {
+            Some(message) => assert_denied(&d, &message),
+            None => assert_allowed(&d),
+        }
+    }
+    let mut review = request_json(DEPLOYMENT, "DELETE", object(DEPLOYMENT, "web", Some("Always"), json!({})));
+    review["request"].as_object_mut().unwrap().remove("kind");
+    assert_denied(&env.decide(&decode_review(review).unwrap()), ALWAYS_MSG);
+}
