@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod patch;
 pub mod pod;
+pub mod protection;
 pub mod review;
 pub mod webhooks;
 
@@ -79,11 +80,15 @@ pub struct Settings {
     /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
     /// `POD_NAMESPACE`, default `kruise-system`).
     pub kruise_namespace: String,
+    /// `policy.kruise.io/delete-protection` is enforced (on by default, unlike Kruise's gate). When
+    /// off, every deletion is allowed. `serve` and `dry-run` turn it off with
+    /// `--disable-delete-protection`.
+    pub delete_protection: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into() }
+        Settings { kruise_namespace: "kruise-system".into(), delete_protection: true }
     }
 }
 
