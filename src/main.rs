@@ -3,8 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-mod cli;
+use kruise_admission::cli;
 
 #[derive(Debug, Parser)]
 #[command(name = "kruise-admission", version, about)]

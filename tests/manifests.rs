@@ -385,3 +385,81 @@ fn the_dashboard_queries_only_exported_metrics() {
         assert!(queried.contains(needed), "the dashboard does not show {needed}");
     }
 }
+
+/// Issue 8's Deployment requirements, for one rendered Deployment.
+fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2, "{origin}: two replicas");
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0, "{origin}: maxUnavailable 0");
+    let pod = &spec["template"]["spec"];
+    assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{origin}: pod anti-affinity");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{origin}");
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{origin}");
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "{origin}");
+    let server = &containers[0];
+    let security = &server["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true, "{origin}");
+    assert_eq!(security["allowPrivilegeEscalation"], false, "{origin}");
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{origin}");
+    assert!(server["resources"]["limits"].get("cpu").is_none(), "{origin}: no CPU limit");
+    assert_eq!(server["readinessProbe"]["httpGet"], json!({ "path": "/readyz", "port": "metrics" }), "{origin}");
+    assert_eq!(server["livenessProbe"]["httpGet"], json!({ "path": "/healthz", "port": "metrics" }), "{origin}");
+    let ports: Vec<(&str, i64)> = server["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| (p["name"].as_str().expect("port name"), p["containerPort"].as_i64().expect("port")))
+        .collect();
+    assert!(ports.contains(&("webhook", 9443)) && ports.iter().any(|(name, _)| *name == "metrics"), "{origin}: {ports:?}");
+    // The drain budget: preStop sleep, then --shutdown-grace, both inside the grace period.
+    let pre_stop = server["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().expect("a preStop sleep");
+    assert!(pre_stop > 0, "{origin}");
+    let args: Vec<&str> = server["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("arg")).collect();
+    assert_eq!(args.first(), Some(&"serve"), "{origin}");
+    let grace = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--shutdown-grace="))
+        .and_then(|g| g.strip_suffix('s'))
+        .and_then(|g| g.parse::<i64>().ok())
+        .expect("--shutdown-grace=<n>s");
+    let termination = pod["terminationGracePeriodSeconds"].as_i64().expect("terminationGracePeriodSeconds");
+    assert!(termination > pre_stop + grace, "{origin}: {termination} <= {pre_stop} + {grace}");
+    for flag in
+        ["--listen=0.0.0.0:9443", "--tls-cert-file=/etc/kruise-admission/tls/tls.crt", "--tls-key-file=/etc/kruise-admission/tls/tls.key"]
+    {
+        assert!(args.contains(&flag), "{origin}: {flag} missing from {args:?}");
+    }
+}
+
+#[test]
+fn the_kustomize_deployment_is_safe_to_roll_and_drain() {
+    let text = std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("manifests/deployment.yaml");
+    assert_deployment_is_safe(&parse_yaml(&text)[0], "manifests/deployment.yaml");
+    let text = std::fs::read_to_string(repo().join("manifests/poddisruptionbudget.yaml")).expect("pdb");
+    assert_eq!(parse_yaml(&text)[0]["spec"]["minAvailable"], 1);
+    let text = std::fs::read_to_string(repo().join("manifests/service.yaml")).expect("service");
+    assert_eq!(
+        parse_yaml(&text)[0]["spec"]["ports"][0],
+        json!({ "name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP" })
+    );
+}
+
+#[test]
+fn the_chart_deployment_is_safe_to_roll_and_drain() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_deployment_is_safe_to_roll_and_drain: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    for mode in ["provided", "cert-manager", "self-managed"] {
+        let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.mode={mode}")]);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+        assert_deployment_is_safe(deployment, mode);
+        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        let self_managed = [json!("--cert-mode=self-managed"), json!("--cert-secret=kruise-admission-tls")];
+        for flag in &self_managed {
+            assert_eq!(args.as_array().expect("args").contains(flag), mode == "self-managed", "{mode}: {flag}");
+        }
+        assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"), "{mode}: a PDB");
+    }
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use clap::ValueEnum;
 
-use kruise_admission::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::RbacOptions};
+use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::RbacOptions};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum What {
