@@ -83,6 +83,10 @@ for mode in provided cert-manager self-managed; do
     "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=$mode \
         >"$out/helm-$mode.yaml"
 done
+# provided with its CA (caBundle must pass the schema's byte format).
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=provided \
+    --set certs.provided.caBundle="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)" \
+    >"$out/helm-provided-ca.yaml"
 # Every optional object on at once, in another namespace and release name.
 "$helm" template ka "$chart" --namespace platform --set certs.mode=cert-manager \
     --set liveCluster.enabled=true --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \

@@ -308,6 +308,24 @@ fn the_chart_renders_the_binarys_webhook_entries() {
         assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"], "release {release}");
         assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"], "release {release}");
     }
+    // A provided CA lands in the same place as `manifests webhooks --ca-bundle-file` puts it.
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+    let encoded = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
+    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.provided.caBundle={encoded}")]);
+    let with_ca = Target { ca_bundle: Some(pem.as_bytes().to_vec()), ..Target::default() };
+    let [mutating, validating] = configurations(&with_ca);
+    assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"]);
+    assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"]);
+    // cert-manager: no caBundle in the entries (cainjector writes it), the annotation names the
+    // rendered serving Certificate.
+    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &["certs.mode=cert-manager"]);
+    let [mutating, validating] = configurations(&Target::default());
+    for (kind, expected) in [("MutatingWebhookConfiguration", &mutating), ("ValidatingWebhookConfiguration", &validating)] {
+        assert_eq!(rendered_webhooks(&objects, kind), expected["webhooks"]);
+        let configuration = objects.iter().find(|o| o["kind"] == kind).expect("configuration");
+        assert_eq!(configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "kruise-admission/kruise-admission-serving");
+    }
+    assert!(objects.iter().any(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == "kruise-admission-serving"));
 }
 
 /// Turning a capability off removes its entries and passes the server flag, together.
