@@ -5,4 +5,5 @@
 
 pub mod admission;
 pub mod api;
+pub mod cli;
 pub mod cluster;
