@@ -76,6 +76,24 @@ fn a_targeted_pod_is_stamped_and_the_patch_turns_the_input_into_the_reported_obj
 }
 
 #[test]
+fn a_reinvoked_webhook_returns_no_patch() {
+    // reinvocationPolicy IfNeeded: the admitted object sent again must come back unchanged.
+    for review in [
+        targeted_review("node-r"),
+        read_json(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews/daemonset-pod-node-name.json").as_path()),
+    ] {
+        let first = &lines(&dry_run(&["--now", NOW, "-"], Some(&review.to_string())))[0];
+        assert_ne!(first["patch"], json!([]));
+        let mut again = review.clone();
+        again["request"]["object"] = first["object"].clone();
+        let second = &lines(&dry_run(&["--now", NOW, "-"], Some(&again.to_string())))[0];
+        assert_eq!(second["allowed"], true);
+        assert_eq!(second["patch"], json!([]), "{}", second["object"]);
+        assert_eq!(second["object"], first["object"]);
+    }
+}
+
+#[test]
 fn review_output_is_the_admission_review_serve_sends() {
     for version in ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"] {
         let mut review = targeted_review("node-2");

@@ -354,6 +354,12 @@ mod tests {
         let out = stamped(pod(targeted("n1"), spec));
         assert_eq!(out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], preferred);
         assert_eq!(required(&out), &pinned_to("n1"));
+        // An explicit null is the same as absent.
+        let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": null, "preferredDuringSchedulingIgnoredDuringExecution": preferred}}});
+        let out = stamped(pod(targeted("n1"), spec));
+        assert_eq!(out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], preferred);
+        assert_eq!(required(&out), &pinned_to("n1"));
     }
 
     #[test]

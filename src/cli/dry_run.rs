@@ -211,12 +211,15 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
             };
         }
     };
-    run_webhooks(env, request)
+    let matching: Vec<&Webhook> = webhooks::matching(&request).collect();
+    run_webhooks(env, request, &matching)
 }
 
-fn run_webhooks(env: &Env, request: AdmissionRequest) -> ReviewResult {
+/// Run `matching` (mutating ones first, as `webhooks::matching` orders them) the way the apiserver
+/// calls them: each mutating webhook sees the previous one's object, validating ones see the final
+/// object; a mutating denial ends the chain, validating webhooks all run (they run in parallel).
+fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> ReviewResult {
     let original = request.object.clone();
-    let matching: Vec<&Webhook> = webhooks::matching(&request).collect();
     let mut current = request;
     let mut result = ReviewResult {
         uid: Value::String(current.uid.clone()),
@@ -229,10 +232,6 @@ fn run_webhooks(env: &Env, request: AdmissionRequest) -> ReviewResult {
         responses: Vec::new(),
     };
     for webhook in matching {
-        // The apiserver stops at a mutating denial; validating webhooks all run (in parallel).
-        if !result.allowed && webhook.kind() == WebhookKind::Mutating {
-            break;
-        }
         let decision = call(env, webhook, &mut current);
         let patch_json = serde_json::to_value(&decision.patch).unwrap_or_else(|_| json!([]));
         result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
@@ -243,6 +242,9 @@ fn run_webhooks(env: &Env, request: AdmissionRequest) -> ReviewResult {
             result.status = (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
         }
         result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: patch_json });
+        if !decision.allowed && webhook.kind() == WebhookKind::Mutating {
+            break;
+        }
     }
     if result.allowed {
         if let (Some(from), Some(to)) = (&original, &current.object) {
@@ -271,4 +273,130 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
         request.object = Some(mutated);
     }
     outcome.decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::review::{AdmissionError, Operation, ReviewVersion};
+    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+
+    fn label(object: &Value, key: &str) -> Option<String> {
+        object.pointer(&format!("/metadata/labels/{key}")).and_then(Value::as_str).map(str::to_owned)
+    }
+
+    fn set_label(object: &mut Value, key: &str, value: String) {
+        object["metadata"]["labels"][key] = Value::String(value);
+    }
+
+    fn first(_: &AdmissionRequest, object: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        set_label(object, "a", "1".into());
+        Ok(vec!["first".into()])
+    }
+
+    /// Proves chaining: it can only write "12" if it saw `first`'s label.
+    fn second(_: &AdmissionRequest, object: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        let a = label(object, "a").unwrap_or_default();
+        set_label(object, "b", format!("{a}2"));
+        Ok(vec!["second".into()])
+    }
+
+    fn refuse_mutation(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        Err(AdmissionError::Forbidden("mutation refused".into()))
+    }
+
+    /// Allows only the final object of the chain.
+    fn sees_final(request: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        match request.object.as_ref().and_then(|o| label(o, "b")) {
+            Some(b) if b == "12" => Ok(vec!["validated".into()]),
+            other => Err(AdmissionError::Invalid(format!("expected label b=12, got {other:?}"))),
+        }
+    }
+
+    fn refuse_validation(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        Err(AdmissionError::Invalid("validation refused".into()))
+    }
+
+    const fn hook(path: &'static str, handler: Handler) -> Webhook {
+        Webhook {
+            name: "test.kb.io",
+            path,
+            rules: &[],
+            handler,
+            queries: None,
+            failure_policy: FailurePolicy::Fail,
+            scope: ObjectScope::All,
+            capability: Capability::PodMutation,
+        }
+    }
+
+    static FIRST: Webhook = hook("/first", Handler::Mutate(first));
+    static SECOND: Webhook = hook("/second", Handler::Mutate(second));
+    static REFUSE_MUTATION: Webhook = hook("/refuse-mutation", Handler::Mutate(refuse_mutation));
+    static SEES_FINAL: Webhook = hook("/sees-final", Handler::Validate(sees_final));
+    static REFUSE_VALIDATION: Webhook = hook("/refuse-validation", Handler::Validate(refuse_validation));
+
+    fn request() -> AdmissionRequest {
+        AdmissionRequest {
+            version: ReviewVersion::V1,
+            uid: "u".into(),
+            kind: Default::default(),
+            resource: Default::default(),
+            sub_resource: String::new(),
+            name: String::new(),
+            namespace: String::new(),
+            operation: Operation::Create,
+            user_info: json!({}),
+            object: Some(json!({"metadata": {"labels": {}}, "spec": {}})),
+            old_object: None,
+            dry_run: false,
+            decode_warnings: Vec::new(),
+        }
+    }
+
+    fn run_chain(chain: &[&Webhook]) -> ReviewResult {
+        let (cluster, settings, random) = (Snapshot::default(), Settings::default(), SeededRandom::new(0));
+        let clock = FixedClock(OffsetDateTime::UNIX_EPOCH);
+        run_webhooks(&Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings }, request(), chain)
+    }
+
+    fn paths(result: &ReviewResult) -> Vec<&str> {
+        result.calls.iter().map(|c| c.path).collect()
+    }
+
+    #[test]
+    fn mutations_chain_and_validation_sees_the_final_object() {
+        let result = run_chain(&[&FIRST, &SECOND, &SEES_FINAL]);
+        assert!(result.allowed, "{:?}", result.status);
+        assert_eq!(paths(&result), ["/first", "/second", "/sees-final"]);
+        assert_eq!(result.object["metadata"]["labels"], json!({"a": "1", "b": "12"}));
+        assert_eq!(result.warnings, ["first", "second", "validated"]);
+        // Each webhook's patch is against what it received; the whole patch against the input.
+        assert_eq!(result.calls[1].patch, json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
+        assert_eq!(
+            result.patch,
+            json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}, {"op": "add", "path": "/metadata/labels/b", "value": "12"}])
+        );
+        assert_eq!(result.responses.len(), 3);
+    }
+
+    #[test]
+    fn a_mutating_denial_ends_the_chain() {
+        let result = run_chain(&[&FIRST, &REFUSE_MUTATION, &SECOND, &SEES_FINAL]);
+        assert!(!result.allowed);
+        assert_eq!(paths(&result), ["/first", "/refuse-mutation"]);
+        assert_eq!(result.status, (403, "mutation refused".to_owned()));
+        assert_eq!(result.patch, json!([]));
+        assert_eq!(result.object, Value::Null);
+        assert_eq!(result.responses.len(), 2);
+    }
+
+    #[test]
+    fn validating_webhooks_all_run_and_the_first_denial_is_reported() {
+        let result = run_chain(&[&FIRST, &REFUSE_VALIDATION, &SEES_FINAL]);
+        assert!(!result.allowed);
+        assert_eq!(paths(&result), ["/first", "/refuse-validation", "/sees-final"]);
+        assert_eq!(result.status, (422, "validation refused".to_owned()));
+        assert_eq!(result.calls.iter().map(|c| c.allowed).collect::<Vec<_>>(), [true, false, false]);
+    }
 }
