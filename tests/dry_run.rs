@@ -237,6 +237,39 @@ fn a_multi_document_yaml_gives_one_line_per_review() {
 }
 
 #[test]
+fn a_hand_written_yaml_v1beta1_review_is_read() {
+    let yaml = r#"
+apiVersion: admission.k8s.io/v1beta1
+kind: AdmissionReview
+request:
+  uid: yaml-1
+  kind: {group: "", version: v1, kind: Pod}
+  resource: {group: "", version: v1, resource: pods}
+  namespace: default
+  operation: CREATE
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: agent
+      ownerReferences:
+        - {apiVersion: apps.kruise.io/v1alpha1, kind: DaemonSet, name: agent, uid: "1", controller: true}
+    spec:
+      nodeName: worker-9
+      containers:
+        - {name: agent, image: busybox}
+"#;
+    let out = dry_run(&["--now", NOW, "--output", "review", "-"], Some(yaml));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let response = &lines(&out)[0];
+    assert_eq!(response["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(response["response"]["uid"], "yaml-1");
+    let raw = base64::engine::general_purpose::STANDARD.decode(response["response"]["patch"].as_str().unwrap()).unwrap();
+    let patch: Value = serde_json::from_slice(&raw).unwrap();
+    assert!(patch.as_array().unwrap().contains(&json!({"op": "remove", "path": "/spec/nodeName"})), "{patch}");
+}
+
+#[test]
 fn the_same_inputs_give_the_same_bytes() {
     let text = targeted_review("node-3").to_string();
     let a = dry_run(&["--now", NOW, "--seed", "7", "-"], Some(&text));
