@@ -536,7 +536,7 @@ mod tests {
     }
 
     #[test]
-    fn a_broadcast_job_pod_naming_no_node_is_left_alone() {
+    fn node_name_alone_on_a_broadcast_job_pod_does_not_trigger() {
         let input = pod(owned_by("apps.kruise.io/v1alpha1", "BroadcastJob"), json!({"containers": containers(), "nodeName": "n"}));
         assert_eq!(stamped(input.clone()), input);
     }
