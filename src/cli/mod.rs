@@ -1,0 +1,3 @@
+//! The edges: each subcommand turns files, flags or HTTP into calls of the pure decisions.
+
+pub mod dry_run;
