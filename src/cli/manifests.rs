@@ -3,6 +3,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use clap::ValueEnum;
@@ -45,7 +46,18 @@ pub struct Args {
     pub crds_dir: PathBuf,
 }
 
-pub fn run(args: &Args) -> Result<()> {
+/// Print what `args` asks for; an error goes to stderr with exit code 1.
+pub fn run(args: Args) -> ExitCode {
+    match print(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print(args: &Args) -> Result<()> {
     let mut target = Target::new(&args.namespace, &args.service);
     if let Some(file) = &args.ca_bundle_file {
         let pem = std::fs::read(file).with_context(|| format!("reading --ca-bundle-file {}", file.display()))?;
