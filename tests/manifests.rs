@@ -481,3 +481,39 @@ fn the_chart_deployment_is_safe_to_roll_and_drain() {
         assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"), "{mode}: a PDB");
     }
 }
+
+/// The chart's RBAC (live cluster + self-managed certificates) grants exactly what
+/// `kruise-admission manifests rbac` prints.
+#[test]
+fn the_chart_rbac_matches_the_binarys() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_rbac_matches_the_binarys: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let essentials = |o: &Value| {
+        json!({
+            "kind": o["kind"],
+            "name": o["metadata"]["name"],
+            "namespace": o["metadata"]["namespace"],
+            "neededFor": o["metadata"]["annotations"]["kruise-admission.dev/needed-for"],
+            "rules": o["rules"],
+            "aggregationRule": o["aggregationRule"],
+            "roleRef": o["roleRef"],
+            "subjects": o["subjects"],
+        })
+    };
+    let is_rbac = |o: &&Value| o["apiVersion"] == "rbac.authorization.k8s.io/v1";
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by_key(|o| o.to_string());
+        v
+    };
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &["liveCluster.enabled=true", "certs.mode=self-managed"]);
+    let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
+    let binary = sorted(deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect());
+    assert_eq!(chart, binary);
+    // Folder mode with provided certificates: no RBAC and no token.
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
+    assert!(!rendered.iter().any(|o| is_rbac(&o)));
+    let account = rendered.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
+    assert_eq!(account["automountServiceAccountToken"], false);
+}
