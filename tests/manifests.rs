@@ -517,3 +517,18 @@ fn the_chart_rbac_matches_the_binarys() {
     let account = rendered.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
     assert_eq!(account["automountServiceAccountToken"], false);
 }
+
+/// Every capability has its switch in the chart's values and schema, under the key the
+/// generated table uses.
+#[test]
+fn the_chart_values_have_a_switch_for_every_capability() {
+    let chart = repo().join("charts/kruise-admission");
+    let values = parse_yaml(&std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml")).remove(0);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).expect("schema")).expect("JSON");
+    let required = &schema["properties"]["capabilities"]["required"];
+    for capability in deploy::CAPABILITIES {
+        let key = deploy::capability_values_key(capability);
+        assert_eq!(values["capabilities"][&key], json!({ "enabled": true, "failurePolicy": "" }), "capabilities.{key} in values.yaml");
+        assert!(required.as_array().expect("required").contains(&json!(key)), "capabilities.{key} in values.schema.json");
+    }
+}
