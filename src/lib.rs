@@ -7,3 +7,4 @@ pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod cluster;
+pub mod deploy;

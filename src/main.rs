@@ -16,10 +16,13 @@ struct Cli {
 enum Command {
     /// Run AdmissionReview files through the webhooks offline and print the decisions.
     DryRun(cli::dry_run::Args),
+    /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
+    Manifests(cli::manifests::Args),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::DryRun(args) => cli::dry_run::run(args),
+        Command::Manifests(args) => cli::manifests::run(args),
     }
 }
