@@ -4,4 +4,6 @@
 //! the edges (HTTPS, files) that feed them.
 
 pub mod admission;
+pub mod cli;
 pub mod cluster;
+pub mod server;

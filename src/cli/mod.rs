@@ -1,0 +1,5 @@
+//! The command-line edges: each subcommand's flags and the little glue between them and the
+//! library (`server`, `admission`, `cluster`).
+
+pub mod certs;
+pub mod serve;
