@@ -17,7 +17,7 @@ use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use http_body_util::BodyExt as _;
 use serde_json::Value;
 
 use super::cluster::ClusterState;
@@ -140,12 +140,13 @@ async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Reque
     }
     check_content_type(request.headers())?;
     let limit = state.max_request_bytes;
-    if declared_length(request.headers()).is_some_and(|len| len > limit) {
+    // A body we would not even drain is refused before reading any of it.
+    if declared_length(request.headers()).is_some_and(|len| len > drain_budget(limit)) {
         return Err(HttpError::too_large(limit));
     }
     let deadline = deadline::from_query(request.uri().query());
     let work = async {
-        let body = Limited::new(request.into_body(), limit).collect().await.map_err(|e| body_error(e, limit))?.to_bytes();
+        let body = read_body(request.into_body(), limit).await?;
         let state = state.clone();
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
@@ -186,12 +187,41 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
     headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-fn body_error(error: Box<dyn std::error::Error + Send + Sync>, limit: usize) -> HttpError {
-    if error.downcast_ref::<LengthLimitError>().is_some() {
-        HttpError::too_large(limit)
-    } else {
-        HttpError::bad_request(format!("reading the request body failed: {error}"))
+/// Read the whole body, at most `limit` bytes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, HttpError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if bytes.len() + data.len() > limit {
+            drain(body, limit).await;
+            return Err(HttpError::too_large(limit));
+        }
+        bytes.extend_from_slice(&data);
     }
+    Ok(bytes)
+}
+
+/// How much of an oversized body we still read (and discard) before answering 413.
+fn drain_budget(limit: usize) -> usize {
+    limit.saturating_mul(2).max(1 << 20)
+}
+
+/// Read and discard the rest of an oversized body, within a budget, before answering. An
+/// HTTP/1.1 client that is still writing when we answer and close would otherwise see a broken
+/// pipe instead of our 413.
+async fn drain(mut body: Body, limit: usize) {
+    let mut left = drain_budget(limit);
+    let discard = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            let len = frame.data_ref().map_or(0, |d| d.len());
+            match left.checked_sub(len) {
+                Some(rest) => left = rest,
+                None => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), discard).await;
 }
 
 /// Parse, decode and decide one review. Blocking; runs on the blocking pool.
@@ -270,7 +300,8 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
     if !a.allowed {
         metrics.rejections.with_label_values(&[webhook.name, kind, a.operation, a.kind.as_str(), code.as_str()]).inc();
     }
-    if webhook.kind() == WebhookKind::Mutating {
+    // Denials carry no patch; counting their zeros would only blur the distribution.
+    if webhook.kind() == WebhookKind::Mutating && a.allowed {
         metrics.patch_operations.with_label_values(&[webhook.name]).observe(a.patch_ops as f64);
     }
     tracing::info!(
