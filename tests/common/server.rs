@@ -71,6 +71,11 @@ impl TestServer {
         }
     }
 
+    /// Whether the server task has returned (after a shutdown it waits for in-flight requests).
+    pub fn is_finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Wait for a shutdown started with [`TestServer::begin_shutdown`] to finish.
     pub async fn join(&mut self) -> anyhow::Result<()> {
         match self.handle.take() {
