@@ -69,6 +69,9 @@ pub fn init_logging(format: LogFormat) {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    // A panic inside a decision is contained per request (HTTP 500); route its report through the
+    // structured log instead of bare stderr text.
+    std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
     let (cert, key) = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {

@@ -162,7 +162,6 @@ impl Server {
             max_request_bytes: config.max_request_bytes,
         }));
         let graceful = GracefulShutdown::new();
-        tracing::info!(listen = %self_addr(&https), "serving admission webhooks over HTTPS");
         listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &graceful, shutdown).await;
 
         health.draining.store(true, Ordering::Relaxed);
@@ -185,8 +184,4 @@ impl Server {
         tracing::info!("stopped");
         Ok(())
     }
-}
-
-fn self_addr(listener: &TcpListener) -> String {
-    listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string())
 }

@@ -22,8 +22,8 @@ use super::metrics::Metrics;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CertError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("the certificate file holds no PEM certificate ({0})")]
     NoCertificate(String),
     #[error("the key file holds no usable PEM private key ({0})")]
@@ -106,7 +106,7 @@ impl CertFiles {
     }
 
     fn read(&self) -> Result<(Vec<u8>, Vec<u8>), CertError> {
-        let read = |path: &PathBuf| std::fs::read(path).map_err(|source| CertError::Read { path: path.clone(), source });
+        let read = |path: &PathBuf| std::fs::read(path).map_err(|error| CertError::Read { path: path.clone(), error });
         Ok((read(&self.cert)?, read(&self.key)?))
     }
 
