@@ -359,3 +359,31 @@ async fn not_ready_until_cluster_objects_load_then_reloaded_on_change() {
     assert!(http_get(server.metrics, "/metrics").await.1.contains(r#"kruise_admission_cluster_objects{kind="Namespace"} 2"#));
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_disconnected() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = TestServer::start_with(|c| {
+        c.limits.header_read_timeout = std::time::Duration::from_millis(300);
+        c.limits.handshake_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let client = server.client();
+
+    // Slowloris: headers started, never finished.
+    let mut tls = client.connect_raw(Proto::Http1).await.unwrap();
+    tls.write_all(b"POST /mutate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n").await.unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(3), tls.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the connection stayed open with unfinished headers");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "closed before the header timeout");
+
+    // A TCP client that never starts the TLS handshake.
+    let mut tcp = tokio::net::TcpStream::connect(server.https).await.unwrap();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(3), tcp.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the connection stayed open without a handshake");
+
+    assert_still_serving(&client, Proto::Http1).await;
+    server.stop().await.unwrap();
+}

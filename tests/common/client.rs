@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 pub type ClientBody = BoxBody<Bytes, Infallible>;
 
@@ -69,12 +70,18 @@ impl TlsClient {
         self.addr
     }
 
-    /// A new connection speaking `proto` (offered alone in ALPN, and checked to be the one agreed).
-    pub async fn connect(&self, proto: Proto) -> std::io::Result<Conn> {
+    /// A verified TLS stream with nothing spoken on it yet, for tests that write raw bytes
+    /// (slow or broken HTTP clients).
+    pub async fn connect_raw(&self, proto: Proto) -> std::io::Result<TlsStream<TcpStream>> {
         let mut config = rustls::ClientConfig::builder().with_root_certificates(self.roots.clone()).with_no_client_auth();
         config.alpn_protocols = vec![proto.alpn().to_vec()];
         let tcp = TcpStream::connect(self.addr).await?;
-        let tls = TlsConnector::from(Arc::new(config)).connect(self.server_name.clone(), tcp).await?;
+        TlsConnector::from(Arc::new(config)).connect(self.server_name.clone(), tcp).await
+    }
+
+    /// A new connection speaking `proto` (offered alone in ALPN, and checked to be the one agreed).
+    pub async fn connect(&self, proto: Proto) -> std::io::Result<Conn> {
+        let tls = self.connect_raw(proto).await?;
         let (_, session) = tls.get_ref();
         assert_eq!(session.alpn_protocol(), Some(proto.alpn()), "ALPN did not agree on {proto:?}");
         let peer_cert = session.peer_certificates().and_then(|c| c.first()).cloned().expect("server presented a certificate");
