@@ -387,3 +387,38 @@ async fn slow_clients_are_disconnected() {
     assert_still_serving(&client, Proto::Http1).await;
     server.stop().await.unwrap();
 }
+
+static ONLY_TLS12: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
+static ONLY_TLS13: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_1_2_and_1_3_are_both_accepted() {
+    let server = TestServer::start().await;
+    for (versions, expected) in [(ONLY_TLS12, rustls::ProtocolVersion::TLSv1_2), (ONLY_TLS13, rustls::ProtocolVersion::TLSv1_3)] {
+        let tls = server.client().with_versions(versions).connect_raw(Proto::Http2).await.unwrap();
+        assert_eq!(tls.get_ref().1.protocol_version(), Some(expected));
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_http2_streams_on_one_connection() {
+    let server = TestServer::start().await;
+    let conn = server.client().connect(Proto::Http2).await.unwrap();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let mut stream = conn.h2_stream().unwrap();
+            tokio::spawn(async move {
+                let uid = format!("stream-{i}");
+                let body = Bytes::from(good_review(&uid).to_string());
+                let reply = stream.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.unwrap();
+                assert_eq!(reply.status, StatusCode::OK);
+                assert_eq!(reply.json()["response"]["uid"], uid.as_str());
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    server.stop().await.unwrap();
+}

@@ -47,6 +47,7 @@ pub struct TlsClient {
     addr: SocketAddr,
     server_name: ServerName<'static>,
     roots: Arc<rustls::RootCertStore>,
+    versions: &'static [&'static rustls::SupportedProtocolVersion],
 }
 
 impl TlsClient {
@@ -57,7 +58,18 @@ impl TlsClient {
         for cert in CertificateDer::pem_slice_iter(ca_pem) {
             roots.add(cert.expect("CA PEM parses")).expect("CA certificate is acceptable");
         }
-        TlsClient { addr, server_name: ServerName::try_from("localhost").expect("valid name"), roots: Arc::new(roots) }
+        TlsClient {
+            addr,
+            server_name: ServerName::try_from("localhost").expect("valid name"),
+            roots: Arc::new(roots),
+            versions: rustls::DEFAULT_VERSIONS,
+        }
+    }
+
+    /// Offer only these TLS versions.
+    pub fn with_versions(mut self, versions: &'static [&'static rustls::SupportedProtocolVersion]) -> Self {
+        self.versions = versions;
+        self
     }
 
     /// Verify the server under another name (e.g. `127.0.0.1`).
@@ -73,7 +85,9 @@ impl TlsClient {
     /// A verified TLS stream with nothing spoken on it yet, for tests that write raw bytes
     /// (slow or broken HTTP clients).
     pub async fn connect_raw(&self, proto: Proto) -> std::io::Result<TlsStream<TcpStream>> {
-        let mut config = rustls::ClientConfig::builder().with_root_certificates(self.roots.clone()).with_no_client_auth();
+        let mut config = rustls::ClientConfig::builder_with_protocol_versions(self.versions)
+            .with_root_certificates(self.roots.clone())
+            .with_no_client_auth();
         config.alpn_protocols = vec![proto.alpn().to_vec()];
         let tcp = TcpStream::connect(self.addr).await?;
         // As the apiserver's Go client does; with Nagle on, HTTP/2's separate HEADERS and DATA
@@ -127,6 +141,20 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Another handle on the same HTTP/2 connection, for concurrent streams (`None` for
+    /// HTTP/1.1, which has one request at a time).
+    pub fn h2_stream(&self) -> Option<Conn> {
+        match &self.sender {
+            Sender::H2(s) => Some(Conn {
+                sender: Sender::H2(s.clone()),
+                proto: self.proto,
+                authority: self.authority.clone(),
+                peer_cert: self.peer_cert.clone(),
+            }),
+            Sender::H1(_) => None,
+        }
+    }
+
     /// A request builder with the URI form each protocol expects (origin-form + Host for
     /// HTTP/1.1, absolute for HTTP/2).
     pub fn builder(&self, method: Method, path: &str) -> hyper::http::request::Builder {
