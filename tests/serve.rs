@@ -422,3 +422,70 @@ async fn many_concurrent_http2_streams_on_one_connection() {
     }
     server.stop().await.unwrap();
 }
+
+mod misbehaving {
+    use kruise_admission::admission::Inputs;
+    use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
+    use kruise_admission::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Webhook};
+    use serde_json::Value;
+
+    fn panics(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        panic!("deliberate test panic")
+    }
+
+    fn sleeps(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        std::thread::sleep(std::time::Duration::from_millis(2000));
+        Ok(Vec::new())
+    }
+
+    /// A table with a webhook that panics and one that is too slow.
+    pub static WEBHOOKS: &[Webhook] = &[
+        Webhook {
+            name: "panic.test",
+            path: "/panic",
+            rules: &[],
+            handler: Handler::Mutate(panics),
+            queries: None,
+            failure_policy: FailurePolicy::Ignore,
+            scope: ObjectScope::All,
+            capability: Capability::PodMutation,
+        },
+        Webhook {
+            name: "slow.test",
+            path: "/slow",
+            rules: &[],
+            handler: Handler::Validate(sleeps),
+            queries: None,
+            failure_policy: FailurePolicy::Fail,
+            scope: ObjectScope::All,
+            capability: Capability::WorkloadRules,
+        },
+    ];
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_or_slow_decision_gets_500_or_504_and_the_connection_keeps_working() {
+    let server = TestServer::start_with(|c| c.webhooks = misbehaving::WEBHOOKS).await;
+    let client = server.client();
+    for proto in BOTH {
+        let mut conn = client.connect(proto).await.unwrap();
+        let body = Bytes::from(good_review("p").to_string());
+        let reply = conn.request(Method::POST, "/panic", Some("application/json"), body.clone()).await.unwrap();
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR, "{proto:?}");
+        assert!(reply.json()["error"].as_str().is_some_and(|e| e.contains("see the server log")));
+
+        let started = std::time::Instant::now();
+        let reply = conn.request(Method::POST, "/slow?timeout=1s", Some("application/json"), body.clone()).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT, "{proto:?}");
+        assert!(took >= std::time::Duration::from_millis(850) && took < std::time::Duration::from_millis(1500), "504 after {took:?}");
+
+        // The same connection still answers.
+        let reply = conn.request(Method::POST, "/panic", Some("text/plain"), body).await.unwrap();
+        assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+    let metrics = http_get(server.metrics, "/metrics").await.1;
+    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="panic"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="timeout"} 2"#), "{metrics}");
+    server.stop().await.unwrap();
+}

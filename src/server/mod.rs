@@ -24,7 +24,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::admission::Settings;
-use crate::admission::webhooks::WEBHOOKS;
+use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -46,6 +46,8 @@ pub struct ServerConfig {
     /// How often the certificate files and the cluster folder are checked for changes.
     pub reload_interval: Duration,
     pub limits: ConnLimits,
+    /// The routing table served; `WEBHOOKS` except in tests that need a misbehaving webhook.
+    pub webhooks: &'static [Webhook],
 }
 
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
@@ -64,6 +66,7 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(25),
             reload_interval: Duration::from_secs(1),
             limits: ConnLimits::default(),
+            webhooks: WEBHOOKS,
         }
     }
 }
@@ -155,7 +158,7 @@ impl Server {
         let mut metrics_task = tokio::spawn(metrics_server);
 
         let app = app::router(Arc::new(app::AppState {
-            webhooks: WEBHOOKS,
+            webhooks: config.webhooks,
             cluster,
             settings: config.settings.clone(),
             metrics,
