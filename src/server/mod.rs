@@ -100,6 +100,7 @@ impl Server {
             )
         })?;
         metrics.cert_not_after.set(not_after as f64);
+        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
         let tls = Arc::new(tls::server_config(resolver.clone()).context("building the TLS configuration")?);
 

@@ -61,6 +61,14 @@ pub fn not_after(key: &CertifiedKey) -> Result<i64, CertError> {
     Ok(parsed.validity().not_after.timestamp())
 }
 
+/// SHA-256 of the end-entity certificate, hex: what `openssl x509 -fingerprint -sha256` shows,
+/// so an operator can tell which certificate is being served.
+pub fn fingerprint(key: &CertifiedKey) -> String {
+    use sha2::Digest as _;
+    let Ok(cert) = key.end_entity_cert() else { return String::new() };
+    sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+}
+
 /// Hands every handshake the current key; [`CertResolver::set`] swaps it without a lock.
 #[derive(Debug)]
 pub struct CertResolver {
@@ -157,9 +165,10 @@ pub async fn reload_loop(mut files: CertFiles, resolver: Arc<CertResolver>, metr
             Ok(None) => read_error_logged = false,
             Ok(Some((key, not_after))) => {
                 read_error_logged = false;
+                let sha256 = fingerprint(&key);
                 resolver.set(key);
                 metrics.cert_not_after.set(not_after as f64);
-                tracing::info!(cert = %files.cert.display(), not_after, "serving certificate reloaded");
+                tracing::info!(cert = %files.cert.display(), not_after, sha256, "serving certificate reloaded");
             }
             // A rotation can delete and recreate the files; say so once, not every second.
             Err(e @ CertError::Read { .. }) => {
@@ -170,5 +179,45 @@ pub async fn reload_loop(mut files: CertFiles, resolver: Arc<CertResolver>, metr
             }
             Err(e) => tracing::error!(error = %e, "new serving certificate rejected; keeping the previous one"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(dir: &std::path::Path) -> crate::cli::certs::CertPaths {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::cli::certs::ensure(dir, &[]).unwrap().0
+    }
+
+    #[test]
+    fn poll_reports_only_changes_and_rejects_a_mismatched_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = pair(dir.path());
+        let mut files = CertFiles::new(paths.cert.clone(), paths.key.clone());
+        let (first, _) = files.load().unwrap();
+        assert!(files.poll().unwrap().is_none(), "unchanged files are not reloaded");
+
+        let (cert, key) = crate::cli::certs::issue_from_ca(&paths, &[]).unwrap();
+        std::fs::write(&paths.cert, &cert).unwrap();
+        assert!(matches!(files.poll(), Err(CertError::Mismatch(_))), "new certificate with the old key");
+        assert!(files.poll().unwrap().is_none(), "the same bad pair is reported once");
+
+        std::fs::write(&paths.key, &key).unwrap();
+        let (second, not_after) = files.poll().unwrap().expect("the completed pair is loaded");
+        assert_ne!(fingerprint(&first), fingerprint(&second));
+        assert!(not_after > time::OffsetDateTime::now_utc().unix_timestamp());
+        assert_eq!(fingerprint(&second).len(), 32 * 3 - 1);
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        let provider = provider();
+        assert!(matches!(certified_key(b"", b"", &provider), Err(CertError::NoCertificate(_))));
+        let dir = tempfile::tempdir().unwrap();
+        let paths = pair(dir.path());
+        let cert = std::fs::read(&paths.cert).unwrap();
+        assert!(matches!(certified_key(&cert, b"not a key", &provider), Err(CertError::BadKey(_))));
     }
 }
