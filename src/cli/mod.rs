@@ -5,3 +5,4 @@ pub mod certs;
 pub mod dry_run;
 pub mod manifests;
 pub mod serve;
+pub mod settings;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::certs;
+use super::settings::DecisionArgs;
 use crate::server::{DEFAULT_MAX_REQUEST_BYTES, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,9 +41,8 @@ pub struct ServeArgs {
     /// Folder of cluster objects (SidecarSets, Namespaces, ...) as YAML/JSON; reloaded on change.
     #[arg(long, default_value = "examples/cluster")]
     pub cluster_dir: PathBuf,
-    /// Namespace of Kruise's ControllerRevisions and `kruise-configuration` ConfigMap.
-    #[arg(long, default_value = "kruise-system")]
-    pub kruise_namespace: String,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
     /// Largest accepted request body, in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
@@ -88,7 +88,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(cert, key, args.cluster_dir);
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
-    config.settings.kruise_namespace = args.kruise_namespace;
+    config.settings = args.decisions.settings();
     config.max_request_bytes = args.max_request_bytes;
     config.shutdown_grace = args.shutdown_grace;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
