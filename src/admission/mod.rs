@@ -14,7 +14,7 @@ use crate::cluster::{Answers, Snapshot};
 use webhooks::Capability;
 
 /// Where decisions get the current time from. `dry-run --now` fixes it.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> OffsetDateTime;
 }
 

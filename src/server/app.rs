@@ -25,7 +25,7 @@ use super::deadline;
 use super::metrics::Metrics;
 use crate::admission::review::{self, AdmissionRequest};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
-use crate::admission::{Inputs, Settings, SystemClock, ThreadRandom};
+use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
 use crate::cluster::Answers;
 
 /// What every request handler shares.
@@ -34,6 +34,7 @@ pub struct AppState {
     pub webhooks: &'static [Webhook],
     pub cluster: Arc<ClusterState>,
     pub settings: Settings,
+    pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub max_request_bytes: usize,
 }
@@ -251,8 +252,13 @@ fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, 
     };
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let no_answers = Answers::default();
-        let mut inputs =
-            Inputs { cluster: &snapshot, answers: &no_answers, clock: &SystemClock, random: &ThreadRandom, settings: &state.settings };
+        let mut inputs = Inputs {
+            cluster: &snapshot,
+            answers: &no_answers,
+            clock: state.clock.as_ref(),
+            random: &ThreadRandom,
+            settings: &state.settings,
+        };
         let answers = webhook.queries.map(|queries| Answers::from_snapshot(&snapshot, &queries(&request, &inputs)));
         if let Some(answers) = &answers {
             inputs.answers = answers;
@@ -321,6 +327,7 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::SystemClock;
     use crate::admission::review::AdmissionError;
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
     use crate::cluster::Snapshot;
@@ -366,6 +373,7 @@ mod tests {
             webhooks: TEST_WEBHOOKS,
             cluster,
             settings: Settings::default(),
+            clock: Arc::new(SystemClock),
             metrics: metrics.clone(),
             max_request_bytes: 1 << 20,
         };
@@ -415,6 +423,7 @@ mod tests {
             webhooks: TEST_WEBHOOKS,
             cluster: Arc::new(ClusterState::default()),
             settings: Settings::default(),
+            clock: Arc::new(SystemClock),
             metrics,
             max_request_bytes: 1 << 20,
         };

@@ -23,8 +23,8 @@ use anyhow::Context as _;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::admission::Settings;
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
+use crate::admission::{Clock, Settings, SystemClock};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -48,6 +48,8 @@ pub struct ServerConfig {
     pub limits: ConnLimits,
     /// The routing table served; `WEBHOOKS` except in tests that need a misbehaving webhook.
     pub webhooks: &'static [Webhook],
+    /// Where decisions read the time (the system clock; tests pin it to compare with `dry-run --now`).
+    pub clock: Arc<dyn Clock>,
 }
 
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
@@ -62,6 +64,7 @@ impl ServerConfig {
             tls_key_file,
             cluster_dir,
             settings: Settings::default(),
+            clock: Arc::new(SystemClock),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             shutdown_grace: Duration::from_secs(25),
             reload_interval: Duration::from_secs(1),
@@ -162,6 +165,7 @@ impl Server {
             webhooks: config.webhooks,
             cluster,
             settings: config.settings.clone(),
+            clock: config.clock.clone(),
             metrics,
             max_request_bytes: config.max_request_bytes,
         }));
