@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 use super::certs;
 use super::settings::DecisionArgs;
+use crate::server::listener::DEFAULT_MAX_CONNECTIONS;
 use crate::server::{DEFAULT_MAX_REQUEST_BYTES, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -46,6 +47,10 @@ pub struct ServeArgs {
     /// Largest accepted request body, in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// Most open HTTPS connections (TLS handshakes included); further connections are closed at
+    /// once and counted as `kruise_admission_http_errors_total{reason="connection_limit"}`.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// How long in-flight requests may run after SIGTERM/SIGINT (Go duration, e.g. 25s).
     #[arg(long, default_value = "25s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -90,6 +95,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_listen = args.metrics_listen;
     config.settings = args.decisions.settings();
     config.max_request_bytes = args.max_request_bytes;
+    config.limits.max_connections = args.max_connections;
     config.shutdown_grace = args.shutdown_grace;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async move {

@@ -166,11 +166,11 @@ impl Server {
             cluster,
             settings: config.settings.clone(),
             clock: config.clock.clone(),
-            metrics,
+            metrics: metrics.clone(),
             max_request_bytes: config.max_request_bytes,
         }));
         let graceful = GracefulShutdown::new();
-        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &graceful, shutdown).await;
+        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &metrics, &graceful, shutdown).await;
 
         health.draining.store(true, Ordering::Relaxed);
         let open = graceful.count();
