@@ -33,6 +33,11 @@ pub struct ServeArgs {
     /// Private key of --tls-cert-file (PEM).
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
+    /// Require client certificates signed by a CA in this PEM bundle (the apiserver presents one
+    /// when its admission configuration names a kubeconfig with a client certificate). Reloaded
+    /// when the file changes. Without it any client is served.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
     /// Folder of the generated CA and serving certificate (used without --tls-cert-file).
     #[arg(long, default_value = "certs")]
     pub cert_dir: PathBuf,
@@ -92,6 +97,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mut config = ServerConfig::new(cert, key, args.cluster_dir);
     config.listen = args.listen;
+    config.client_ca_file = args.client_ca_file;
     config.metrics_listen = args.metrics_listen;
     config.settings = args.decisions.settings();
     config.max_request_bytes = args.max_request_bytes;

@@ -6,6 +6,7 @@
 //! stops accepting, lets in-flight requests finish within the grace period and returns.
 
 pub mod app;
+pub mod client_auth;
 pub mod cluster;
 pub mod deadline;
 pub mod health;
@@ -25,6 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
+use client_auth::{ClientCaFile, ReloadingVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -39,6 +41,8 @@ pub struct ServerConfig {
     pub metrics_listen: SocketAddr,
     pub tls_cert_file: PathBuf,
     pub tls_key_file: PathBuf,
+    /// CA bundle that client certificates must chain to; `None` serves any client.
+    pub client_ca_file: Option<PathBuf>,
     pub cluster_dir: PathBuf,
     pub settings: Settings,
     pub max_request_bytes: usize,
@@ -62,6 +66,7 @@ impl ServerConfig {
             metrics_listen: loopback,
             tls_cert_file,
             tls_key_file,
+            client_ca_file: None,
             cluster_dir,
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
@@ -84,6 +89,7 @@ pub struct Server {
     tls: Arc<rustls::ServerConfig>,
     resolver: Arc<CertResolver>,
     cert_files: CertFiles,
+    client_ca: Option<(ClientCaFile, Arc<ReloadingVerifier>)>,
     cluster_dir: ClusterDir,
     cluster: Arc<ClusterState>,
     metrics: Arc<Metrics>,
@@ -105,7 +111,15 @@ impl Server {
         metrics.cert_not_after.set(not_after as f64);
         tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
-        let tls = Arc::new(tls::server_config(resolver.clone()).context("building the TLS configuration")?);
+        let client_ca = match &config.client_ca_file {
+            Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
+            None => None,
+        };
+        let verifier = client_ca.as_ref().map(|(_, v)| v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>);
+        if let Some((file, _)) = &client_ca {
+            tracing::info!(client_ca = %file.path.display(), "client certificates required");
+        }
+        let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
         let cluster = Arc::new(ClusterState::default());
         let mut cluster_dir = ClusterDir::new(config.cluster_dir.clone());
@@ -130,6 +144,7 @@ impl Server {
             tls,
             resolver,
             cert_files,
+            client_ca,
             cluster_dir,
             cluster,
             metrics,
@@ -148,8 +163,10 @@ impl Server {
 
     /// Serve until `shutdown` resolves, then drain for at most `shutdown_grace`.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let Server { config, https, metrics_listener, tls, resolver, cert_files, cluster_dir, cluster, metrics, .. } = self;
+        let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, cluster_dir, cluster, metrics, .. } = self;
         let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver, metrics.clone(), config.reload_interval));
+        let client_ca_task =
+            client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
         let cluster_task = tokio::spawn(cluster::reload_loop(cluster_dir, cluster.clone(), metrics.clone(), config.reload_interval));
 
         let health = Arc::new(Health { cluster: cluster.clone(), metrics: metrics.clone(), draining: false.into() });
@@ -188,6 +205,9 @@ impl Server {
             metrics_task.abort();
         }
         cert_task.abort();
+        if let Some(task) = client_ca_task {
+            task.abort();
+        }
         cluster_task.abort();
         tracing::info!("stopped");
         Ok(())
