@@ -2,6 +2,7 @@
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
 pub mod daemon;
+pub mod inplace;
 pub mod patch;
 pub mod pod;
 pub mod review;
@@ -79,11 +80,15 @@ pub struct Settings {
     /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
     /// `POD_NAMESPACE`, default `kruise-system`).
     pub kruise_namespace: String,
+    /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
+    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
+    /// Off by default, as in Kruise.
+    pub inplace_vertical_scaling: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into() }
+        Settings { kruise_namespace: "kruise-system".into(), inplace_vertical_scaling: false }
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, pod};
+use super::{Inputs, inplace, pod};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,18 +108,53 @@ impl Webhook {
 }
 
 const CREATE: &[Operation] = &[Operation::Create];
+const CREATE_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
+const KRUISE: &[&str] = &["apps.kruise.io"];
+const KRUISE_VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
 
 /// Every webhook this binary serves.
-pub static WEBHOOKS: &[Webhook] = &[Webhook {
-    name: "mpod.kb.io",
-    path: "/mutate-pod",
-    rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
-    handler: Handler::Mutate(pod::mutate),
-    queries: None,
-    failure_policy: FailurePolicy::Ignore,
-    scope: ObjectScope::All,
-    capability: Capability::PodMutation,
-}];
+pub static WEBHOOKS: &[Webhook] = &[
+    Webhook {
+        name: "mpod.kb.io",
+        path: "/mutate-pod",
+        rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
+        handler: Handler::Mutate(pod::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Ignore,
+        scope: ObjectScope::All,
+        capability: Capability::PodMutation,
+    },
+    Webhook {
+        name: "vcloneset.kb.io",
+        path: "/validate-apps-kruise-io-v1alpha1-cloneset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["clonesets"], operations: CREATE_UPDATE }],
+        handler: Handler::Validate(inplace::cloneset::validate),
+        queries: Some(inplace::cloneset::queries),
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vstatefulset.kb.io",
+        path: "/validate-apps-kruise-io-statefulset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["statefulsets"], operations: CREATE_UPDATE }],
+        handler: Handler::Validate(inplace::statefulset::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vdaemonset.kb.io",
+        path: "/validate-apps-kruise-io-daemonset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["daemonsets"], operations: CREATE_UPDATE }],
+        handler: Handler::Validate(inplace::daemonset::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
     WEBHOOKS.iter().find(|w| w.path == path)
