@@ -123,6 +123,20 @@ fn templates_are_compared_after_kruise_defaults() {
 }
 
 #[test]
+fn spelling_out_a_default_is_not_a_change() {
+    // Stored without podManagementPolicy (no defaulting webhook ran); the update spells out the
+    // default, OrderedReady. Not a change of an immutable field; Parallel would be.
+    let stored = with(&sts("v1beta1"), |o| {
+        remove(o, "/spec/podManagementPolicy");
+        set(o, "/spec/updateStrategy/rollingUpdate/podUpdatePolicy", json!("ReCreate"));
+    });
+    let explicit = with(&stored, |o| set(o, "/spec/podManagementPolicy", json!("OrderedReady")));
+    check("default spelled out", &decide("v1beta1", "UPDATE", &explicit, Some(&stored), &World::default()), &Expect::Allowed);
+    let parallel = with(&stored, |o| set(o, "/spec/podManagementPolicy", json!("Parallel")));
+    check("real change", &decide("v1beta1", "UPDATE", &parallel, Some(&stored), &World::default()), &Expect::Denied(422, &[IMMUTABLE]));
+}
+
+#[test]
 fn vertical_scaling_option() {
     let world = World { settings: Settings { inplace_vertical_scaling: true, ..Settings::default() }, ..World::default() };
     let base = sts("v1beta1");

@@ -84,7 +84,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     let mut errors = Vec::new();
     if let (Some(old_value), Some(old)) = (old_value, &old) {
         errors.extend(immutable::metadata_update(old_value, new_value));
-        if immutable::spec_changed_outside(old_value, new_value, MUTABLE) {
+        if immutable::spec_changed_outside(old_value, new_value, MUTABLE, &[]) {
             errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
         }
         // Kruise master's v1beta1 path skips this check (spec §A.2); the released v1alpha1 runs it.

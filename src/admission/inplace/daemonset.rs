@@ -40,7 +40,7 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
         decode_daemonset(old_value)?;
         errors.extend(immutable::metadata_update(old_value, new_value));
         let (mutable, message) = if v1beta1 { (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1) } else { (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1) };
-        if immutable::spec_changed_outside(old_value, new_value, mutable) {
+        if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {
             errors.push(FieldError::forbidden("spec", message));
         }
     }

@@ -32,6 +32,8 @@ const MUTABLE: &[&str] = &[
 const IMMUTABLE_MESSAGE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', \
 'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and \
 'updateStrategy' are forbidden";
+/// Immutable fields Kruise's mutating webhook defaults: spelling the default out later is no change.
+const DEFAULTED: &[(&str, &str)] = &[("podManagementPolicy", "OrderedReady")];
 /// Kruise's `MaxMinReadySeconds`.
 const MAX_MIN_READY_SECONDS: i64 = 300;
 const PARALLEL_ONLY: &str = "maxUnavailable can only work with Parallel PodManagementPolicyType";
@@ -50,7 +52,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     let Some(old_value) = old_value else { return into_result(&errors) };
     let old = decode_statefulset(old_value)?;
     errors.extend(immutable::metadata_update(old_value, new_value));
-    if immutable::spec_changed_outside(old_value, new_value, MUTABLE) {
+    if immutable::spec_changed_outside(old_value, new_value, MUTABLE, DEFAULTED) {
         errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
     }
     into_result(&errors)?;
