@@ -59,7 +59,7 @@ impl Quantity {
             "E" => exp10 += 18,
             other => {
                 let exp = other.strip_prefix(['e', 'E'])?;
-                exp10 += exp.parse::<i32>().ok()?;
+                exp10 = exp10.checked_add(exp.parse::<i32>().ok()?)?;
             }
         }
         let mut nanos = mantissa.checked_mul(2i128.checked_pow(factor2)?)?;
@@ -113,10 +113,10 @@ pub fn qos_class(pod_spec: &Value) -> QosClass {
         for (i, name) in QOS_RESOURCES.iter().enumerate() {
             let quantity = |kind: &str| resources.and_then(|r| r.get(kind)).and_then(|m| m.get(*name)).and_then(Quantity::parse);
             if let Some(q) = quantity("requests").filter(|q| !q.is_zero()) {
-                requests[i] = Some(Quantity(requests[i].map_or(0, |s| s.0) + q.0));
+                requests[i] = Some(Quantity(requests[i].map_or(0, |s| s.0).saturating_add(q.0)));
             }
             if let Some(q) = quantity("limits").filter(|q| !q.is_zero()) {
-                limits[i] = Some(Quantity(limits[i].map_or(0, |s| s.0) + q.0));
+                limits[i] = Some(Quantity(limits[i].map_or(0, |s| s.0).saturating_add(q.0)));
                 limited[i] = true;
             }
         }
@@ -176,6 +176,8 @@ mod tests {
         assert!(Quantity::parse(&json!("1x")).is_none());
         assert!(Quantity::parse(&json!("")).is_none());
         assert!(Quantity::parse(&json!(".")).is_none());
+        assert!(Quantity::parse(&json!("1e2147483647")).is_none());
+        assert!(Quantity::parse(&json!("1e-2147483648")).is_none());
     }
 
     #[test]
@@ -192,6 +194,16 @@ mod tests {
         assert_eq!(qos_class(&one_container_unlimited), QosClass::Burstable);
         assert_eq!(qos_class(&json!({"containers": [{"resources": {"requests": {"cpu": "0"}}}]})), QosClass::BestEffort);
         assert_eq!(qos_class(&json!({})), QosClass::BestEffort);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_text_never_panics(text in "\\PC{0,40}", digits in "[0-9]{1,60}(\\.[0-9]{0,40})?(Ki|Ei|E|m|n|e[0-9]{1,4}|e-[0-9]{1,4})?") {
+            let _ = Quantity::parse(&json!(text));
+            let _ = Quantity::parse(&json!(digits));
+            let spec = json!({"containers": [{"resources": {"requests": {"cpu": digits.clone()}, "limits": {"cpu": digits.clone(), "memory": digits}}}]});
+            let _ = qos_class(&spec);
+        }
     }
 
     #[test]
