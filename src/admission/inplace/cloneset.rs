@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::field::{FieldError, aggregate, show, show_str};
 use super::template_diff::first_offending_change;
-use super::{check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, version};
+use super::{check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, template_spec, version};
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::workloads::{CloneSet, IntOrString, PodRef};
@@ -34,55 +34,59 @@ fn decode_cloneset(value: &Value, v1beta1: bool) -> Result<CloneSet, AdmissionEr
     Ok(cs)
 }
 
-/// Pods newly listed in `scaleStrategy.podsToDelete` (not in the old list), sorted; empty when the
-/// list has duplicates (that error stops the check) or for v1beta1 (which checks only duplicates).
-fn new_pods_to_delete<'a>(cs: &'a CloneSet, old: Option<&'a CloneSet>, v1beta1: bool) -> Vec<&'a str> {
-    let list = &cs.spec.scale_strategy.pods_to_delete;
+/// `spec.scaleStrategy.podsToDelete` read in place (the typed decode reports a list of the wrong
+/// shape; this only has to find names).
+fn listed(value: &Value) -> Vec<&str> {
+    value.pointer("/spec/scaleStrategy/podsToDelete").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+/// Pods newly listed in `podsToDelete` (not in the old list), sorted; empty when the list has
+/// duplicates (that error stops the check) or for v1beta1 (which checks only duplicates).
+fn new_pods_to_delete<'a>(list: &[&'a str], before: &[&str], v1beta1: bool) -> Vec<&'a str> {
     if v1beta1 || !duplicates(list).is_empty() {
         return Vec::new();
     }
-    let before: BTreeSet<&str> = old.map(|o| o.spec.scale_strategy.pods_to_delete.iter().map(String::as_str).collect()).unwrap_or_default();
-    let now: BTreeSet<&str> = list.iter().map(String::as_str).collect();
-    now.difference(&before).copied().collect()
+    let now: BTreeSet<&str> = list.iter().copied().collect();
+    now.into_iter().filter(|name| !before.contains(name)).collect()
 }
 
-fn duplicates(list: &[String]) -> Vec<&str> {
+fn duplicates<'a>(list: &[&'a str]) -> Vec<&'a str> {
     let mut seen = BTreeSet::new();
     let mut dup = Vec::new();
     for item in list {
-        if !seen.insert(item.as_str()) && !dup.contains(&item.as_str()) {
-            dup.push(item.as_str());
+        if !seen.insert(*item) && !dup.contains(item) {
+            dup.push(*item);
         }
     }
     dup
 }
 
-fn namespace<'a>(request: &'a AdmissionRequest, cs: &'a CloneSet) -> &'a str {
-    if cs.metadata.namespace.is_empty() { &request.namespace } else { &cs.metadata.namespace }
+fn namespace<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
+    object.pointer("/metadata/namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty()).unwrap_or(&request.namespace)
 }
 
 fn pod_query(namespace: &str, name: &str) -> Query {
     Query::Get { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: namespace.into(), name: name.into() }
 }
 
-/// One GET per newly listed pod in `podsToDelete`. Undecodable objects ask nothing: the validator
-/// reports them.
+/// One GET per newly listed pod in `podsToDelete`. Read from the objects in place: this runs
+/// before every decision, so it decodes nothing.
 pub fn queries(request: &AdmissionRequest, _inputs: &Inputs) -> Vec<Query> {
     let Ok(Some((new, old))) = objects(request) else { return Vec::new() };
     let v1beta1 = version(request, new) == "v1beta1";
-    let Ok(cs) = decode_cloneset(new, v1beta1) else { return Vec::new() };
-    let old = old.and_then(|o| decode_cloneset(o, v1beta1).ok());
-    let ns = namespace(request, &cs);
-    new_pods_to_delete(&cs, old.as_ref(), v1beta1).into_iter().map(|name| pod_query(ns, name)).collect()
+    let before = old.map(listed).unwrap_or_default();
+    let ns = namespace(request, new);
+    new_pods_to_delete(&listed(new), &before, v1beta1).into_iter().map(|name| pod_query(ns, name)).collect()
 }
 
 pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
     let v1beta1 = version(request, new_value) == "v1beta1";
     let cs = decode_cloneset(new_value, v1beta1)?;
-    let old = old_value.map(|o| decode_cloneset(o, v1beta1)).transpose()?;
     let mut errors = Vec::new();
-    if let (Some(old_value), Some(old)) = (old_value, &old) {
+    // The old object is read in place: it was admitted before, and decoding it would copy its
+    // whole template once more.
+    if let Some(old_value) = old_value {
         errors.extend(immutable::metadata_update(old_value, new_value));
         if immutable::spec_changed_outside(old_value, new_value, MUTABLE, &[]) {
             errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
@@ -92,13 +96,13 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         if !v1beta1
             && cs.spec.update_strategy.type_ == "InPlaceOnly"
             && let Some(offence) =
-                first_offending_change(&old.spec.template.spec, &cs.spec.template.spec, inputs.settings.inplace_vertical_scaling)
+                first_offending_change(template_spec(old_value), &cs.spec.template.spec, inputs.settings.inplace_vertical_scaling)
         {
             errors
                 .push(FieldError::forbidden("spec", format!("only allowed to update images in spec for InPlaceOnly, but found {offence}")));
         }
     }
-    validate_spec(request, &cs, old.as_ref(), v1beta1, inputs, &mut errors);
+    validate_spec(request, (new_value, &cs), old_value, v1beta1, inputs, &mut errors);
     match aggregate(&errors) {
         Some(message) => Err(AdmissionError::Invalid(message)),
         None => Ok(Vec::new()),
@@ -107,8 +111,8 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
 
 fn validate_spec(
     request: &AdmissionRequest,
-    cs: &CloneSet,
-    old: Option<&CloneSet>,
+    (value, cs): (&Value, &CloneSet),
+    old: Option<&Value>,
     v1beta1: bool,
     inputs: &Inputs,
     errors: &mut Vec<FieldError>,
@@ -125,7 +129,7 @@ fn validate_spec(
         errors
             .push(FieldError::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in cloneset is not Supported"));
     }
-    scale_strategy(request, cs, old, v1beta1, inputs, errors);
+    scale_strategy(request, (value, cs), old, v1beta1, inputs, errors);
     update_strategy(cs, replicas, v1beta1, errors);
     if let Some(deadline) = spec.progress_deadline_seconds {
         nonnegative("spec.progressDeadlineSeconds", deadline, errors);
@@ -137,22 +141,24 @@ fn validate_spec(
 
 fn scale_strategy(
     request: &AdmissionRequest,
-    cs: &CloneSet,
-    old: Option<&CloneSet>,
+    (value, cs): (&Value, &CloneSet),
+    old: Option<&Value>,
     v1beta1: bool,
     inputs: &Inputs,
     errors: &mut Vec<FieldError>,
 ) {
     const PATH: &str = "spec.scaleStrategy.podsToDelete";
     let list = &cs.spec.scale_strategy.pods_to_delete;
-    let dup = duplicates(list);
+    let names: Vec<&str> = list.iter().map(String::as_str).collect();
+    let dup = duplicates(&names);
     if !dup.is_empty() {
         let value = show(&serde_json::to_value(list).unwrap_or(Value::Null));
         errors.push(FieldError::invalid(PATH, value, format!("duplicated items [{}]", dup.join(" "))));
         return;
     }
-    let ns = namespace(request, cs);
-    for name in new_pods_to_delete(cs, old, v1beta1) {
+    let ns = namespace(request, value);
+    let before = old.map(listed).unwrap_or_default();
+    for name in new_pods_to_delete(&names, &before, v1beta1) {
         let fail = |detail: String| FieldError::invalid(PATH, show_str(name), detail);
         let pod = match inputs.answers.get(&pod_query(ns, name)) {
             Err(e) => Err(format!("find pod {name} failed: {e}")),

@@ -37,7 +37,6 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
     let ds = decode_daemonset(new_value)?;
     let mut errors = Vec::new();
     if let Some(old_value) = old_value {
-        decode_daemonset(old_value)?;
         errors.extend(immutable::metadata_update(old_value, new_value));
         let (mutable, message) = if v1beta1 { (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1) } else { (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1) };
         if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {

@@ -39,6 +39,13 @@ fn objects(request: &AdmissionRequest) -> Result<Option<(&Value, Option<&Value>)
     Ok(Some((new, old)))
 }
 
+static NULL: Value = Value::Null;
+
+/// `spec.template.spec` of a workload, read in place (`null` when absent).
+fn template_spec(object: &Value) -> &Value {
+    object.pointer("/spec/template/spec").unwrap_or(&NULL)
+}
+
 /// Decode a workload; a shape the typed model cannot read is a bad request (Kruise: 400).
 fn decode<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, AdmissionError> {
     T::deserialize(value).map_err(|e| AdmissionError::BadRequest(format!("cannot decode {what}: {e}")))

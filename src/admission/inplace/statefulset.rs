@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use super::field::{FieldError, aggregate, show, show_str};
 use super::template_diff::first_offending_change;
-use super::{check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent};
+use super::{
+    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, template_spec,
+};
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet};
@@ -50,7 +52,6 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     let mut errors = Vec::new();
     validate_spec(&sts, &mut errors);
     let Some(old_value) = old_value else { return into_result(&errors) };
-    let old = decode_statefulset(old_value)?;
     errors.extend(immutable::metadata_update(old_value, new_value));
     if immutable::spec_changed_outside(old_value, new_value, MUTABLE, DEFAULTED) {
         errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
@@ -58,7 +59,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     into_result(&errors)?;
     let in_place_only = sts.spec.update_strategy.rolling_update.as_ref().is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
     if in_place_only {
-        let (mut before, mut after) = (old.spec.template.spec.clone(), sts.spec.template.spec.clone());
+        let (mut before, mut after) = (template_spec(old_value).clone(), sts.spec.template.spec.clone());
         defaults::pod_spec(&mut before);
         defaults::pod_spec(&mut after);
         if let Some(offence) = first_offending_change(&before, &after, inputs.settings.inplace_vertical_scaling) {
