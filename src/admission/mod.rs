@@ -2,6 +2,7 @@
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
 pub mod daemon;
+pub mod inplace;
 pub mod patch;
 pub mod pod;
 pub mod protection;
@@ -85,6 +86,10 @@ pub struct Settings {
     /// delete protection included, unlike Kruise's gate). A disabled capability's webhooks allow
     /// everything, so a configuration that still sends to them never blocks a request.
     pub disabled: Vec<Capability>,
+    /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
+    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
+    /// Off by default, as in Kruise.
+    pub inplace_vertical_scaling: bool,
 }
 
 impl Settings {
@@ -95,7 +100,7 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into(), disabled: Vec::new() }
+        Settings { kruise_namespace: "kruise-system".into(), disabled: Vec::new(), inplace_vertical_scaling: false }
     }
 }
 

@@ -16,6 +16,10 @@ pub struct DecisionArgs {
     /// Same as `--disable-capability delete-protection`.
     #[arg(long)]
     pub disable_delete_protection: bool,
+    /// Under InPlaceOnly, also admit cpu/memory request and limit changes that keep the pod's QoS
+    /// class (Kruise's InPlaceWorkloadVerticalScaling gate).
+    #[arg(long)]
+    pub inplace_vertical_scaling: bool,
 }
 
 impl DecisionArgs {
@@ -26,7 +30,7 @@ impl DecisionArgs {
         }
         disabled.sort_by_key(|c| c.name());
         disabled.dedup();
-        Settings { kruise_namespace: self.kruise_namespace.clone(), disabled }
+        Settings { kruise_namespace: self.kruise_namespace.clone(), disabled, inplace_vertical_scaling: self.inplace_vertical_scaling }
     }
 }
 
@@ -53,5 +57,7 @@ mod tests {
         assert!(!s.enabled(Capability::DeleteProtection));
         assert!(s.enabled(Capability::WorkloadRules));
         assert_eq!(s.kruise_namespace, "k");
+        assert!(!s.inplace_vertical_scaling);
+        assert!(Cli::parse_from(["x", "--inplace-vertical-scaling"]).args.settings().inplace_vertical_scaling);
     }
 }
