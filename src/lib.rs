@@ -4,4 +4,5 @@
 //! the edges (HTTPS, files) that feed them.
 
 pub mod admission;
+pub mod api;
 pub mod cluster;

@@ -1,0 +1,3 @@
+//! Kruise API types and well-known keys.
+
+pub mod sidecarset;
