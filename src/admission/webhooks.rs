@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, pod};
+use super::{Inputs, pod, sidecarset_admission};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,18 +108,37 @@ impl Webhook {
 }
 
 const CREATE: &[Operation] = &[Operation::Create];
+/// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
+const SIDECARSET_RULES: &[Rule] = &[Rule {
+    groups: &["apps.kruise.io"],
+    versions: sidecarset_admission::VERSIONS,
+    resources: &["sidecarsets"],
+    operations: &[Operation::Create, Operation::Update],
+}];
 
 /// Every webhook this binary serves.
-pub static WEBHOOKS: &[Webhook] = &[Webhook {
-    name: "mpod.kb.io",
-    path: "/mutate-pod",
-    rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
-    handler: Handler::Mutate(pod::mutate),
-    queries: None,
-    failure_policy: FailurePolicy::Ignore,
-    scope: ObjectScope::All,
-    capability: Capability::PodMutation,
-}];
+pub static WEBHOOKS: &[Webhook] = &[
+    Webhook {
+        name: "mpod.kb.io",
+        path: "/mutate-pod",
+        rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
+        handler: Handler::Mutate(pod::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Ignore,
+        scope: ObjectScope::All,
+        capability: Capability::PodMutation,
+    },
+    Webhook {
+        name: "msidecarset.kb.io",
+        path: "/mutate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Mutate(sidecarset_admission::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
+    },
+];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
     WEBHOOKS.iter().find(|w| w.path == path)

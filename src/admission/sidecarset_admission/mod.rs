@@ -3,5 +3,61 @@
 //! conflicts with the other SidecarSets). Both work on the object as JSON so fields this binary does
 //! not model are kept.
 
+pub mod defaults;
 pub mod hash;
 pub mod quantity;
+
+use serde_json::{Map, Value};
+
+use super::Inputs;
+use super::review::{AdmissionError, AdmissionRequest, Operation};
+use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
+
+/// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).
+pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
+
+fn check_version(request: &AdmissionRequest) -> Result<(), AdmissionError> {
+    let version = request.resource.version.as_str();
+    if VERSIONS.contains(&version) { Ok(()) } else { Err(AdmissionError::BadRequest(format!("unsupported version: {version}"))) }
+}
+
+/// Refuse what Kruise's decoder would refuse (400): not an object, or fields of the wrong type.
+fn decode(object: &Value) -> Result<SidecarSet, AdmissionError> {
+    if !object.is_object() {
+        return Err(AdmissionError::BadRequest("the SidecarSet must be a JSON object".into()));
+    }
+    SidecarSet::from_value(object).map_err(AdmissionError::BadRequest)
+}
+
+/// `/mutate-apps-kruise-io-sidecarset`: §9 defaults, then the §8 hash annotations, on CREATE and
+/// UPDATE.
+pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Vec::new());
+    }
+    check_version(request)?;
+    decode(object)?;
+    defaults::apply(object);
+    let empty = Value::Object(Map::new());
+    let spec = object.get("spec").unwrap_or(&empty);
+    let (hash, without_image) =
+        hash::sidecarset_hashes(spec).map_err(|e| AdmissionError::BadRequest(format!("the SidecarSet cannot be decoded: {e}")))?;
+    let annotations = object
+        .as_object_mut()
+        .and_then(|o| {
+            if o.get("metadata").is_none_or(Value::is_null) {
+                o.insert("metadata".into(), Value::Object(Map::new()));
+            }
+            o.get_mut("metadata")?.as_object_mut()
+        })
+        .and_then(|m| {
+            if m.get("annotations").is_none_or(Value::is_null) {
+                m.insert("annotations".into(), Value::Object(Map::new()));
+            }
+            m.get_mut("annotations")?.as_object_mut()
+        })
+        .ok_or_else(|| AdmissionError::BadRequest("metadata.annotations of the SidecarSet must be an object".into()))?;
+    annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
+    annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
+    Ok(Vec::new())
+}
