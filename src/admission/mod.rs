@@ -80,11 +80,14 @@ pub struct Settings {
     /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
     /// `POD_NAMESPACE`, default `kruise-system`).
     pub kruise_namespace: String,
+    /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
+    /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
+    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into() }
+        Settings { kruise_namespace: "kruise-system".into(), sidecarset_patch_pod_metadata_defaults_allowed: false }
     }
 }
 

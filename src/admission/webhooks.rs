@@ -138,6 +138,16 @@ pub static WEBHOOKS: &[Webhook] = &[
         scope: ObjectScope::All,
         capability: Capability::SidecarSetAdmission,
     },
+    Webhook {
+        name: "vsidecarset.kb.io",
+        path: "/validate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Validate(sidecarset_admission::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
+    },
 ];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {

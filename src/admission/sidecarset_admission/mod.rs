@@ -3,9 +3,14 @@
 //! conflicts with the other SidecarSets). Both work on the object as JSON so fields this binary does
 //! not model are kept.
 
+pub mod corev1;
 pub mod defaults;
+pub mod expr;
+pub mod field;
 pub mod hash;
 pub mod quantity;
+pub mod selector;
+pub mod validate;
 
 use serde_json::{Map, Value};
 
@@ -60,4 +65,29 @@ pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) 
     annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
     annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
     Ok(Vec::new())
+}
+
+/// `/validate-apps-kruise-io-sidecarset`: field rules, then conflicts with the other SidecarSets.
+/// Denials carry code 500, as Kruise's handler reports validation failures through its
+/// internal-error path (inplace-protection-daemon §A.6); undecodable objects get 400.
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Vec::new());
+    }
+    check_version(request)?;
+    let object = request.object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.object is required".into()))?;
+    let set = decode(object)?;
+    let old = match request.operation {
+        Operation::Update => {
+            let old =
+                request.old_object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.oldObject is required for UPDATE".into()))?;
+            Some(decode(old)?)
+        }
+        _ => None,
+    };
+    let ctx = validate::Context { old: old.as_ref(), inputs };
+    match field::aggregate(&validate::errors(&set, &ctx)) {
+        Some(message) => Err(AdmissionError::Internal(message)),
+        None => Ok(Vec::new()),
+    }
 }
