@@ -172,6 +172,8 @@ fn v1alpha1_is_served_and_unknown_fields_survive_mutation() {
     let stored = cluster.mutate(&object);
     assert_eq!(stored["spec"]["someFutureField"], json!({"x": 1}));
     assert_eq!(stored["spec"]["namespace"], "team-a");
+    // No conversion webhook: the mutating webhook maps `spec.namespace` as Kruise's conversion does.
+    assert_eq!(stored["spec"]["namespaceSelector"], json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}));
     assert_eq!(stored["spec"]["containers"][0]["someFutureContainerField"], true);
     assert_eq!(cluster.validate("CREATE", &stored, None), Ok(()));
 }

@@ -1,3 +1,4 @@
 //! Kruise API types and well-known keys.
 
+pub mod crd;
 pub mod sidecarset;

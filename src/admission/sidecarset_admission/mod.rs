@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::Inputs;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
+use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet};
 
 /// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).
 pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
@@ -43,6 +43,9 @@ pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) 
     check_version(request)?;
     decode(object)?;
     defaults::apply(object);
+    if request.resource.version == "v1alpha1" {
+        namespace_to_selector(object);
+    }
     let empty = Value::Object(Map::new());
     let spec = object.get("spec").unwrap_or(&empty);
     let (hash, without_image) =
@@ -65,6 +68,17 @@ pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) 
     annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
     annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
     Ok(Vec::new())
+}
+
+/// The v1alpha1→v1beta1 conversion of `spec.namespace` (§2), done at admission because the CRD has
+/// no conversion webhook: a non-empty `spec.namespace` becomes (and replaces) the namespaceSelector
+/// `kubernetes.io/metadata.name: <namespace>`, so the object keeps its meaning when it is stored
+/// or read as v1beta1 (whose schema has no `namespace`).
+fn namespace_to_selector(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(namespace) = spec.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_owned) else { return };
+    let selector = serde_json::json!({"matchLabels": {NAMESPACE_NAME_LABEL: namespace}});
+    spec.insert("namespaceSelector".into(), selector);
 }
 
 /// `/validate-apps-kruise-io-sidecarset`: field rules, then conflicts with the other SidecarSets.
