@@ -159,7 +159,8 @@ fn check_case(path: &Path) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("case");
     let record = json!({"case": name, "pod": pod, "patch": patch_json, "mutated": mutated});
-    std::fs::write(out_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -43,11 +43,15 @@ pub fn apply(set: &SidecarSet, annotations: &mut Map<String, Value>) -> Result<(
     Ok(())
 }
 
+/// The merged value, compact with sorted keys. When the merge changes nothing (the same JSON
+/// value), the existing text is kept as it is: Kruise would re-serialise it, but then a webhook
+/// re-invoked on its own output (a verbatim first patch) would patch again.
 fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
-    let mut target: Value = serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
+    let original: Value = serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
     let patch: Value = serde_json::from_str(patch).map_err(|e| format!("the patch is not JSON ({e})"))?;
+    let mut target = original.clone();
     merge_patch(&mut target, &patch);
-    Ok(go_sorted_compact(&target))
+    if target == original { Ok(existing.to_owned()) } else { Ok(go_sorted_compact(&target)) }
 }
 
 /// RFC 7386 JSON merge patch.
@@ -91,6 +95,7 @@ mod tests {
     #[test]
     fn merged_output_is_sorted_and_compact() {
         assert_eq!(merge_json(r#"{"z": 1, "a": {"y": 2}}"#, r#"{"b": true}"#).unwrap(), r#"{"a":{"y":2},"b":true,"z":1}"#);
+        assert_eq!(merge_json(r#"{"z": 1, "a": 2}"#, r#"{"a": 2}"#).unwrap(), r#"{"z": 1, "a": 2}"#);
         assert!(merge_json("not json", "{}").is_err());
         assert!(merge_json("{}", "{").is_err());
     }
