@@ -54,7 +54,19 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 impl<'a> PodContext<'a> {
     pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>]) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
-        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
+        let sidecar_names: HashSet<&str> =
+            sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers)).map(|c| c.name.as_str()).collect();
+        // A container this injection replaces in place is not an app container either (Kruise
+        // would share its mounts once, then skip it as IS_INJECTED on a re-invocation; skipping it
+        // from the start keeps the webhook idempotent).
+        let hot_pairs: HashSet<String> = sets
+            .iter()
+            .flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers))
+            .filter(|c| c.is_hot_upgrade())
+            .flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)])
+            .collect();
+        let replaced = |c: &Value| name_of(c).is_some_and(|n| sidecar_names.contains(n) || hot_pairs.contains(n));
+        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();
         for app in &apps {
@@ -69,8 +81,6 @@ impl<'a> PodContext<'a> {
             }
         }
         let shared_devices = apps.iter().flat_map(|a| list(a, "volumeDevices")).cloned().collect();
-        let sidecar_names =
-            sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers)).map(|c| c.name.as_str()).collect();
         let pod_volumes = list(spec, "volumes").iter().filter_map(name_of).collect();
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes }
     }
