@@ -15,6 +15,7 @@
 //! description: ...
 //! now: 2026-07-02T09:56:09Z # the injected clock (default shown)
 //! random: 0.5               # every uniform draw (default 0.5)
+//! strictSchema: false       # the pod carries unknown fields on purpose (kubernetes-validate without --strict)
 //! namespace: default        # request.namespace
 //! operation: CREATE         # request.operation; subResource: binding for a subresource
 //! objects: [...]            # cluster objects
@@ -158,7 +159,8 @@ fn check_case(path: &Path) -> Result<(), String> {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../sidecarset-conformance");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("case");
-    let record = json!({"case": name, "pod": pod, "patch": patch_json, "mutated": mutated});
+    let strict = case.get("strictSchema").and_then(Value::as_bool).unwrap_or(true);
+    let record = json!({"case": name, "strict": strict, "pod": pod, "patch": patch_json, "mutated": mutated});
     std::fs::write(out_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     Ok(())
