@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod patch;
 pub mod pod;
 pub mod review;
+pub mod sidecarset;
 pub mod sidecarset_admission;
 pub mod webhooks;
 

@@ -247,12 +247,12 @@ pub struct SourceContainerNameSource {
 #[serde(rename_all = "camelCase")]
 pub struct ResourcesPolicy {
     /// `sum` | `max`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, alias = "targetContainerMode", skip_serializing_if = "String::is_empty")]
     pub target_containers_mode: String,
     /// RE2, unanchored; the CRD defaults it to `.*`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub target_containers_name_regex: String,
-    #[serde(default)]
+    #[serde(default, alias = "resourceExpr")]
     pub resources_expr: ResourceExpr,
     #[serde(flatten)]
     pub extra: Extra,
