@@ -5,4 +5,6 @@
 
 pub mod admission;
 pub mod api;
+pub mod cli;
 pub mod cluster;
+pub mod deploy;

@@ -1,1 +1,28 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kruise_admission::cli;
+
+/// OpenKruise-compatible Kubernetes admission webhooks: SidecarSet injection, DaemonSet-style
+/// scheduling, in-place update rules and delete protection.
+#[derive(Debug, Parser)]
+#[command(name = "kruise-admission", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run AdmissionReview files through the webhooks offline and print the decisions.
+    DryRun(cli::dry_run::Args),
+    /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
+    Manifests(cli::manifests::Args),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::DryRun(args) => cli::dry_run::run(args),
+        Command::Manifests(args) => cli::manifests::run(args),
+    }
+}

@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod patch;
 pub mod pod;
+pub mod protection;
 pub mod review;
 pub mod sidecarset;
 pub mod sidecarset_admission;
@@ -81,6 +82,10 @@ pub struct Settings {
     /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
     /// `POD_NAMESPACE`, default `kruise-system`).
     pub kruise_namespace: String,
+    /// `policy.kruise.io/delete-protection` is enforced (on by default, unlike Kruise's gate). When
+    /// off, every deletion is allowed. `serve` and `dry-run` turn it off with
+    /// `--disable-delete-protection`.
+    pub delete_protection: bool,
     /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
     /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
     pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
@@ -88,7 +93,11 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into(), sidecarset_patch_pod_metadata_defaults_allowed: false }
+        Settings {
+            kruise_namespace: "kruise-system".into(),
+            delete_protection: true,
+            sidecarset_patch_pod_metadata_defaults_allowed: false,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> R
     check_is_pod(pod)?;
     let mut warnings = Vec::new();
     sidecarset::inject(request, pod, inputs, &mut warnings)?;
-    daemon::stamp(pod, inputs, &mut warnings);
+    daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }
 

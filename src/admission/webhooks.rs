@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, pod, sidecarset_admission};
+use super::{Inputs, pod, protection, sidecarset_admission};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +108,7 @@ impl Webhook {
 }
 
 const CREATE: &[Operation] = &[Operation::Create];
+const DELETE: &[Operation] = &[Operation::Delete];
 /// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
 const SIDECARSET_RULES: &[Rule] = &[Rule {
     groups: &["apps.kruise.io"],
@@ -148,6 +149,64 @@ pub static WEBHOOKS: &[Webhook] = &[
         scope: ObjectScope::All,
         capability: Capability::SidecarSetAdmission,
     },
+    // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
+    // arrive on their in-place validators, which call `protection::check_delete`.
+    protection::webhook(
+        "vnamespace.kb.io",
+        "/validate-namespace",
+        &[Rule { groups: &[""], versions: &["v1"], resources: &["namespaces"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vcustomresourcedefinition.kb.io",
+        "/validate-customresourcedefinition",
+        &[Rule {
+            groups: &["apiextensions.k8s.io"],
+            versions: &["v1", "v1beta1"],
+            resources: &["customresourcedefinitions"],
+            operations: DELETE,
+        }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vbuiltindeployment.kb.io",
+        "/validate-apps-deployment",
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["deployments"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vbuiltinreplicaset.kb.io",
+        "/validate-apps-replicaset",
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["replicasets"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vbuiltinstatefulset.kb.io",
+        "/validate-apps-statefulset",
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["statefulsets"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vservice.kb.io",
+        "/validate-service",
+        &[Rule { groups: &[""], versions: &["v1"], resources: &["services"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    protection::webhook(
+        "vingress.kb.io",
+        "/validate-ingress",
+        &[Rule { groups: &["networking.k8s.io"], versions: &["v1", "v1beta1"], resources: &["ingresses"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
+    // Kruise's UnitedDeployment validator also checks CREATE and UPDATE; this binary only protects
+    // deletions, so it registers DELETE and, like the other protection-only entries, only for
+    // labelled objects. Widen both if UnitedDeployment validation is ever added.
+    protection::webhook(
+        "vuniteddeployment.kb.io",
+        "/validate-apps-kruise-io-v1alpha1-uniteddeployment",
+        &[Rule { groups: &["apps.kruise.io"], versions: &["v1alpha1"], resources: &["uniteddeployments"], operations: DELETE }],
+        ObjectScope::DeleteProtected,
+    ),
 ];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {

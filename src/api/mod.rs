@@ -1,4 +1,6 @@
-//! Kruise API types and well-known keys.
+//! Kubernetes and Kruise API facts the decisions read: well-known keys, and the fields of the
+//! Kruise types we look at.
 
 pub mod crd;
+pub mod keys;
 pub mod sidecarset;

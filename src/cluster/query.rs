@@ -17,6 +17,23 @@ pub enum Query {
     Get { group: String, version: String, kind: String, namespace: String, name: String },
 }
 
+/// How a lookup reads in a message: `list apps.kruise.io/v1beta1 CloneSet in namespace "a"`.
+impl std::fmt::Display for Query {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gv = |group: &str, version: &str| if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        match self {
+            Query::List { group, version, kind, namespace: Some(ns) } => {
+                write!(f, "list {} {kind} in namespace {ns:?}", gv(group, version))
+            }
+            Query::List { group, version, kind, namespace: None } => write!(f, "list {} {kind} in all namespaces", gv(group, version)),
+            Query::Get { group, version, kind, namespace, name } if namespace.is_empty() => {
+                write!(f, "get {} {kind} {name:?}", gv(group, version))
+            }
+            Query::Get { group, version, kind, namespace, name } => write!(f, "get {} {kind} {namespace}/{name}", gv(group, version)),
+        }
+    }
+}
+
 /// What a lookup returned, or why it failed (the message is shown to the user in a denial).
 pub type Answer = Result<Vec<Arc<Value>>, String>;
 
@@ -33,7 +50,7 @@ impl Answers {
         match self.0.get(query) {
             Some(Ok(objects)) => Ok(objects),
             Some(Err(e)) => Err(e.clone()),
-            None => Err(format!("lookup {query:?} was not performed")),
+            None => Err(format!("lookup ({query}) was not performed")),
         }
     }
 
@@ -50,5 +67,19 @@ impl Answers {
             answers.insert(q.clone(), Ok(objects));
         }
         answers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_read_like_kubectl() {
+        let q = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()) };
+        assert_eq!(q.to_string(), r#"list v1 Pod in namespace "shop""#);
+        let q = Query::Get { group: "apps".into(), version: "v1".into(), kind: "Pod".into(), namespace: "a".into(), name: "p".into() };
+        assert_eq!(q.to_string(), "get apps/v1 Pod a/p");
+        assert_eq!(Answers::default().get(&q).unwrap_err(), "lookup (get apps/v1 Pod a/p) was not performed");
     }
 }

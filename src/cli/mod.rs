@@ -1,0 +1,4 @@
+//! The edges: each subcommand turns files, flags or HTTP into calls of the pure decisions.
+
+pub mod dry_run;
+pub mod manifests;
