@@ -235,6 +235,18 @@ fn validation_table_metadata_selectors_and_containers() {
         ),
         case("upper case is fine in a SidecarSet name", with(|v| v["metadata"]["name"] = json!("Log-Agent")), None),
         case(
+            "annotations are limited to 256 KiB",
+            with(|v| v["metadata"]["annotations"] = json!({"example.com/blob": "x".repeat(256 * 1024)})),
+            Some("metadata.annotations: Too long: may not be more than 262144 bytes"),
+        ),
+        case(
+            "label values are checked",
+            with(|v| v["metadata"]["labels"] = json!({"team": "a b"})),
+            Some(
+                r#"metadata.labels: Invalid value: "a b": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#,
+            ),
+        ),
+        case(
             "cluster-scoped: no namespace",
             with(|v| v["metadata"]["namespace"] = json!("default")),
             Some("metadata.namespace: Forbidden: not allowed on this type"),

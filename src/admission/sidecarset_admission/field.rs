@@ -11,11 +11,11 @@ use serde_json::Value;
 pub enum Kind {
     Required,
     Forbidden,
+    TooLong,
     Invalid(String),
     Duplicate(String),
     NotFound(String),
     NotSupported(String, Vec<String>),
-    Internal,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,7 @@ impl fmt::Display for FieldError {
         match &self.kind {
             Kind::Required => f.write_str("Required value")?,
             Kind::Forbidden => f.write_str("Forbidden")?,
-            Kind::Internal => f.write_str("Internal error")?,
+            Kind::TooLong => f.write_str("Too long")?,
             Kind::Invalid(v) => write!(f, "Invalid value: {v}")?,
             Kind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
             Kind::NotFound(v) => write!(f, "Not found: {v}")?,
@@ -113,8 +113,10 @@ pub fn not_supported(path: impl Into<String>, value: &str, supported: &[&str]) -
     }
 }
 
-pub fn internal(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError { path: path.into(), kind: Kind::Internal, detail: detail.into() }
+/// `field.TooLong` with a byte limit.
+pub fn too_long(path: impl Into<String>, max_bytes: usize) -> FieldError {
+    let unit = if max_bytes == 1 { "byte" } else { "bytes" };
+    FieldError { path: path.into(), kind: Kind::TooLong, detail: format!("may not be more than {max_bytes} {unit}") }
 }
 
 /// `ErrorList.ToAggregate().Error()`: `None` for no errors, the one message, or `[a, b, ...]`
@@ -171,6 +173,10 @@ mod tests {
             r#"p: Unsupported value: "X": supported values: "Always", "IfNotPresent", "Never""#
         );
         assert_eq!(forbidden("p", "not allowed").to_string(), "p: Forbidden: not allowed");
+        assert_eq!(
+            too_long("metadata.annotations", 262144).to_string(),
+            "metadata.annotations: Too long: may not be more than 262144 bytes"
+        );
     }
 
     #[test]

@@ -102,11 +102,7 @@ fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<
         total += k.len() + v.len();
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        errs.push(FieldError {
-            path: path.into(),
-            kind: field::Kind::Invalid(String::from("\"\"")),
-            detail: format!("Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
-        });
+        errs.push(field::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
     }
     errs
 }
