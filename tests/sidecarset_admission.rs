@@ -477,6 +477,34 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
             Some("spec.updateStrategy.priorityStrategy: Required value: only one of weightPriority and orderPriority can be used"),
         ),
         case(
+            "priority weights within 0-100",
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"priorityStrategy": {"weightPriority": [{"weight": 101, "matchSelector": {"matchLabels": {"a": "b"}}}]}})
+            }),
+            Some("spec.updateStrategy.priorityStrategy: Required value: weight must be valid number in the range 1-100"),
+        ),
+        case(
+            "priority weight terms need a selector",
+            with(|v| v["spec"]["updateStrategy"] = json!({"priorityStrategy": {"weightPriority": [{"weight": 10, "matchSelector": {}}]}})),
+            Some("spec.updateStrategy.priorityStrategy: Required value: selector can not be empty"),
+        ),
+        case(
+            "priority order keys not empty",
+            with(|v| v["spec"]["updateStrategy"] = json!({"priorityStrategy": {"orderPriority": [{"orderedKey": ""}]}})),
+            Some("spec.updateStrategy.priorityStrategy: Required value: order key can not be empty"),
+        ),
+        case(
+            "scatter keys not empty",
+            with(|v| v["spec"]["updateStrategy"] = json!({"scatterStrategy": [{"key": "", "value": "b"}]})),
+            Some("spec.updateStrategy.scatterStrategy: Required value: key should not be empty"),
+        ),
+        case(
+            "update selector is validated",
+            with(|v| v["spec"]["updateStrategy"] = json!({"selector": {}})),
+            Some("spec.updateStrategy.selector: Invalid value: {}: empty selector is not valid for sidecarset."),
+        ),
+        case(
             "NotUpdate skips the rolling-update checks",
             with(|v| v["spec"]["updateStrategy"] = json!({"type": "NotUpdate", "partition": "5"})),
             None,

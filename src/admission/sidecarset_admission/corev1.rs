@@ -655,6 +655,38 @@ mod tests {
     }
 
     #[test]
+    fn more_container_rules() {
+        let vols: HashSet<String> = ["v".to_owned()].into();
+        let mut bad = good();
+        bad["imagePullPolicy"] = json!("Sometimes");
+        bad["terminationMessagePolicy"] = json!("Log");
+        bad["ports"] = json!([{"containerPort": 80, "hostPort": 70000, "protocol": "TCP", "name": "Web--port"}]);
+        bad["env"] = json!([{"name": "A", "value": "x", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.phase"}}}]);
+        bad["envFrom"] = json!([{"prefix": "P_"}]);
+        bad["volumeMounts"] = json!([{"name": "v", "mountPath": "/a", "subPath": "/abs"}]);
+        bad["volumeDevices"] = json!([{"name": "w", "devicePath": "/dev/x"}]);
+        bad["readinessProbe"] = json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}, "periodSeconds": -1});
+        bad["lifecycle"] = json!({"preStop": {"httpGet": {"port": 0}}});
+        let m = msgs(&validate_containers(&[], &[bad], &vols));
+        let expect = [
+            r#"spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never""#,
+            r#"spec.containers[0].terminationMessagePolicy: Unsupported value: "Log": supported values: "File", "FallbackToLogsOnError""#,
+            r#"spec.containers[0].ports[0].name: Invalid value: "Web--port": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"#,
+            r#"spec.containers[0].ports[0].name: Invalid value: "Web--port": must not contain consecutive hyphens"#,
+            "spec.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            r#"spec.containers[0].env[0].valueFrom: Invalid value: "": may not be specified when `value` is not empty"#,
+            r#"spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: "status.phase": supported values: "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs""#,
+            r#"spec.containers[0].envFrom[0]: Invalid value: "": must specify one of: `configMapRef` or `secretRef`"#,
+            r#"spec.containers[0].volumeMounts[0].subPath: Invalid value: "/abs": must be a relative path"#,
+            r#"spec.containers[0].volumeDevices[0].name: Not found: "w""#,
+            "spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+            "spec.containers[0].readinessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+            "spec.containers[0].lifecycle.preStop.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive",
+        ];
+        assert_eq!(m, expect);
+    }
+
+    #[test]
     fn init_container_rules() {
         let mut plain = good();
         plain["livenessProbe"] = json!({"exec": {"command": ["true"]}});
