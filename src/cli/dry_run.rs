@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::settings::DecisionArgs;
 use crate::admission::patch::diff;
 use crate::admission::review::{self, AdmissionRequest, Decision, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
@@ -37,9 +38,8 @@ pub struct Args {
     /// Without it the system clock is used.
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub now: Option<OffsetDateTime>,
-    /// Where ControllerRevisions and the `kruise-configuration` ConfigMap are looked up.
-    #[arg(long, value_name = "NS", default_value = "kruise-system")]
-    pub kruise_namespace: String,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
     /// Seed of the random source used for percentage partitions, so runs are repeatable.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
@@ -79,9 +79,7 @@ pub fn run(args: Args) -> ExitCode {
         None => Box::new(SystemClock),
     };
     let random = SeededRandom::new(args.seed);
-    // Other features add their settings with defaults; dry-run sets only what it has flags for.
-    #[allow(clippy::needless_update)]
-    let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
+    let settings = args.decisions.settings();
     let env = Env { cluster: &snapshot, clock: clock.as_ref(), random: &random, settings: &settings };
 
     let stdout = std::io::stdout();
