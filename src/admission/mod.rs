@@ -7,6 +7,8 @@ pub mod patch;
 pub mod pod;
 pub mod protection;
 pub mod review;
+pub mod sidecarset;
+pub mod sidecarset_admission;
 pub mod webhooks;
 
 use time::OffsetDateTime;
@@ -90,6 +92,9 @@ pub struct Settings {
     /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
     /// Off by default, as in Kruise.
     pub inplace_vertical_scaling: bool,
+    /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
+    /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
+    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
 }
 
 impl Settings {
@@ -100,7 +105,12 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into(), disabled: Vec::new(), inplace_vertical_scaling: false }
+        Settings {
+            kruise_namespace: "kruise-system".into(),
+            disabled: Vec::new(),
+            inplace_vertical_scaling: false,
+            sidecarset_patch_pod_metadata_defaults_allowed: false,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, inplace, pod, protection};
+use super::{Inputs, inplace, pod, protection, sidecarset_admission};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +147,10 @@ fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<V
     workload_or_delete(request, inputs, inplace::statefulset::validate)
 }
 
+/// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
+const SIDECARSET_RULES: &[Rule] =
+    &[Rule { groups: KRUISE, versions: sidecarset_admission::VERSIONS, resources: &["sidecarsets"], operations: CREATE_UPDATE }];
+
 /// Every webhook this binary serves.
 pub static WEBHOOKS: &[Webhook] = &[
     Webhook {
@@ -158,6 +162,26 @@ pub static WEBHOOKS: &[Webhook] = &[
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
         capability: Capability::PodMutation,
+    },
+    Webhook {
+        name: "msidecarset.kb.io",
+        path: "/mutate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Mutate(sidecarset_admission::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
+    },
+    Webhook {
+        name: "vsidecarset.kb.io",
+        path: "/validate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Validate(sidecarset_admission::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
     },
     // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
     // arrive on their in-place validators, which call `protection::check_delete`.
