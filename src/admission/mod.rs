@@ -2,10 +2,13 @@
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
 pub mod daemon;
+pub mod inplace;
 pub mod patch;
 pub mod pod;
 pub mod protection;
 pub mod review;
+pub mod sidecarset;
+pub mod sidecarset_admission;
 pub mod webhooks;
 
 use time::OffsetDateTime;
@@ -85,6 +88,13 @@ pub struct Settings {
     /// delete protection included, unlike Kruise's gate). A disabled capability's webhooks allow
     /// everything, so a configuration that still sends to them never blocks a request.
     pub disabled: Vec<Capability>,
+    /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
+    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
+    /// Off by default, as in Kruise.
+    pub inplace_vertical_scaling: bool,
+    /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
+    /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
+    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
 }
 
 impl Settings {
@@ -95,7 +105,12 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into(), disabled: Vec::new() }
+        Settings {
+            kruise_namespace: "kruise-system".into(),
+            disabled: Vec::new(),
+            inplace_vertical_scaling: false,
+            sidecarset_patch_pod_metadata_defaults_allowed: false,
+        }
     }
 }
 

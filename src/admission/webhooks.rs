@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, pod, protection};
+use super::{Inputs, inplace, pod, protection, sidecarset_admission};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +125,31 @@ impl Webhook {
 
 const CREATE: &[Operation] = &[Operation::Create];
 const DELETE: &[Operation] = &[Operation::Delete];
+const CREATE_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
+const CREATE_UPDATE_DELETE: &[Operation] = &[Operation::Create, Operation::Update, Operation::Delete];
+const KRUISE: &[&str] = &["apps.kruise.io"];
+const KRUISE_VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
+
+/// Kruise registers CloneSet and Advanced StatefulSet validation with DELETE on one path: DELETE is
+/// delete protection, everything else the workload rules.
+fn workload_or_delete(request: &AdmissionRequest, inputs: &Inputs, validate: Validator) -> Result<Vec<String>, AdmissionError> {
+    match request.operation {
+        Operation::Delete => protection::check_delete(request, inputs),
+        _ => validate(request, inputs),
+    }
+}
+
+fn validate_cloneset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    workload_or_delete(request, inputs, inplace::cloneset::validate)
+}
+
+fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    workload_or_delete(request, inputs, inplace::statefulset::validate)
+}
+
+/// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
+const SIDECARSET_RULES: &[Rule] =
+    &[Rule { groups: KRUISE, versions: sidecarset_admission::VERSIONS, resources: &["sidecarsets"], operations: CREATE_UPDATE }];
 
 /// Every webhook this binary serves.
 pub static WEBHOOKS: &[Webhook] = &[
@@ -137,6 +162,26 @@ pub static WEBHOOKS: &[Webhook] = &[
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
         capability: Capability::PodMutation,
+    },
+    Webhook {
+        name: "msidecarset.kb.io",
+        path: "/mutate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Mutate(sidecarset_admission::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
+    },
+    Webhook {
+        name: "vsidecarset.kb.io",
+        path: "/validate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Validate(sidecarset_admission::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
     },
     // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
     // arrive on their in-place validators, which call `protection::check_delete`.
@@ -196,6 +241,36 @@ pub static WEBHOOKS: &[Webhook] = &[
         &[Rule { groups: &["apps.kruise.io"], versions: &["v1alpha1"], resources: &["uniteddeployments"], operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
+    Webhook {
+        name: "vcloneset.kb.io",
+        path: "/validate-apps-kruise-io-v1alpha1-cloneset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["clonesets"], operations: CREATE_UPDATE_DELETE }],
+        handler: Handler::Validate(validate_cloneset),
+        queries: Some(inplace::cloneset::queries),
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vstatefulset.kb.io",
+        path: "/validate-apps-kruise-io-statefulset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["statefulsets"], operations: CREATE_UPDATE_DELETE }],
+        handler: Handler::Validate(validate_statefulset),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vdaemonset.kb.io",
+        path: "/validate-apps-kruise-io-daemonset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["daemonsets"], operations: CREATE_UPDATE }],
+        handler: Handler::Validate(inplace::daemonset::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
 ];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {

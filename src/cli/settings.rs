@@ -16,6 +16,14 @@ pub struct DecisionArgs {
     /// Same as `--disable-capability delete-protection`.
     #[arg(long)]
     pub disable_delete_protection: bool,
+    /// Under InPlaceOnly, also admit cpu/memory request and limit changes that keep the pod's QoS
+    /// class (Kruise's InPlaceWorkloadVerticalScaling gate).
+    #[arg(long)]
+    pub inplace_vertical_scaling: bool,
+    /// Kruise's `SidecarSetPatchPodMetadataDefaultsAllowed` gate: admit SidecarSets with
+    /// patchPodMetadata when `kruise-configuration` holds no whitelist.
+    #[arg(long)]
+    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
 }
 
 impl DecisionArgs {
@@ -26,7 +34,12 @@ impl DecisionArgs {
         }
         disabled.sort_by_key(|c| c.name());
         disabled.dedup();
-        Settings { kruise_namespace: self.kruise_namespace.clone(), disabled }
+        Settings {
+            kruise_namespace: self.kruise_namespace.clone(),
+            disabled,
+            inplace_vertical_scaling: self.inplace_vertical_scaling,
+            sidecarset_patch_pod_metadata_defaults_allowed: self.sidecarset_patch_pod_metadata_defaults_allowed,
+        }
     }
 }
 
@@ -46,6 +59,13 @@ mod tests {
         let s = Cli::parse_from(["x"]).args.settings();
         assert!(Capability::ALL.iter().all(|&c| s.enabled(c)));
         assert_eq!(s.kruise_namespace, "kruise-system");
+        assert!(!s.sidecarset_patch_pod_metadata_defaults_allowed);
+        assert!(
+            Cli::parse_from(["x", "--sidecarset-patch-pod-metadata-defaults-allowed"])
+                .args
+                .settings()
+                .sidecarset_patch_pod_metadata_defaults_allowed
+        );
         let s = Cli::parse_from(["x", "--disable-capability", "pod-mutation", "--disable-delete-protection", "--kruise-namespace", "k"])
             .args
             .settings();
@@ -53,5 +73,7 @@ mod tests {
         assert!(!s.enabled(Capability::DeleteProtection));
         assert!(s.enabled(Capability::WorkloadRules));
         assert_eq!(s.kruise_namespace, "k");
+        assert!(!s.inplace_vertical_scaling);
+        assert!(Cli::parse_from(["x", "--inplace-vertical-scaling"]).args.settings().inplace_vertical_scaling);
     }
 }
