@@ -105,3 +105,20 @@ async fn without_the_flag_any_client_is_served() {
     }
     server.stop().await.unwrap();
 }
+
+#[test]
+fn serve_refuses_to_start_with_an_unreadable_client_ca_and_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cert-dir"])
+        .arg(dir.path().join("certs"))
+        .arg("--cluster-dir")
+        .arg(dir.path())
+        .arg("--client-ca-file")
+        .arg(dir.path().join("missing-ca.crt"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--client-ca-file") && stderr.contains("missing-ca.crt"), "{stderr}");
+}
