@@ -9,7 +9,9 @@ SidecarSets in examples/cluster select), run `kruise-admission dry-run --output 
    tests/independent/evanphx) gives exactly the reported object;
 2. the patch applied with python `jsonpatch` (strict RFC 6902) gives the same object;
 3. the reported object, fed back as a new CREATE (what the apiserver does with
-   reinvocationPolicy: IfNeeded, or after another webhook changed something else), gets no patch.
+   reinvocationPolicy: IfNeeded, or after another webhook changed something else), gets no patch;
+4. the patched pod is no less valid than the input under `kubernetes-validate --strict`
+   (the comparison of check_patched_pods.py: a patch may not add a validation error).
 
 Prints one line per case and `N passed, M failed (K patched)`; exits 1 on any failure.
 """
@@ -25,6 +27,9 @@ from pathlib import Path
 
 import jsonpatch
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_patched_pods import for_validation, validation_errors  # noqa: E402
 
 NOW = "2024-05-01T12:00:00Z"
 REPO = Path(__file__).resolve().parents[2]
@@ -144,12 +149,16 @@ def main() -> int:
                     problems.append("python jsonpatch result differs from the reported object")
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
                 problems.append(f"python jsonpatch refused the patch: {e}")
+            request = review["request"]
+            added = sorted(validation_errors(for_validation(entry["object"], request)) - validation_errors(for_validation(original, request)))
+            if added:
+                problems.append("patch adds validation errors: " + "; ".join(f"{p}: {m}" for p, m in added[:3]))
             reinvoked = second.get(again[source])
             if reinvoked is None:
                 problems.append("re-invocation printed no line")
             elif not reinvoked["allowed"] or reinvoked["patch"]:
                 problems.append(f"re-invocation was not a no-op: allowed={reinvoked['allowed']} patch={json.dumps(reinvoked['patch'])[:300]}")
-            note = f"{len(entry['patch'])} ops, evanphx == jsonpatch == reported, re-invocation no-op"
+            note = f"{len(entry['patch'])} ops, evanphx == jsonpatch == reported, no validation error added, re-invocation no-op"
         if problems:
             failed += 1
             print(f"FAIL {label}: " + " | ".join(problems))

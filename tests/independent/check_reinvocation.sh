@@ -3,7 +3,7 @@
 # patches applied with evanphx/json-patch (Go, what kube-apiserver uses) and python jsonpatch give
 # the reported object, and feeding the object back gives no patch.
 # Installs what it needs: Go 1.19 and evanphx/json-patch from Debian (apt-get), python jsonpatch
-# and PyYAML (a venv under target/ when the system Python lacks them).
+# kubernetes-validate and PyYAML (a venv under target/ when the system Python lacks them).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
@@ -20,12 +20,12 @@ checker="$(pwd)/$TARGET_DIR/evanphx-check"
     "$GO" build -o "$checker" .)
 
 PY="${PY:-python3}"
-PY_CHECK='import jsonpatch, yaml'
+PY_CHECK='import jsonpatch, yaml, kubernetes_validate'
 if ! "$PY" -c "$PY_CHECK" 2>/dev/null; then
     VENV="$TARGET_DIR/ci-venv"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
     "$VENV/bin/python" -c "$PY_CHECK" 2>/dev/null \
-        || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check jsonpatch==1.48 pyyaml
+        || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check jsonpatch==1.48 kubernetes-validate==1.37.0 pyyaml
     PY="$VENV/bin/python"
 fi
 
