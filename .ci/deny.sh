@@ -13,5 +13,6 @@ if timeout 120 cargo deny fetch db >/dev/null 2>&1; then
 else
     echo "NOTICE: the RustSec advisory database could not be fetched (github.com unreachable?); advisories NOT checked"
 fi
-cargo deny --log-level error check --disable-fetch "${checks[@]}"
+# --offline: the database was fetched above (or not at all); nothing else needs the network.
+cargo deny --log-level error --locked --offline check "${checks[@]}"
 echo "cargo deny: ${checks[*]} ok"
