@@ -5,6 +5,7 @@
 # SidecarSets / Namespaces in the cluster folder change every 5 s.
 # Reports failed requests, p50/p99 latency and the server's RSS after warm-up and at the end.
 # Exits 1 on any failed request or RSS growth of 10 % or more. CI: SOAK_SECONDS=60.
+# Other knobs: SOAK_WARMUP (s before the first RSS reading, default 10), SOAK_BINARY (skip the build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECONDS_TOTAL="${SOAK_SECONDS:-600}"
@@ -12,8 +13,12 @@ RATE="${SOAK_RATE:-100}"
 WARMUP="${SOAK_WARMUP:-10}"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 
-cargo build --release --bin kruise-admission
-bin="$(pwd)/$TARGET_DIR/release/kruise-admission"
+if [ -n "${SOAK_BINARY:-}" ]; then
+    bin="$(realpath "$SOAK_BINARY")" # e.g. a debug build, to try the script itself
+else
+    cargo build --release --bin kruise-admission
+    bin="$(pwd)/$TARGET_DIR/release/kruise-admission"
+fi
 work="$(mktemp -d)"
 server_pid=""
 cleanup() {

@@ -25,7 +25,8 @@ fn snapshot() -> &'static Snapshot {
 fn apply(original: &Value, ops: &[kruise_admission::admission::patch::PatchOp]) -> Value {
     let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(ops).expect("ops serialize")).expect("ops are RFC 6902");
     let mut doc = original.clone();
-    json_patch::patch(&mut doc, &patch).unwrap_or_else(|e| panic!("our patch does not apply: {e}\n{}", serde_json::to_string(ops).unwrap()));
+    json_patch::patch(&mut doc, &patch)
+        .unwrap_or_else(|e| panic!("our patch does not apply: {e}\n{}", serde_json::to_string(ops).unwrap()));
     doc
 }
 
