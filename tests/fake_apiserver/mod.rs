@@ -81,6 +81,8 @@ struct Store {
     forbidden: HashSet<(String, String)>,
     requests: HashMap<(String, String), usize>,
     uid: u64,
+    /// Added before answering get and list requests (a slow API server).
+    delay: Duration,
 }
 
 struct Inner {
@@ -221,6 +223,11 @@ impl FakeApiServer {
     /// Answer `verb` on `plural` with 403 Forbidden from now on.
     pub fn forbid(&self, verb: &str, plural: &str) {
         self.inner.lock().forbidden.insert((verb.to_owned(), plural.to_owned()));
+    }
+
+    /// Answer get and list requests only after `delay`.
+    pub fn slow_down(&self, delay: Duration) {
+        self.inner.lock().delay = delay;
     }
 
     pub fn allow(&self, verb: &str, plural: &str) {
@@ -377,6 +384,10 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, heade
         }
     }
     let namespace = namespace.unwrap_or_default();
+    let delay = inner.lock().delay;
+    if matches!(verb, "get" | "list") && !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     match verb {
         "list" => list(&inner, &resource, version, namespace, query_param(&uri, "fieldSelector").as_deref()),
         "watch" => watch_stream(&inner, &resource, version, namespace, &uri),

@@ -9,6 +9,7 @@
 //! - [`certs::CertManager::start`] when `--cert-mode self-managed`.
 
 pub mod api_error;
+pub mod lookup;
 pub mod options;
 mod watch;
 
@@ -23,6 +24,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+pub use lookup::LiveLookups;
 pub use options::{CertMode, LiveOptions};
 
 use api_error::{FailureKind, classify};
