@@ -9,6 +9,7 @@
 //! - [`certs::CertManager::start`] when `--cert-mode self-managed`.
 
 pub mod api_error;
+pub mod certs;
 pub mod lookup;
 pub mod options;
 mod watch;
