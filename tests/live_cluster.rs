@@ -59,9 +59,15 @@ fn image(snapshot: &Snapshot, name: &str) -> Option<String> {
     snapshot.get("apps.kruise.io", "SidecarSet", "", name).map(|s| s["spec"]["containers"][0]["image"].as_str().unwrap().to_owned())
 }
 
+/// Publish into an `ArcSwap`, as `serve` does.
+fn publisher(target: &Arc<ArcSwap<Snapshot>>) -> impl Fn(Arc<Snapshot>) + Send + Sync + 'static {
+    let target = Arc::clone(target);
+    move |snapshot| target.store(snapshot)
+}
+
 async fn started(server: &FakeApiServer) -> (LiveCluster, Arc<ArcSwap<Snapshot>>) {
     let target = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let live = LiveCluster::start(server.client(), settings(), Arc::clone(&target)).await.unwrap();
+    let live = LiveCluster::start(server.client(), settings(), publisher(&target)).await.unwrap();
     live.wait_synced(Duration::from_secs(5)).await.unwrap();
     (live, target)
 }
@@ -73,7 +79,7 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     // Hold back the ControllerRevision list: nothing may be published, readiness must say why.
     server.forbid("list", "controllerrevisions");
     let target = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let live = LiveCluster::start(server.client(), settings(), Arc::clone(&target)).await.unwrap();
+    let live = LiveCluster::start(server.client(), settings(), publisher(&target)).await.unwrap();
     wait_for("the other kinds to list", || {
         server.requests("list", "controllerrevisions") >= 1 && server.requests("watch", "namespaces") >= 1
     })
@@ -194,7 +200,7 @@ async fn a_watch_that_cannot_recover_turns_unready_after_the_staleness_limit() {
     let live = LiveCluster::start(
         server.client(),
         LiveSettings { max_cache_staleness: Duration::from_millis(300), ..settings() },
-        Arc::clone(&target),
+        publisher(&target),
     )
     .await
     .unwrap();
@@ -227,13 +233,13 @@ async fn v1alpha1_only_clusters_are_watched_at_v1alpha1() {
 async fn start_fails_fast_without_the_crd_or_the_api_server() {
     let server = FakeApiServer::start_with(fake_apiserver::resources(&[])).await;
     let target = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let err = LiveCluster::start(server.client(), settings(), Arc::clone(&target)).await.err().unwrap();
+    let err = LiveCluster::start(server.client(), settings(), publisher(&target)).await.err().unwrap();
     assert!(matches!(err, LiveError::MissingCrd(_)), "{err}");
     assert!(err.to_string().contains("sidecarsets.apps.kruise.io"), "{err}");
 
     let client = server.client();
     drop(server);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let err = LiveCluster::start(client, settings(), target).await.err().unwrap();
+    let err = LiveCluster::start(client, settings(), publisher(&target)).await.err().unwrap();
     assert!(err.to_string().contains("cannot reach the API server"), "{err}");
 }

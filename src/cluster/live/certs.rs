@@ -53,13 +53,15 @@ pub struct CertSettings {
 }
 
 impl CertSettings {
-    pub fn from_options(options: &super::LiveOptions) -> Self {
+    /// From the live flags; `cert_dir` is the folder `serve` reads `tls.crt`/`tls.key` from (its
+    /// `--cert-dir`).
+    pub fn from_options(options: &super::LiveOptions, cert_dir: PathBuf) -> Self {
         CertSettings {
             namespace: options.namespace.clone(),
             secret_name: options.cert_secret.clone(),
             service: options.service.clone(),
             renew_before: options.cert_renew_before,
-            cert_dir: options.cert_dir.clone(),
+            cert_dir,
             mutating_configs: options.mutating_webhook_configs.clone(),
             validating_configs: options.validating_webhook_configs.clone(),
         }

@@ -3,7 +3,7 @@
 //!
 //! What `serve` calls (see the README's "Cluster modes"):
 //! - [`LiveOptions`] (flatten into the `serve` arguments) and [`LiveOptions::client`];
-//! - [`LiveCluster::start`] with the server's `Arc<ArcSwap<Snapshot>>`, then
+//! - [`LiveCluster::start`] with a function that stores each new snapshot, then
 //!   [`LiveCluster::wait_synced`] (fail fast) and [`LiveCluster::readiness`] for `/readyz`;
 //! - [`LiveLookups::answer`] for a webhook's `queries`;
 //! - [`certs::CertManager::start`] when `--cert-mode self-managed`.
@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwap;
 use kube::api::{Api, ApiResource};
 use kube::discovery::Scope;
 use serde_json::Value;
@@ -104,15 +103,16 @@ pub struct LiveStats {
 }
 
 struct Shared {
-    target: Arc<ArcSwap<Snapshot>>,
+    publish: Box<dyn Fn(Arc<Snapshot>) + Send + Sync>,
     cells: Vec<Arc<WatchCell>>,
     dirty: Notify,
     synced: AtomicBool,
     built_at: std::sync::Mutex<Option<SystemTime>>,
 }
 
-/// Watches SidecarSets, Namespaces, ControllerRevisions and the Kruise ConfigMap, and keeps an
-/// immutable [`Snapshot`] of them current in a shared `ArcSwap`. Dropping it stops the watches.
+/// Watches SidecarSets, Namespaces, ControllerRevisions and the Kruise ConfigMap, and publishes
+/// an immutable [`Snapshot`] of them after every change (readers swap whole snapshots, so they
+/// never block and never see half an update). Dropping it stops the watches.
 pub struct LiveCluster {
     shared: Arc<Shared>,
     settings: LiveSettings,
@@ -132,9 +132,13 @@ impl LiveCluster {
     /// they are running, before they have synced (see [`LiveCluster::wait_synced`]). Errors: the
     /// API server is unreachable or refuses discovery, or the SidecarSet CRD is not installed.
     ///
-    /// `target` is the server's current snapshot; it is replaced (never mutated) once every
-    /// initial list is done and after every change from then on.
-    pub async fn start(client: kube::Client, settings: LiveSettings, target: Arc<ArcSwap<Snapshot>>) -> Result<LiveCluster, LiveError> {
+    /// `publish` receives each new snapshot (e.g. `move |s| arc_swap.store(s)`): first once every
+    /// initial list is done, then after every (coalesced) change. It must not block.
+    pub async fn start(
+        client: kube::Client,
+        settings: LiveSettings,
+        publish: impl Fn(Arc<Snapshot>) + Send + Sync + 'static,
+    ) -> Result<LiveCluster, LiveError> {
         let sidecarset = discover_sidecarset(&client).await?;
         let ns = settings.kruise_namespace.clone();
         let specs = vec![
@@ -180,7 +184,7 @@ impl LiveCluster {
             },
         ];
         let shared = Arc::new(Shared {
-            target,
+            publish: Box::new(publish),
             cells: specs.iter().map(|s| Arc::new(WatchCell::new(&s.kind))).collect(),
             dirty: Notify::new(),
             synced: AtomicBool::new(false),
@@ -198,7 +202,7 @@ impl LiveCluster {
             let shared = Arc::clone(&shared);
             tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || shared.dirty.notify_one())));
         }
-        tasks.push(tokio::spawn(publish(Arc::clone(&shared), settings.coalesce)));
+        tasks.push(tokio::spawn(publish_changes(Arc::clone(&shared), settings.coalesce)));
         Ok(LiveCluster { shared, settings, tasks })
     }
 
@@ -295,7 +299,7 @@ impl LiveCluster {
 
 /// Rebuild and swap the snapshot after changes, folding bursts into one rebuild. Nothing is
 /// published until every kind has been listed, so a half-filled cache is never served.
-async fn publish(shared: Arc<Shared>, coalesce: Duration) {
+async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
     loop {
         shared.dirty.notified().await;
         tokio::time::sleep(coalesce).await;
@@ -309,7 +313,7 @@ async fn publish(shared: Arc<Shared>, coalesce: Duration) {
         if !all_listed {
             continue;
         }
-        shared.target.store(Arc::new(Snapshot::from_shared(objects)));
+        (shared.publish)(Arc::new(Snapshot::from_shared(objects)));
         *shared.built_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(SystemTime::now());
         shared.synced.store(true, Ordering::Release);
     }

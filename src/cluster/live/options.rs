@@ -31,10 +31,6 @@ pub struct LiveOptions {
     /// Renew the self-managed serving certificate this long before it expires (e.g. 30d, 12h).
     #[arg(long, default_value = "90d", value_parser = parse_duration)]
     pub cert_renew_before: Duration,
-    /// Folder where self-managed mode writes tls.crt, tls.key and ca.crt (serve's TLS files
-    /// must point there).
-    #[arg(long, default_value = "/tmp/kruise-admission-certs")]
-    pub cert_dir: PathBuf,
     /// MutatingWebhookConfiguration(s) whose caBundle self-managed mode keeps current.
     #[arg(long = "mutating-webhook-config-name", default_value = "kruise-mutating-webhook-configuration")]
     pub mutating_webhook_configs: Vec<String>,
