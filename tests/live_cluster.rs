@@ -20,13 +20,14 @@ fn settings() -> LiveSettings {
         backoff_min: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
         idle_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(2),
     }
 }
 
 fn sidecarset(name: &str, image: &str) -> Value {
     json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
-        "metadata": {"name": name, "generation": 1},
+        "metadata": {"name": name, "generation": 1, "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {}}]},
         "spec": {"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "proxy", "image": image}]},
     })
 }
@@ -99,6 +100,9 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     assert_eq!(live.readiness(), Ok(()));
     let snapshot = target.load();
     assert_eq!(image(&snapshot, "sidecar").as_deref(), Some("envoy:1"));
+    let sidecarset = snapshot.get("apps.kruise.io", "SidecarSet", "", "sidecar").unwrap();
+    assert_eq!(sidecarset["spec"]["selector"]["matchLabels"]["app"], "web", "SidecarSets are kept whole");
+    assert!(sidecarset["metadata"].get("managedFields").is_none(), "managedFields are dropped");
     // Namespaces: labels kept, everything else dropped.
     let ns = snapshot.get("", "Namespace", "", "shop").unwrap();
     assert_eq!(ns["metadata"]["labels"]["env"], "prod");
@@ -242,4 +246,23 @@ async fn start_fails_fast_without_the_crd_or_the_api_server() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let err = LiveCluster::start(client, settings(), publisher(&target)).await.err().unwrap();
     assert!(err.to_string().contains("cannot reach the API server"), "{err}");
+}
+
+#[tokio::test]
+async fn a_list_that_never_answers_counts_as_a_failing_watch() {
+    let server = FakeApiServer::start().await;
+    seed(&server);
+    let target = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
+    let fast = LiveSettings { request_timeout: Duration::from_millis(300), ..settings() };
+    let live = LiveCluster::start(server.client(), fast, publisher(&target)).await.unwrap();
+    live.wait_synced(Duration::from_secs(5)).await.unwrap();
+    // Force a relist against an API server that accepts the request and does not answer.
+    server.slow_down(Duration::from_secs(30));
+    server.compact();
+    server.drop_watches();
+    wait_for("the hanging relist to be noticed", || {
+        live.stats().kinds.iter().any(|k| k.last_error.as_deref().is_some_and(|e| e.contains("did not answer")) && k.failing_for.is_some())
+    })
+    .await;
+    assert!(target.load().get("apps.kruise.io", "SidecarSet", "", "sidecar").is_some(), "the last snapshot is still served");
 }

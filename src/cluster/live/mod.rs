@@ -62,6 +62,8 @@ pub struct LiveSettings {
     pub backoff_max: Duration,
     /// A watch that delivers nothing, not even a bookmark, for this long is reopened.
     pub idle_timeout: Duration,
+    /// Bound on each list page and on opening a watch.
+    pub request_timeout: Duration,
 }
 
 impl Default for LiveSettings {
@@ -73,6 +75,7 @@ impl Default for LiveSettings {
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(330),
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -194,6 +197,7 @@ impl LiveCluster {
             backoff_min: settings.backoff_min,
             backoff_max: settings.backoff_max,
             idle_timeout: settings.idle_timeout,
+            request_timeout: settings.request_timeout,
             // Like client-go's reflector: a few minutes, so streams are renewed regularly.
             watch_timeout_secs: 290,
         };

@@ -38,6 +38,9 @@ pub(super) struct Timing {
     pub backoff_max: Duration,
     /// A watch that delivers nothing (not even a bookmark) for this long is considered dead.
     pub idle_timeout: Duration,
+    /// Bound on a list page or on opening a watch: an API server that accepts the connection
+    /// and never answers must not leave the cache silently frozen.
+    pub request_timeout: Duration,
     /// Asked of the API server per watch request; it closes the stream after it.
     pub watch_timeout_secs: u32,
 }
@@ -120,7 +123,9 @@ enum End {
 pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, changed: impl Fn()) {
     let mut backoff = Backoff::new(&timing);
     loop {
-        let mut resource_version = match list(&spec).await {
+        let listed =
+            tokio::time::timeout(timing.request_timeout, list(&spec)).await.unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
+        let mut resource_version = match listed {
             Ok((objects, rv)) => {
                 {
                     let mut s = cell.lock();
@@ -146,9 +151,15 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
                 bookmarks: true,
                 ..WatchParams::default()
             };
-            let stream = match spec.api.watch(&params, &resource_version).await {
-                Ok(stream) => stream,
-                Err(e) => {
+            let opening = tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, &resource_version)).await;
+            let stream = match opening {
+                Ok(Ok(stream)) => stream,
+                Err(_) => {
+                    cell.fail(timed_out(&spec, "watch", &timing));
+                    backoff.wait().await;
+                    continue;
+                }
+                Ok(Err(e)) => {
                     let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
                     if failure.kind == FailureKind::Gone {
                         break;
@@ -210,6 +221,14 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
     }
 }
 
+fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
+    let scope = spec.namespace.as_deref().map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
+    ApiFailure {
+        kind: FailureKind::Unreachable,
+        message: format!("{verb} {} {scope}: the API server did not answer within {}s", spec.resource, timing.request_timeout.as_secs()),
+    }
+}
+
 /// The full list, page by page, and the resourceVersion to watch from.
 async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, String), ApiFailure> {
     let mut objects = BTreeMap::new();
@@ -235,6 +254,10 @@ async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, Stri
 fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> {
     let mut value = serde_json::to_value(object).ok()?;
     let map = value.as_object_mut()?;
+    // Field ownership bookkeeping is often the largest part of an object and no decision reads it.
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
     map.insert("apiVersion".into(), Value::String(spec.api_version.clone()));
     map.insert("kind".into(), Value::String(spec.kind.clone()));
     let value = (spec.trim)(value);
