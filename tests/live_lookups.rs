@@ -84,3 +84,35 @@ async fn a_slow_api_server_times_out_instead_of_holding_the_request() {
     let err = answers.get(&query).unwrap_err();
     assert!(err.contains("did not answer within 300ms"), "{err}");
 }
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    live: kruise_admission::cluster::live::LiveOptions,
+}
+
+#[tokio::test]
+async fn the_client_comes_from_kubeconfig() {
+    use base64::Engine as _;
+    use clap::Parser as _;
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    let ca = base64::engine::general_purpose::STANDARD.encode(&server.ca_pem);
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: stand-in\n  cluster:\n    server: https://{}\n    certificate-authority-data: {ca}\nusers:\n- name: webhook\n  user:\n    token: abc\ncontexts:\n- name: test\n  context:\n    cluster: stand-in\n    user: webhook\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let cli = Cli::try_parse_from(["serve", "--cluster-mode", "live", "--kubeconfig", path.to_str().unwrap()]).unwrap();
+    let lookups = LiveLookups::new(cli.live.client().await.unwrap(), Duration::from_secs(2));
+    let query = list("", "v1", "Pod", Some("shop"));
+    assert_eq!(lookups.answer(std::slice::from_ref(&query)).await.get(&query).unwrap().len(), 2);
+
+    let missing = Cli::try_parse_from(["serve", "--kubeconfig", "/nonexistent/kubeconfig"]).unwrap();
+    let err = missing.live.client().await.err().unwrap().to_string();
+    assert!(err.contains("--kubeconfig /nonexistent/kubeconfig"), "{err}");
+}

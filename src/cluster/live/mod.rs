@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 pub use lookup::LiveLookups;
-pub use options::{CertMode, LiveOptions};
+pub use options::{CertMode, ClusterMode, LiveOptions};
 
 use api_error::{FailureKind, classify};
 use watch::{Timing, WatchCell, WatchSpec};

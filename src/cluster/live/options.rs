@@ -15,14 +15,27 @@ pub enum CertMode {
     SelfManaged,
 }
 
+/// Where `serve` reads cluster objects from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterMode {
+    /// A folder of YAML/JSON (`--cluster-dir`); no API server needed.
+    Folder,
+    /// Watches and lookups against the API server.
+    Live,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct LiveOptions {
+    /// Read cluster objects from a `folder` (--cluster-dir) or `live` from the API server.
+    #[arg(long, value_enum, default_value = "folder")]
+    pub cluster_mode: ClusterMode,
     /// Kubeconfig to reach the API server; without it the in-cluster service account (or
     /// $KUBECONFIG, ~/.kube/config) is used.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Where the serving certificate comes from: `provided` files, or `self-managed` (a CA and
-    /// certificate kept in --cert-secret, caBundle patched into the webhook configurations).
+    /// certificate kept in --cert-secret, caBundle patched into the webhook configurations;
+    /// needs the API server, whatever --cluster-mode says).
     #[arg(long, value_enum, default_value = "provided")]
     pub cert_mode: CertMode,
     /// Secret (in --namespace) holding the self-managed CA and serving certificate.
@@ -118,6 +131,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.live.cert_mode, CertMode::SelfManaged);
+        assert_eq!(cli.live.cluster_mode, ClusterMode::Folder);
         assert_eq!(cli.live.validating_webhook_configs, ["a", "b"]);
         assert_eq!(cli.live.mutating_webhook_configs, ["kruise-mutating-webhook-configuration"]);
         assert_eq!(cli.live.max_cache_staleness, Duration::from_secs(120));
