@@ -39,26 +39,26 @@ pub struct LiveOptions {
     #[arg(long, value_enum, default_value = "provided")]
     pub cert_mode: CertMode,
     /// Secret (in --namespace) holding the self-managed CA and serving certificate.
-    #[arg(long, default_value = "kruise-admission-certs")]
+    #[arg(long, default_value = "kruise-admission-tls")]
     pub cert_secret: String,
     /// Renew the self-managed serving certificate this long before it expires (e.g. 30d, 12h).
     #[arg(long, default_value = "90d", value_parser = parse_duration)]
     pub cert_renew_before: Duration,
     /// MutatingWebhookConfiguration(s) whose caBundle self-managed mode keeps current.
-    #[arg(long = "mutating-webhook-config-name", default_value = "kruise-mutating-webhook-configuration")]
+    #[arg(long = "mutating-webhook-config-name", default_value = "kruise-admission")]
     pub mutating_webhook_configs: Vec<String>,
     /// ValidatingWebhookConfiguration(s) whose caBundle self-managed mode keeps current.
-    #[arg(long = "validating-webhook-config-name", default_value = "kruise-validating-webhook-configuration")]
+    #[arg(long = "validating-webhook-config-name", default_value = "kruise-admission")]
     pub validating_webhook_configs: Vec<String>,
     /// Turn unready when a cluster watch has failed for longer than this (e.g. 2m).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub max_cache_staleness: Duration,
     /// The Service in front of this server; the self-managed certificate is issued for
     /// `<service>.<namespace>.svc`.
-    #[arg(long, default_value = "kruise-webhook-service")]
+    #[arg(long, default_value = "kruise-admission")]
     pub service: String,
     /// This server's own namespace (its Service and the certificate Secret).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "kruise-system")]
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kruise-admission")]
     pub namespace: String,
 }
 
@@ -119,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn flags_parse_with_kruise_compatible_defaults() {
+    fn flags_parse_with_defaults_matching_the_manifests() {
         let cli = Cli::try_parse_from([
             "x",
             "--cert-mode",
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(cli.live.cert_mode, CertMode::SelfManaged);
         assert_eq!(cli.live.cluster_mode, ClusterMode::Folder);
         assert_eq!(cli.live.validating_webhook_configs, ["a", "b"]);
-        assert_eq!(cli.live.mutating_webhook_configs, ["kruise-mutating-webhook-configuration"]);
+        assert_eq!(cli.live.mutating_webhook_configs, ["kruise-admission"]);
         assert_eq!(cli.live.max_cache_staleness, Duration::from_secs(120));
     }
 }
