@@ -4,4 +4,8 @@
 //! the edges (HTTPS, files) that feed them.
 
 pub mod admission;
+pub mod api;
+pub mod cli;
 pub mod cluster;
+pub mod deploy;
+pub mod server;

@@ -1,1 +1,48 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kruise_admission::cli::{certs, dry_run, manifests, serve};
+
+/// OpenKruise-compatible Kubernetes admission webhooks: SidecarSet injection, DaemonSet-style
+/// scheduling, in-place update rules and delete protection.
+#[derive(Parser)]
+#[command(name = "kruise-admission", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the admission webhooks over HTTPS.
+    Serve(serve::ServeArgs),
+    /// Run AdmissionReview files through the webhooks offline and print the decisions.
+    DryRun(dry_run::Args),
+    /// Create (or refresh) a CA and serving certificate in a folder.
+    Certs(certs::CertsArgs),
+    /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
+    Manifests(manifests::Args),
+}
+
+fn main() -> ExitCode {
+    // One crypto provider for the whole process, before anything builds a TLS configuration.
+    // An error only means it is already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match Cli::parse().command {
+        Command::Serve(args) => exit(serve::run(args)),
+        Command::DryRun(args) => dry_run::run(args),
+        Command::Certs(args) => exit(certs::run(&args)),
+        Command::Manifests(args) => manifests::run(args),
+    }
+}
+
+/// Errors of `serve` and `certs` end the process with one line naming what to fix.
+fn exit(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

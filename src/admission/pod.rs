@@ -14,7 +14,7 @@ pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> R
     }
     check_is_pod(pod)?;
     let mut warnings = Vec::new();
-    daemon::stamp(pod, inputs, &mut warnings);
+    daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }
 

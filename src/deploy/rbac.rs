@@ -1,0 +1,132 @@
+//! Least-privilege RBAC for the server's ServiceAccount, one object per reason, each annotated
+//! with the mode that needs it (`kruise-admission.dev/needed-for`):
+//!
+//! - folder mode (`--cluster-dir`, provided certificates): the server reads nothing from the API,
+//!   so it needs no role at all (and the Deployment does not mount a token);
+//! - `live-cluster`: watches SidecarSets and Namespaces (cluster-wide), ControllerRevisions in the
+//!   Kruise namespace only; looks up pods and PVCs of a namespace being deleted (delete protection,
+//!   `Cascading`), and custom resources of a CRD being deleted through an aggregated ClusterRole
+//!   the operator extends per CRD (so the server never holds `list` on `*`);
+//! - `self-managed-certs`: its own Secret and its own two webhook configurations, by name.
+
+use serde_json::{Value, json};
+
+use super::{NAME, Target, labels};
+
+pub const NEEDED_FOR_ANNOTATION: &str = "kruise-admission.dev/needed-for";
+/// ClusterRoles carrying this label are aggregated into `kruise-admission:custom-resources`.
+pub const AGGREGATE_LABEL: &str = "kruise-admission.dev/aggregate-to-custom-resources";
+
+/// What the RBAC depends on besides the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbacOptions {
+    /// Where Kruise keeps SidecarSet ControllerRevisions (`Settings::kruise_namespace`).
+    pub kruise_namespace: String,
+    /// The Secret `--cert-mode self-managed` keeps its CA and serving certificate in.
+    pub cert_secret: String,
+}
+
+impl Default for RbacOptions {
+    fn default() -> Self {
+        RbacOptions { kruise_namespace: "kruise-system".into(), cert_secret: format!("{NAME}-tls") }
+    }
+}
+
+fn metadata(name: &str, namespace: Option<&str>, needed_for: &str) -> Value {
+    let mut meta = json!({ "name": name, "labels": labels(), "annotations": { NEEDED_FOR_ANNOTATION: needed_for } });
+    if let Some(namespace) = namespace {
+        meta["namespace"] = json!(namespace);
+    }
+    meta
+}
+
+fn subjects(target: &Target) -> Value {
+    json!([{ "kind": "ServiceAccount", "name": NAME, "namespace": target.namespace }])
+}
+
+fn binding(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, target: &Target) -> Value {
+    let role_kind = if kind == "ClusterRoleBinding" { "ClusterRole" } else { "Role" };
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": metadata(name, namespace, needed_for),
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name },
+        "subjects": subjects(target),
+    })
+}
+
+fn role(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, rules: Value) -> Value {
+    json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata(name, namespace, needed_for), "rules": rules })
+}
+
+/// The RBAC objects for live mode (`live-cluster`), then for self-managed certificates.
+pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let live = "live-cluster";
+    let certs = "self-managed-certs";
+    let watch = json!(["get", "list", "watch"]);
+    let cluster_reader = format!("{NAME}:cluster-reader");
+    let revisions = format!("{NAME}:kruise-revisions");
+    let custom = format!("{NAME}:custom-resources");
+    let secret = format!("{NAME}:cert-secret");
+    let configurations = format!("{NAME}:webhook-configurations");
+    let kruise_ns = Some(options.kruise_namespace.as_str());
+    let own_ns = Some(target.namespace.as_str());
+    let by_name = json!(["get", "list", "watch", "update", "patch"]);
+    vec![
+        role(
+            "ClusterRole",
+            &cluster_reader,
+            None,
+            live,
+            json!([
+                // The snapshot: SidecarSets are cluster-scoped, Namespaces are read for their labels.
+                { "apiGroups": ["apps.kruise.io"], "resources": ["sidecarsets"], "verbs": watch },
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": watch },
+                // Live lookups: a pod by name, and pods/PVCs of a namespace whose deletion is checked.
+                { "apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list"] },
+            ]),
+        ),
+        binding("ClusterRoleBinding", &cluster_reader, None, live, target),
+        // SidecarSet revisions live in the Kruise namespace only.
+        role("Role", &revisions, kruise_ns, live, json!([{ "apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": watch }])),
+        binding("RoleBinding", &revisions, kruise_ns, live, target),
+        // CRD `Cascading` protection lists the CRD's custom resources. Grant them per CRD with a
+        // ClusterRole labelled `AGGREGATE_LABEL: "true"` (list); the controller manager fills in
+        // this role's rules from those.
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": metadata(&custom, None, live),
+            "aggregationRule": { "clusterRoleSelectors": [{ "matchLabels": { AGGREGATE_LABEL: "true" } }] },
+            "rules": [],
+        }),
+        binding("ClusterRoleBinding", &custom, None, live, target),
+        // Self-managed certificates: create the Secret once if missing (create cannot be limited by
+        // name), then only ever this one Secret.
+        role(
+            "Role",
+            &secret,
+            own_ns,
+            certs,
+            json!([
+                { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
+                { "apiGroups": [""], "resources": ["secrets"], "resourceNames": [options.cert_secret], "verbs": by_name },
+            ]),
+        ),
+        binding("RoleBinding", &secret, own_ns, certs, target),
+        // caBundle patching of this server's own two configurations, by name.
+        role(
+            "ClusterRole",
+            &configurations,
+            None,
+            certs,
+            json!([{
+                "apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                "resourceNames": [NAME],
+                "verbs": by_name,
+            }]),
+        ),
+        binding("ClusterRoleBinding", &configurations, None, certs, target),
+    ]
+}

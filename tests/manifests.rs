@@ -1,0 +1,534 @@
+//! The install manifests: generated from the routing table, checked in without drift, and the
+//! Helm chart rendering the same webhook entries as the binary.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use kruise_admission::admission::webhooks::{FailurePolicy, ObjectScope, WEBHOOKS, WebhookKind};
+use kruise_admission::deploy::{self, Target, rbac::RbacOptions, webhooks::configurations};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn entries(configuration: &Value) -> &Vec<Value> {
+    configuration["webhooks"].as_array().expect("webhooks is a list")
+}
+
+fn target(namespace: &str, service: &str) -> Target {
+    Target::new(namespace, service)
+}
+
+/// Every path the server routes (the table) has exactly one entry, in the configuration of its
+/// kind, and every entry's path is routed.
+#[test]
+fn every_routed_path_has_exactly_one_entry_and_every_entry_is_routed() {
+    let [mutating, validating] = configurations(&Target::default());
+    assert_eq!(mutating["kind"], "MutatingWebhookConfiguration");
+    assert_eq!(validating["kind"], "ValidatingWebhookConfiguration");
+    let mut seen: BTreeMap<String, (WebhookKind, usize)> = BTreeMap::new();
+    for (kind, configuration) in [(WebhookKind::Mutating, &mutating), (WebhookKind::Validating, &validating)] {
+        for entry in entries(configuration) {
+            let path = entry["clientConfig"]["service"]["path"].as_str().expect("service path").to_string();
+            seen.entry(path).or_insert((kind, 0)).1 += 1;
+        }
+    }
+    for webhook in WEBHOOKS {
+        let (kind, count) = seen.get(webhook.path).unwrap_or_else(|| panic!("{} is routed but not registered", webhook.path));
+        assert_eq!(*count, 1, "{} is registered {count} times", webhook.path);
+        assert_eq!(*kind, webhook.kind(), "{} is in the wrong configuration", webhook.path);
+    }
+    for path in seen.keys() {
+        assert!(WEBHOOKS.iter().any(|w| w.path == path), "{path} is registered but the server does not route it");
+    }
+    assert_eq!(seen.len(), WEBHOOKS.len());
+}
+
+/// The settings issue 8 asks of every entry, checked against the issue's values.
+#[test]
+fn every_entry_has_the_safe_settings() {
+    let target = target("webhooks-ns", "webhooks-svc");
+    for configuration in configurations(&target) {
+        assert_eq!(configuration["metadata"]["name"], "kruise-admission");
+        for entry in entries(&configuration) {
+            let name = entry["name"].as_str().expect("name");
+            let webhook = WEBHOOKS.iter().find(|w| w.name == name).expect("entry comes from the table");
+            assert_eq!(entry["sideEffects"], "None", "{name}");
+            assert_eq!(entry["admissionReviewVersions"], json!(["v1", "v1beta1"]), "{name}");
+            assert_eq!(entry["matchPolicy"], "Equivalent", "{name}");
+            let mutating = webhook.kind() == WebhookKind::Mutating;
+            assert_eq!(entry["timeoutSeconds"], if mutating { 2 } else { 3 }, "{name}");
+            assert_eq!(entry.get("reinvocationPolicy"), mutating.then(|| json!("IfNeeded")).as_ref(), "{name}");
+            let policy = match webhook.failure_policy {
+                FailurePolicy::Ignore => "Ignore",
+                FailurePolicy::Fail => "Fail",
+            };
+            assert_eq!(entry["failurePolicy"], policy, "{name}");
+            assert_eq!(
+                entry["clientConfig"],
+                json!({ "service": { "namespace": "webhooks-ns", "name": "webhooks-svc", "path": webhook.path, "port": 443 } }),
+                "{name}"
+            );
+            assert_eq!(
+                entry["namespaceSelector"],
+                json!({ "matchExpressions": [{ "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "webhooks-ns"] }] }),
+                "{name}"
+            );
+            let protected = json!({ "matchExpressions": [{ "key": "policy.kruise.io/delete-protection", "operator": "Exists" }] });
+            match webhook.scope {
+                ObjectScope::DeleteProtected => assert_eq!(entry["objectSelector"], protected, "{name}"),
+                ObjectScope::All => assert!(entry.get("objectSelector").is_none(), "{name}"),
+            }
+            let rules = entry["rules"].as_array().expect("rules");
+            assert_eq!(rules.len(), webhook.rules.len(), "{name}");
+            for (rule, expected) in rules.iter().zip(webhook.rules) {
+                assert_eq!(rule["scope"], "*");
+                assert_eq!(rule["apiGroups"], json!(expected.groups));
+                assert_eq!(rule["apiVersions"], json!(expected.versions));
+                assert_eq!(rule["resources"], json!(expected.resources));
+                let ops: Vec<&str> = expected.operations.iter().map(|o| o.as_str()).collect();
+                assert_eq!(rule["operations"], json!(ops));
+            }
+        }
+    }
+}
+
+/// The pod webhook must never block the cluster when it is down (issue 8: pods Ignore).
+#[test]
+fn the_pod_webhook_is_mutating_create_only_and_ignores_failures() {
+    let [mutating, _] = configurations(&Target::default());
+    let pod = entries(&mutating).iter().find(|e| e["clientConfig"]["service"]["path"] == "/mutate-pod").expect("/mutate-pod");
+    assert_eq!(pod["name"], "mpod.kb.io");
+    assert_eq!(pod["failurePolicy"], "Ignore");
+    assert_eq!(
+        pod["rules"],
+        json!([{ "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "*" }])
+    );
+}
+
+#[test]
+fn installing_into_kube_system_excludes_it_once() {
+    for configuration in configurations(&target("kube-system", "svc")) {
+        for entry in entries(&configuration) {
+            assert_eq!(entry["namespaceSelector"]["matchExpressions"][0]["values"], json!(["kube-system"]));
+        }
+    }
+}
+
+fn parse_yaml(text: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text).expect("valid YAML");
+    documents.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+#[test]
+fn the_yaml_reads_back_as_the_same_objects() {
+    let target = Target::default();
+    let text = deploy::webhooks_yaml(&target).expect("yaml");
+    assert_eq!(parse_yaml(&text), configurations(&target).to_vec());
+    let options = RbacOptions::default();
+    let text = deploy::rbac_yaml(&target, &options).expect("yaml");
+    assert_eq!(parse_yaml(&text), deploy::rbac::objects(&target, &options));
+}
+
+/// A checked-in generated file equals what the binary generates today.
+fn assert_no_drift(relative: &str, expected: &str, regenerate: &str) {
+    let path = repo().join(relative);
+    let actual = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        actual == expected,
+        "{relative} is out of date with the routing table; regenerate it with:\n    {regenerate}\nor every generated file at once with .ci/regenerate-manifests.sh"
+    );
+}
+
+#[test]
+fn checked_in_webhook_configurations_match_the_table() {
+    let expected = deploy::webhooks_yaml(&Target::default()).expect("yaml");
+    assert_no_drift("manifests/webhooks.yaml", &expected, "kruise-admission manifests webhooks > manifests/webhooks.yaml");
+}
+
+#[test]
+fn checked_in_rbac_matches_the_generator() {
+    let expected = deploy::rbac_yaml(&Target::default(), &RbacOptions::default()).expect("yaml");
+    assert_no_drift(
+        "manifests/components/live-cluster/rbac.yaml",
+        &expected,
+        "kruise-admission manifests rbac > manifests/components/live-cluster/rbac.yaml",
+    );
+}
+
+#[test]
+fn checked_in_chart_table_matches_the_table() {
+    assert_no_drift(
+        "charts/kruise-admission/files/webhooks.json",
+        &deploy::chart_table_json(),
+        "kruise-admission manifests chart-table > charts/kruise-admission/files/webhooks.json",
+    );
+}
+
+/// RBAC: what needs a name is limited to it, and nothing grants writes beyond the cert Secret
+/// (create, which cannot be limited by name, is only in the server's own namespace) and the two
+/// configurations.
+#[test]
+fn rbac_is_least_privilege() {
+    let target = target("own-ns", "svc");
+    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into() };
+    let objects = deploy::rbac::objects(&target, &options);
+    let mut writes = Vec::new();
+    for object in &objects {
+        let needed_for = object["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("every object says its mode");
+        assert!(matches!(needed_for, "live-cluster" | "self-managed-certs"), "{needed_for}");
+        for rule in object["rules"].as_array().into_iter().flatten() {
+            for verb in rule["verbs"].as_array().expect("verbs") {
+                assert_ne!(verb, "*");
+                if !matches!(verb.as_str(), Some("get" | "list" | "watch")) {
+                    writes.push((object["kind"].clone(), object["metadata"]["namespace"].clone(), rule.clone(), verb.clone()));
+                }
+            }
+            assert!(!rule["resources"].as_array().expect("resources").contains(&json!("*")));
+        }
+        if let Some(subjects) = object.get("subjects") {
+            assert_eq!(subjects, &json!([{ "kind": "ServiceAccount", "name": "kruise-admission", "namespace": "own-ns" }]));
+        }
+    }
+    for (kind, namespace, rule, verb) in writes {
+        if verb == "create" {
+            assert_eq!((kind.as_str(), namespace.as_str()), (Some("Role"), Some("own-ns")));
+            assert_eq!(rule["resources"], json!(["secrets"]));
+        } else {
+            let names = &rule["resourceNames"];
+            assert!(names == &json!(["my-secret"]) || names == &json!(["kruise-admission"]), "{verb} without a name: {rule}");
+        }
+    }
+    let revisions = objects.iter().find(|o| o["kind"] == "Role" && o["rules"][0]["resources"] == json!(["controllerrevisions"]));
+    assert_eq!(revisions.expect("a Role for ControllerRevisions")["metadata"]["namespace"], "kruise-ns");
+}
+
+#[test]
+fn the_cli_prints_the_generated_configurations() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "webhooks", "--namespace", "ns-a", "--service", "svc-b"])
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), deploy::webhooks_yaml(&target("ns-a", "svc-b")).expect("yaml"));
+}
+
+/// `--ca-bundle-file` puts the CA, base64-encoded as the API expects, into every entry.
+#[test]
+fn the_cli_embeds_a_provided_ca_bundle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt");
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+    std::fs::write(&ca, pem).expect("write ca");
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "webhooks", "--ca-bundle-file"])
+        .arg(&ca)
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // base64 of the PEM above, computed independently.
+    let expected = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
+    let documents = parse_yaml(&String::from_utf8_lossy(&out.stdout));
+    let entries: Vec<&Value> = documents.iter().flat_map(entries).collect();
+    assert_eq!(entries.len(), WEBHOOKS.len());
+    for entry in entries {
+        assert_eq!(entry["clientConfig"]["caBundle"], expected);
+    }
+
+    std::fs::write(&ca, "not a certificate").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "webhooks", "--ca-bundle-file"])
+        .arg(&ca)
+        .output()
+        .expect("run the binary");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ca-bundle-file"));
+}
+
+#[test]
+fn crds_without_a_folder_print_nothing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "crds", "--crds-dir", "/nonexistent/crds"])
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no CRD folder"));
+}
+
+/// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
+/// instead of skipping.
+fn helm() -> Option<PathBuf> {
+    let found = std::env::var_os("HELM")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file())));
+    assert!(found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(), "KRUISE_REQUIRE_HELM is set but helm is not found");
+    found
+}
+
+fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
+    let mut command = Command::new(helm);
+    command.args(["template", release]).arg(repo().join("charts/kruise-admission")).args(["--namespace", namespace]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().expect("run helm");
+    assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));
+    parse_yaml(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn rendered_webhooks(objects: &[Value], kind: &str) -> Value {
+    let found: Vec<&Value> = objects.iter().filter(|o| o["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "one {kind}");
+    found[0]["webhooks"].clone()
+}
+
+/// The chart renders exactly the binary's webhook entries (caBundle and metadata aside, which
+/// depend on the cert mode).
+#[test]
+fn the_chart_renders_the_binarys_webhook_entries() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_renders_the_binarys_webhook_entries: helm not found (set HELM=/path/to/helm; CI installs it)");
+        return;
+    };
+    for (namespace, release) in [("kruise-admission", "kruise-admission"), ("platform", "ka")] {
+        let objects = helm_template(&helm, namespace, release, &[]);
+        let service = objects
+            .iter()
+            .find(|o| o["kind"] == "Service" && o["spec"]["ports"][0]["port"] == 443)
+            .and_then(|o| o["metadata"]["name"].as_str())
+            .expect("a webhook Service")
+            .to_string();
+        let [mutating, validating] = configurations(&target(namespace, &service));
+        assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"], "release {release}");
+        assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"], "release {release}");
+    }
+    // A provided CA lands in the same place as `manifests webhooks --ca-bundle-file` puts it.
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+    let encoded = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
+    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.provided.caBundle={encoded}")]);
+    let with_ca = Target { ca_bundle: Some(pem.as_bytes().to_vec()), ..Target::default() };
+    let [mutating, validating] = configurations(&with_ca);
+    assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"]);
+    assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"]);
+    // cert-manager: no caBundle in the entries (cainjector writes it), the annotation names the
+    // rendered serving Certificate.
+    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &["certs.mode=cert-manager"]);
+    let [mutating, validating] = configurations(&Target::default());
+    for (kind, expected) in [("MutatingWebhookConfiguration", &mutating), ("ValidatingWebhookConfiguration", &validating)] {
+        assert_eq!(rendered_webhooks(&objects, kind), expected["webhooks"]);
+        let configuration = objects.iter().find(|o| o["kind"] == kind).expect("configuration");
+        assert_eq!(configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "kruise-admission/kruise-admission-serving");
+    }
+    assert!(objects.iter().any(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == "kruise-admission-serving"));
+}
+
+/// Turning a capability off removes its entries and passes the server flag, together.
+#[test]
+fn the_chart_disables_a_capability_in_the_configuration_and_the_server_together() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_disables_a_capability_…: helm not found (set HELM=/path/to/helm; CI installs it)");
+        return;
+    };
+    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &["capabilities.podMutation.enabled=false"]);
+    let mutating = rendered_webhooks(&objects, "MutatingWebhookConfiguration");
+    assert!(!mutating.as_array().expect("list").iter().any(|e| e["name"] == "mpod.kb.io"));
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(args.as_array().expect("args").contains(&json!("--disable-capability=pod-mutation")), "{args}");
+}
+
+/// Values that change entries: extra exclusions are appended after kube-system and the release
+/// namespace, and a capability's failurePolicy overrides its entries' own.
+#[test]
+fn the_chart_applies_exclusions_and_failure_policy_overrides() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_applies_exclusions_and_failure_policy_overrides: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "kruise-admission",
+        &["webhooks.excludeNamespaces={monitoring,platform}", "capabilities.podMutation.failurePolicy=Fail"],
+    );
+    let mutating = rendered_webhooks(&objects, "MutatingWebhookConfiguration");
+    let pod = mutating.as_array().expect("list").iter().find(|e| e["name"] == "mpod.kb.io").expect("mpod.kb.io").clone();
+    assert_eq!(pod["failurePolicy"], "Fail");
+    assert_eq!(pod["namespaceSelector"]["matchExpressions"][0]["values"], json!(["kube-system", "platform", "monitoring"]));
+}
+
+/// The dashboard only queries metrics the server exports (names from the brief).
+#[test]
+fn the_dashboard_queries_only_exported_metrics() {
+    const EXPORTED: &[&str] = &[
+        "kruise_admission_webhook_request_total",
+        "kruise_admission_webhook_admission_duration_seconds",
+        "kruise_admission_webhook_rejection_count",
+        "kruise_admission_webhook_patch_operations",
+        "kruise_admission_http_errors_total",
+        "kruise_admission_serving_certificate_not_after_seconds",
+        "kruise_admission_build_info",
+        "kruise_admission_cluster_objects",
+        "kruise_admission_cluster_snapshot_timestamp_seconds",
+    ];
+    let text = std::fs::read_to_string(repo().join("charts/kruise-admission/dashboards/kruise-admission.json")).expect("dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("dashboard is JSON");
+    let metric = regex::Regex::new(r"kruise_admission_[a-z_]+").expect("regex");
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            for found in metric.find_iter(target["expr"].as_str().expect("expr")) {
+                let name = found.as_str();
+                let base = name.strip_suffix("_bucket").filter(|b| b.ends_with("_seconds") || b.ends_with("_operations")).unwrap_or(name);
+                assert!(EXPORTED.contains(&base), "the dashboard queries {name}, which the server does not export");
+                queried.insert(base.to_string());
+            }
+        }
+    }
+    // Requests, latency, denials, patch sizes, cache age and cert expiry are all shown.
+    for needed in [
+        "kruise_admission_webhook_request_total",
+        "kruise_admission_webhook_admission_duration_seconds",
+        "kruise_admission_webhook_rejection_count",
+        "kruise_admission_webhook_patch_operations",
+        "kruise_admission_cluster_snapshot_timestamp_seconds",
+        "kruise_admission_serving_certificate_not_after_seconds",
+    ] {
+        assert!(queried.contains(needed), "the dashboard does not show {needed}");
+    }
+}
+
+/// Issue 8's Deployment requirements, for one rendered Deployment.
+fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2, "{origin}: two replicas");
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0, "{origin}: maxUnavailable 0");
+    let pod = &spec["template"]["spec"];
+    assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{origin}: pod anti-affinity");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{origin}");
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{origin}");
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "{origin}");
+    let server = &containers[0];
+    let security = &server["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true, "{origin}");
+    assert_eq!(security["allowPrivilegeEscalation"], false, "{origin}");
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{origin}");
+    assert!(server["resources"]["limits"].get("cpu").is_none(), "{origin}: no CPU limit");
+    assert_eq!(server["readinessProbe"]["httpGet"], json!({ "path": "/readyz", "port": "metrics" }), "{origin}");
+    assert_eq!(server["livenessProbe"]["httpGet"], json!({ "path": "/healthz", "port": "metrics" }), "{origin}");
+    let ports: Vec<(&str, i64)> = server["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| (p["name"].as_str().expect("port name"), p["containerPort"].as_i64().expect("port")))
+        .collect();
+    assert!(ports.contains(&("webhook", 9443)) && ports.iter().any(|(name, _)| *name == "metrics"), "{origin}: {ports:?}");
+    // The drain budget: preStop sleep, then --shutdown-grace, both inside the grace period.
+    let pre_stop = server["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().expect("a preStop sleep");
+    assert!(pre_stop > 0, "{origin}");
+    let args: Vec<&str> = server["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("arg")).collect();
+    assert_eq!(args.first(), Some(&"serve"), "{origin}");
+    let grace = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--shutdown-grace="))
+        .and_then(|g| g.strip_suffix('s'))
+        .and_then(|g| g.parse::<i64>().ok())
+        .expect("--shutdown-grace=<n>s");
+    let termination = pod["terminationGracePeriodSeconds"].as_i64().expect("terminationGracePeriodSeconds");
+    assert!(termination > pre_stop + grace, "{origin}: {termination} <= {pre_stop} + {grace}");
+    for flag in
+        ["--listen=0.0.0.0:9443", "--tls-cert-file=/etc/kruise-admission/tls/tls.crt", "--tls-key-file=/etc/kruise-admission/tls/tls.key"]
+    {
+        assert!(args.contains(&flag), "{origin}: {flag} missing from {args:?}");
+    }
+}
+
+#[test]
+fn the_kustomize_deployment_is_safe_to_roll_and_drain() {
+    let text = std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("manifests/deployment.yaml");
+    assert_deployment_is_safe(&parse_yaml(&text)[0], "manifests/deployment.yaml");
+    let text = std::fs::read_to_string(repo().join("manifests/poddisruptionbudget.yaml")).expect("pdb");
+    assert_eq!(parse_yaml(&text)[0]["spec"]["minAvailable"], 1);
+    let text = std::fs::read_to_string(repo().join("manifests/service.yaml")).expect("service");
+    assert_eq!(
+        parse_yaml(&text)[0]["spec"]["ports"][0],
+        json!({ "name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP" })
+    );
+}
+
+#[test]
+fn the_chart_deployment_is_safe_to_roll_and_drain() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_deployment_is_safe_to_roll_and_drain: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    for mode in ["provided", "cert-manager", "self-managed"] {
+        let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.mode={mode}")]);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+        assert_deployment_is_safe(deployment, mode);
+        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        let self_managed = [json!("--cert-mode=self-managed"), json!("--cert-secret=kruise-admission-tls")];
+        for flag in &self_managed {
+            assert_eq!(args.as_array().expect("args").contains(flag), mode == "self-managed", "{mode}: {flag}");
+        }
+        assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"), "{mode}: a PDB");
+    }
+}
+
+/// The chart's RBAC (live cluster + self-managed certificates) grants exactly what
+/// `kruise-admission manifests rbac` prints.
+#[test]
+fn the_chart_rbac_matches_the_binarys() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_rbac_matches_the_binarys: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let essentials = |o: &Value| {
+        json!({
+            "kind": o["kind"],
+            "name": o["metadata"]["name"],
+            "namespace": o["metadata"]["namespace"],
+            "neededFor": o["metadata"]["annotations"]["kruise-admission.dev/needed-for"],
+            "rules": o["rules"],
+            "aggregationRule": o["aggregationRule"],
+            "roleRef": o["roleRef"],
+            "subjects": o["subjects"],
+        })
+    };
+    let is_rbac = |o: &&Value| o["apiVersion"] == "rbac.authorization.k8s.io/v1";
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by_key(|o| o.to_string());
+        v
+    };
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &["liveCluster.enabled=true", "certs.mode=self-managed"]);
+    let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
+    let binary = sorted(deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect());
+    assert_eq!(chart, binary);
+    // Folder mode with provided certificates: no RBAC and no token.
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
+    assert!(!rendered.iter().any(|o| is_rbac(&o)));
+    let account = rendered.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
+    assert_eq!(account["automountServiceAccountToken"], false);
+}
+
+/// Every capability has its switch in the chart's values and schema, under the key the
+/// generated table uses.
+#[test]
+fn the_chart_values_have_a_switch_for_every_capability() {
+    let chart = repo().join("charts/kruise-admission");
+    let values = parse_yaml(&std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml")).remove(0);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).expect("schema")).expect("JSON");
+    let required = &schema["properties"]["capabilities"]["required"];
+    for capability in deploy::CAPABILITIES {
+        let key = deploy::capability_values_key(capability);
+        assert_eq!(values["capabilities"][&key], json!({ "enabled": true, "failurePolicy": "" }), "capabilities.{key} in values.yaml");
+        assert!(required.as_array().expect("required").contains(&json!(key)), "capabilities.{key} in values.schema.json");
+    }
+}
