@@ -35,7 +35,8 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
         return Ok(());
     }
     let namespace = pod_namespace(pod, request);
-    let candidates = inputs.cluster.sidecarset_index().candidates(&namespace, matching::labels_of(pod));
+    let index = inputs.cluster.sidecarset_index();
+    let candidates = index.candidates(&namespace, matching::labels_of(pod));
     if candidates.is_empty() {
         return Ok(());
     }
@@ -62,7 +63,7 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
     let mut state =
         PodAnnotations::read(pod.pointer("/metadata/annotations").and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
-        let ctx = PodContext::new(pod, &sets);
+        let ctx = PodContext::new(pod, &sets, index);
         sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
     };
     if !built.iter().any(Built::injects) {
