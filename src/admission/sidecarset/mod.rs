@@ -84,6 +84,12 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
             state.hot_upgrade_used = true;
         }
     }
+    if state.hot_upgrade_used && state.working_hot_unparsable {
+        warnings.push(format!(
+            "the pod's annotation {} is not a JSON map of container names; it is replaced",
+            crate::api::sidecarset::WORKING_HOTUPGRADE_CONTAINER_ANNOTATION
+        ));
+    }
     apply(pod, &sets, built, &state)
 }
 
