@@ -129,3 +129,20 @@ fn recorded_pod_creates_with_the_examples_as_they_are() {
 fn recorded_pod_creates_with_every_example_matching() {
     run_all(&Snapshot::from_objects(match_everything(&example_objects())), true);
 }
+
+/// The examples' hash annotations are what Kruise's SidecarSet webhook writes (§8 recipe), so
+/// editing an example's containers without updating its hashes fails here.
+#[test]
+fn example_hash_annotations_follow_the_recipe() {
+    use kruise_admission::admission::sidecarset::hash::sidecarset_hashes;
+    use kruise_admission::api::sidecarset::SidecarSet;
+    let mut checked = 0;
+    for object in example_objects().iter().filter(|o| o["kind"] == "SidecarSet") {
+        let set = SidecarSet::from_value(object).expect("example SidecarSet");
+        let (hash, without_image) = sidecarset_hashes(&set.spec).expect("hashes");
+        assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash"), Some(&hash), "{}", set.name());
+        assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash-without-image"), Some(&without_image), "{}", set.name());
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+}

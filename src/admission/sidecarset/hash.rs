@@ -122,6 +122,29 @@ const TYPES: &[(&str, &[(&str, &str)])] = &[
 /// Fields Go always writes (non-pointer structs without omitempty), `{}` when empty.
 const ALWAYS: &[&str] = &["resources", "upgradeStrategy", "shareVolumePolicy"];
 
+/// Pointer-to-struct fields: Go writes them whenever they are set, even as `{}`.
+const POINTERS: &[&str] = &[
+    "shareVolumeDevicePolicy",
+    "resourcesPolicy",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "securityContext",
+    "valueFrom",
+    "fieldRef",
+    "resourceFieldRef",
+    "configMapKeyRef",
+    "secretKeyRef",
+    "configMapRef",
+    "secretRef",
+    "sourceContainerNameFrom",
+    "capabilities",
+    "httpGet",
+    "postStart",
+    "preStop",
+];
+
 fn is_empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
@@ -140,7 +163,7 @@ fn go_order(value: &Value, type_name: &str) -> Value {
             let mut out = Map::new();
             for (field, child) in fields {
                 match map.get(*field) {
-                    Some(v) if !is_empty(v) => {
+                    Some(v) if !is_empty(v) || (v.is_object() && POINTERS.contains(field)) => {
                         out.insert((*field).into(), go_order(v, child));
                     }
                     _ if type_name == "SidecarContainer" && ALWAYS.contains(field) => {
