@@ -91,6 +91,12 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(webhooks::run(webhook, black_box(&request), inputs)))
         });
     }
+    // The same pod when none of 10,000 SidecarSets matches: the cost of finding candidates alone.
+    let snapshot = Snapshot::from_objects((3..10_000).map(other_set));
+    let _ = snapshot.sidecarset_index();
+    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    assert!(webhooks::run(webhook, &request, &inputs).decision.patch.is_empty());
+    group.bench_function("10000-none-match", |b| b.iter(|| black_box(webhooks::run(webhook, black_box(&request), &inputs))));
     group.finish();
 }
 

@@ -40,9 +40,10 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
     if candidates.is_empty() {
         return Ok(());
     }
+    let target = matching::PodTarget::new(pod, &namespace, inputs.cluster);
     let mut matched = Vec::with_capacity(candidates.len());
     for set in candidates {
-        if matching::matches(&set, &namespace, pod, inputs.cluster).map_err(AdmissionError::Internal)? {
+        if matching::matches(&set, &target).map_err(AdmissionError::Internal)? {
             matched.push(set);
         }
     }
