@@ -41,7 +41,7 @@ fn matching_sets(pod: &Value) -> Vec<Value> {
             let mut set = read_documents(&text).expect("YAML").remove(0);
             set["spec"]["selector"] = json!({"matchLabels": labels});
             if let Some(spec) = set["spec"].as_object_mut() {
-                spec.remove("namespace");
+                spec.remove("namespaceSelector");
             }
             set
         })
