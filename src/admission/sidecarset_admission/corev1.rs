@@ -16,8 +16,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::field::{self, FieldError};
 use super::selector::qualified_name_errors;
+use crate::admission::field::{self, FieldError};
 use crate::api::quantity;
 
 const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
