@@ -251,14 +251,13 @@ fn the_cli_embeds_a_provided_ca_bundle() {
 }
 
 #[test]
-fn crds_without_a_folder_print_nothing() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["manifests", "crds", "--crds-dir", "/nonexistent/crds"])
-        .output()
-        .expect("run the binary");
-    assert!(out.status.success());
-    assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no CRD folder"));
+fn crds_are_generated_by_the_binary_and_match_the_checked_in_files() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(["manifests", "crds"]).output().expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checked_in = std::fs::read_to_string(repo().join(kruise_admission::api::crd::SIDECARSET_CRD_PATH)).expect("checked-in CRD");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), checked_in, "regenerate with .ci/regenerate-manifests.sh");
+    let chart = std::fs::read_to_string(repo().join("charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml")).expect("chart CRD");
+    assert_eq!(chart, checked_in, "the chart installs the same CRD; regenerate with .ci/regenerate-manifests.sh");
 }
 
 /// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
