@@ -257,7 +257,7 @@ struct Pending {
 enum Prepared {
     Answered(Answered),
     /// The webhook named lookups; answer them (asynchronously), then decide.
-    NeedsAnswers(Pending),
+    NeedsAnswers(Box<Pending>),
 }
 
 fn inputs<'a>(state: &'a AppState, snapshot: &'a Snapshot, answers: &'a Answers) -> Inputs<'a> {
@@ -299,11 +299,17 @@ fn prepare(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Prepared,
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }
-    Ok(Prepared::NeedsAnswers(Pending { request, snapshot, queries }))
+    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries })))
 }
 
 /// Decide a decoded review with its lookups answered. Blocking; a panic is contained as a 500.
-fn decide(state: &AppState, webhook: &Webhook, request: &AdmissionRequest, snapshot: &Snapshot, answers: &Answers) -> Result<Answered, HttpError> {
+fn decide(
+    state: &AppState,
+    webhook: &Webhook,
+    request: &AdmissionRequest,
+    snapshot: &Snapshot,
+    answers: &Answers,
+) -> Result<Answered, HttpError> {
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::run(webhook, request, &inputs(state, snapshot, answers))))
         .map_err(|payload| panic_error(request, payload))?;
     let decision = outcome.decision;

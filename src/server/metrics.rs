@@ -81,10 +81,15 @@ impl Metrics {
             Opts::new("kruise_admission_cluster_watch_relists_total", "Live mode: full relists after 410 Gone, by kind"),
             &["kind"],
         )?;
-        let watch_synced =
-            IntGaugeVec::new(Opts::new("kruise_admission_cluster_watch_synced", "Live mode: 1 once the kind's initial list is done"), &["kind"])?;
+        let watch_synced = IntGaugeVec::new(
+            Opts::new("kruise_admission_cluster_watch_synced", "Live mode: 1 once the kind's initial list is done"),
+            &["kind"],
+        )?;
         let watch_failing_seconds = GaugeVec::new(
-            Opts::new("kruise_admission_cluster_watch_failing_seconds", "Live mode: how long the kind's watch has been failing (0 when healthy)"),
+            Opts::new(
+                "kruise_admission_cluster_watch_failing_seconds",
+                "Live mode: how long the kind's watch has been failing (0 when healthy)",
+            ),
             &["kind"],
         )?;
         registry.register(Box::new(watch_reconnects.clone()))?;
