@@ -18,6 +18,7 @@ use common::server::TestServer;
 use fake_apiserver::{FakeApiServer, resources};
 use hyper::StatusCode;
 use kruise_admission::cluster::live::LiveSettings;
+use kruise_admission::cluster::live::certs::{CertManager, CertSettings};
 use kruise_admission::server::{LiveSource, Server, ServerConfig};
 use serde_json::{Value, json};
 
@@ -291,7 +292,10 @@ async fn failed_start(kubeconfig: &Path, dir: &Path) -> Vec<String> {
     let mut command = serve(kubeconfig, dir, &[]);
     let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stderr).lines().filter(|l| l.starts_with("error:")).map(str::to_owned).collect()
+    let lines: Vec<String> =
+        String::from_utf8_lossy(&output.stderr).lines().filter(|l| l.starts_with("error:")).map(str::to_owned).collect();
+    eprintln!("{lines:?}");
+    lines
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,6 +333,26 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
         "metadata": {"name": "kruise-admission"}, "webhooks": [webhook("mpod.kb.io", "/mutate-pod")]}));
     api.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "kruise-admission"}, "webhooks": [webhook("vnamespace.kb.io", "/validate-namespace")]}));
+    // Another replica got there first: the Secret already holds the CA every replica must use.
+    let first = CertManager::new(
+        api.client(),
+        CertSettings {
+            namespace: "kruise-admission".into(),
+            secret_name: "kruise-admission-tls".into(),
+            service: "kruise-admission".into(),
+            renew_before: Duration::from_secs(90 * 86_400),
+            cert_dir: dir.path().join("first-replica"),
+            mutating_configs: Vec::new(),
+            validating_configs: Vec::new(),
+        },
+    );
+    first.sync_once().await.unwrap();
+    let secret_ca = |api: &FakeApiServer| {
+        let secret = api.get("", "secrets", "kruise-admission", "kruise-admission-tls").expect("the Secret exists");
+        base64::engine::general_purpose::STANDARD.decode(secret["data"]["ca.crt"].as_str().unwrap()).unwrap()
+    };
+    let ca = secret_ca(&api);
+    let secret_writes = api.writes("secrets");
     let config = kubeconfig(dir.path(), &format!("https://{}", api.addr), &api.ca_pem);
     let certs = dir.path().join("tls");
     let mut command = serve(&config, dir.path(), &["--cert-mode", "self-managed", "--cert-dir", certs.to_str().unwrap()]);
@@ -353,8 +377,8 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
     let https: std::net::SocketAddr = ready["https"].as_str().unwrap().parse().unwrap();
     let metrics: std::net::SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
 
-    let secret = api.get("", "secrets", "kruise-admission", "kruise-admission-tls").expect("the Secret was created");
-    let ca = base64::engine::general_purpose::STANDARD.decode(secret["data"]["ca.crt"].as_str().unwrap()).unwrap();
+    assert_eq!(secret_ca(&api), ca, "the server uses the Secret's CA, it does not make its own");
+    assert_eq!(api.writes("secrets"), secret_writes, "a valid Secret is not rewritten");
     for plural in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
         let configuration = api.get("admissionregistration.k8s.io", plural, "", "kruise-admission").unwrap();
         let bundle = configuration["webhooks"][0]["clientConfig"]["caBundle"].as_str().expect("caBundle set");

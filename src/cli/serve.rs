@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 use super::certs;
 use super::settings::DecisionArgs;
-use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
+use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
 use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
 
@@ -115,12 +115,16 @@ async fn serving_certificate(args: &ServeArgs, client: Option<&kube::Client>) ->
         (CertMode::SelfManaged, _, Some(_), _) => {
             anyhow::bail!("--cert-mode self-managed writes its own certificate under --cert-dir; drop --tls-cert-file and --tls-key-file")
         }
-        (CertMode::SelfManaged, Some(client), None, _) => {
+        (CertMode::SelfManaged, client, None, _) => {
             // `certs::ensure` would make a second, local CA; the Secret's is the only one.
+            let client = match client {
+                Some(client) => client.clone(),
+                None => args.live.client().await?,
+            };
             let settings = CertSettings::from_options(&args.live, args.cert_dir.clone());
-            let handle = CertManager::new(client.clone(), settings).start(Duration::from_secs(60)).await?;
+            let handle = CertManager::new(client, settings).start(Duration::from_secs(60)).await?;
             tracing::info!(secret = %args.live.cert_secret, namespace = %args.live.namespace, dir = %args.cert_dir.display(), "self-managed certificate in place");
-            Ok((args.cert_dir.join("tls.crt"), args.cert_dir.join("tls.key"), Some(handle)))
+            Ok((args.cert_dir.join(TLS_CRT), args.cert_dir.join(TLS_KEY), Some(handle)))
         }
         (_, _, Some(cert), Some(key)) => Ok((cert.clone(), key.clone(), None)),
         _ => {
