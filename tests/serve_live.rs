@@ -400,3 +400,24 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
     assert_eq!(reply.json()["response"]["allowed"], true);
     assert!(std::fs::read(certs.join("tls.crt")).is_ok_and(|c| !c.is_empty()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_label_added_in_the_api_server_changes_injection_within_a_second() {
+    let api = FakeApiServer::start().await;
+    seed(&api);
+    let mut meshed = sidecarset("envoy:1");
+    meshed["spec"]["namespaceSelector"] = json!({"matchLabels": {"mesh": "on"}});
+    api.apply(meshed);
+    let server = TestServer::start_with(|c| c.live = Some(live_source(&api, Duration::from_secs(60)))).await;
+    wait_for("readiness", Duration::from_secs(5), async || readyz(&server).await.0 == StatusCode::OK).await;
+    let client = server.client();
+    let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("n1")).await.json();
+    assert!(injected_images(&reply).is_empty(), "namespace shop is not labelled mesh=on yet: {reply}");
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop", "labels": {"policy.kruise.io/delete-protection": "Cascading", "mesh": "on"}}}));
+    wait_for("the namespace label to select the SidecarSet", Duration::from_secs(1), async || {
+        injected_images(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("n2")).await.json()) == ["envoy:1"]
+    })
+    .await;
+    server.stop().await.unwrap();
+}
