@@ -15,7 +15,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the admission webhooks over HTTPS.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run AdmissionReview files through the webhooks offline and print the decisions.
     DryRun(dry_run::Args),
     /// Create (or refresh) a CA and serving certificate in a folder.
@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     // An error only means it is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::Serve(args) => exit(serve::run(args)),
+        Command::Serve(args) => exit(serve::run(*args)),
         Command::DryRun(args) => dry_run::run(args),
         Command::Certs(args) => exit(certs::run(&args)),
         Command::Manifests(args) => manifests::run(args),
