@@ -6,6 +6,7 @@ pub mod patch;
 pub mod pod;
 pub mod protection;
 pub mod review;
+pub mod sidecarset;
 pub mod webhooks;
 
 use time::OffsetDateTime;

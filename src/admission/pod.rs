@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use super::{Inputs, daemon};
+use super::{Inputs, daemon, sidecarset};
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged.
@@ -14,6 +14,7 @@ pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> R
     }
     check_is_pod(pod)?;
     let mut warnings = Vec::new();
+    sidecarset::inject(request, pod, inputs, &mut warnings)?;
     daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }

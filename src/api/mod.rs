@@ -2,3 +2,4 @@
 //! Kruise types we look at.
 
 pub mod keys;
+pub mod sidecarset;

@@ -1,9 +1,11 @@
 //! An immutable set of cluster objects, indexed by type, namespace and name.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
+
+use crate::admission::sidecarset::index::SidecarSetIndex;
 
 /// An object type: API group (empty for core) and kind. Versions are not part of the key: one
 /// object is one object whatever version it was written in.
@@ -48,6 +50,8 @@ impl ObjectKey {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     objects: HashMap<TypeKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    /// Built on first use, then shared by every request that reads this snapshot.
+    sidecarsets: OnceLock<SidecarSetIndex>,
 }
 
 impl Snapshot {
@@ -75,6 +79,12 @@ impl Snapshot {
             .flat_map(|m| m.iter())
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
             .map(|(_, v)| v)
+    }
+
+    /// The SidecarSets of this snapshot, indexed for pod matching. Built on first use (an edge may
+    /// call it right after building a snapshot so no request pays for it).
+    pub fn sidecarset_index(&self) -> &SidecarSetIndex {
+        self.sidecarsets.get_or_init(|| SidecarSetIndex::build(self))
     }
 
     /// Number of objects, for metrics and logs.

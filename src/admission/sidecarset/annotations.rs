@@ -1,0 +1,243 @@
+//! The Kruise annotations on a pod (§5, §7): the two hash maps, the injected list and the
+//! working hot-upgrade container map. Parsed once from the pod, updated per SidecarSet, written back
+//! with Kruise's exact JSON shapes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::api::sidecarset::{
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
+};
+
+/// One entry of `kruise.io/sidecarset-hash` (Kruise's `SidecarSetUpgradeSpec`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HashEntry {
+    /// `null` for entries converted from the old `{name: "hash"}` format.
+    #[serde(default)]
+    pub update_timestamp: Option<String>,
+    #[serde(default)]
+    pub hash: String,
+    #[serde(default)]
+    pub sidecar_set_name: String,
+    /// `null` for old-format entries; an array (maybe empty) for entries the webhook wrote.
+    #[serde(default)]
+    pub sidecar_list: Option<Vec<String>>,
+    #[serde(default)]
+    pub controller_revision: String,
+}
+
+impl HashEntry {
+    /// Same content apart from the timestamp.
+    fn same_as(&self, other: &HashEntry) -> bool {
+        self.hash == other.hash
+            && self.sidecar_set_name == other.sidecar_set_name
+            && self.sidecar_list == other.sidecar_list
+            && self.controller_revision == other.controller_revision
+    }
+
+    /// Go field order: updateTimestamp, hash, sidecarSetName, sidecarList, controllerRevision
+    /// (omitted when empty).
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("updateTimestamp".into(), self.update_timestamp.clone().map_or(Value::Null, Value::String));
+        m.insert("hash".into(), Value::String(self.hash.clone()));
+        m.insert("sidecarSetName".into(), Value::String(self.sidecar_set_name.clone()));
+        m.insert(
+            "sidecarList".into(),
+            self.sidecar_list.as_ref().map_or(Value::Null, |l| Value::Array(l.iter().cloned().map(Value::String).collect())),
+        );
+        if !self.controller_revision.is_empty() {
+            m.insert("controllerRevision".into(), Value::String(self.controller_revision.clone()));
+        }
+        Value::Object(m)
+    }
+}
+
+/// A hash map annotation: SidecarSet name → entry.
+pub type HashEntries = BTreeMap<String, HashEntry>;
+
+/// Parse a hash annotation: the struct map first, then the old `{name: "hash"}` format. Anything
+/// else is an error (Kruise rejects the pod).
+pub fn parse_hash_map(key: &str, raw: Option<&str>) -> Result<HashEntries, String> {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else { return Ok(BTreeMap::new()) };
+    if let Ok(map) = serde_json::from_str::<HashEntries>(raw) {
+        return Ok(map);
+    }
+    match serde_json::from_str::<BTreeMap<String, String>>(raw) {
+        Ok(old) => Ok(old
+            .into_iter()
+            .map(|(name, hash)| {
+                let entry = HashEntry {
+                    update_timestamp: None,
+                    hash,
+                    sidecar_set_name: name.clone(),
+                    sidecar_list: None,
+                    controller_revision: String::new(),
+                };
+                (name, entry)
+            })
+            .collect()),
+        Err(_) => Err(format!(
+            "the pod's annotation {key} is neither a map of SidecarSet entries nor the old {{name: hash}} format; remove or fix it \
+             (value: {raw})"
+        )),
+    }
+}
+
+/// Replace `name`'s entry with `new`, keeping the old timestamp when nothing else changed (so a
+/// re-invoked webhook produces no patch; DESIGN.md).
+pub fn upsert(map: &mut HashEntries, name: &str, mut new: HashEntry) {
+    if let Some(old) = map.get(name)
+        && old.same_as(&new)
+        && old.update_timestamp.is_some()
+    {
+        new.update_timestamp = old.update_timestamp.clone();
+    }
+    map.insert(name.to_owned(), new);
+}
+
+/// Compact JSON, keys sorted (BTreeMap order), entries in Go field order.
+pub fn write_hash_map(map: &HashEntries) -> String {
+    let mut out = Map::new();
+    for (name, entry) in map {
+        out.insert(name.clone(), entry.to_value());
+    }
+    Value::Object(out).to_string()
+}
+
+/// Kruise's annotations as they stand on the pod, updated while SidecarSets are built.
+#[derive(Debug, Default)]
+pub struct PodAnnotations {
+    pub hash: HashEntries,
+    pub hash_without_image: HashEntries,
+    pub injected: BTreeSet<String>,
+    /// Parsed `working-hotupgrade-container`; an unparsable value counts as empty.
+    pub working_hot: BTreeMap<String, String>,
+    pub hot_upgrade_used: bool,
+}
+
+impl PodAnnotations {
+    pub fn read(annotations: Option<&Map<String, Value>>) -> Result<Self, String> {
+        let get = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str);
+        Ok(PodAnnotations {
+            hash: parse_hash_map(HASH_ANNOTATION, get(HASH_ANNOTATION))?,
+            hash_without_image: parse_hash_map(HASH_WITHOUT_IMAGE_ANNOTATION, get(HASH_WITHOUT_IMAGE_ANNOTATION))?,
+            injected: get(INJECTED_LIST_ANNOTATION)
+                .map(|l| l.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+                .unwrap_or_default(),
+            working_hot: get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION).and_then(|w| serde_json::from_str(w).ok()).unwrap_or_default(),
+            hot_upgrade_used: false,
+        })
+    }
+
+    /// The annotations to write over the pod's (§6.6).
+    pub fn write(&self, out: &mut Map<String, Value>) {
+        out.insert(HASH_ANNOTATION.into(), Value::String(write_hash_map(&self.hash)));
+        out.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(write_hash_map(&self.hash_without_image)));
+        let list: Vec<&str> = self.injected.iter().map(String::as_str).collect();
+        out.insert(INJECTED_LIST_ANNOTATION.into(), Value::String(list.join(",")));
+        if self.hot_upgrade_used {
+            let map: Map<String, Value> = self.working_hot.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            out.insert(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION.into(), Value::String(Value::Object(map).to_string()));
+        }
+    }
+}
+
+/// Compact JSON with object keys sorted at every level and Go's HTML-safe escaping of `<`, `>`,
+/// `&`, U+2028 and U+2029, as Go's `json.Marshal` writes it (MergePatchJson results).
+pub fn go_sorted_compact(value: &Value) -> String {
+    let mut out = String::new();
+    write_sorted(value, &mut out);
+    out
+}
+
+fn write_sorted(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_sorted(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_sorted(item, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_string(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    let escaped = Value::String(s.to_owned()).to_string();
+    for c in escaped.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn old_format_becomes_entries_with_nulls() {
+        let map = parse_hash_map(HASH_ANNOTATION, Some(r#"{"s1":"abc"}"#)).unwrap();
+        assert_eq!(write_hash_map(&map), r#"{"s1":{"updateTimestamp":null,"hash":"abc","sidecarSetName":"s1","sidecarList":null}}"#);
+    }
+
+    #[test]
+    fn neither_format_is_an_error() {
+        assert!(parse_hash_map(HASH_ANNOTATION, Some("not json")).is_err());
+        assert!(parse_hash_map(HASH_ANNOTATION, Some(r#"{"s1":5}"#)).is_err());
+        assert!(parse_hash_map(HASH_ANNOTATION, Some("")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn timestamp_kept_only_when_nothing_else_changed() {
+        let entry = |ts: &str, hash: &str| HashEntry {
+            update_timestamp: Some(ts.into()),
+            hash: hash.into(),
+            sidecar_set_name: "s".into(),
+            sidecar_list: Some(vec![]),
+            controller_revision: String::new(),
+        };
+        let mut map = BTreeMap::from([("s".to_owned(), entry("2020-01-01T00:00:00Z", "h"))]);
+        upsert(&mut map, "s", entry("2026-01-01T00:00:00Z", "h"));
+        assert_eq!(map["s"].update_timestamp.as_deref(), Some("2020-01-01T00:00:00Z"));
+        upsert(&mut map, "s", entry("2026-01-01T00:00:00Z", "h2"));
+        assert_eq!(map["s"].update_timestamp.as_deref(), Some("2026-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn sorted_compact_escapes_like_go() {
+        assert_eq!(
+            go_sorted_compact(&json!({"b": 1, "a": {"d": "<&>", "c": [true, null]}})),
+            r#"{"a":{"c":[true,null],"d":"\u003c\u0026\u003e"},"b":1}"#
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Which SidecarSets a pod gets (§2): paused, namespaceSelector (read from the Namespace object),
+//! selector (empty matches nothing, an invalid operator is an error), canaries replacing their base.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::api::sidecarset::{LabelSelector, SidecarSet};
+use crate::cluster::Snapshot;
+
+/// Pod or namespace labels, as found in `metadata.labels` (non-string values never match).
+pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
+    object.pointer("/metadata/labels").and_then(Value::as_object)
+}
+
+fn label<'a>(labels: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a str> {
+    labels?.get(key)?.as_str()
+}
+
+/// Operators `metav1.LabelSelectorAsSelector` accepts, with their value rules.
+pub fn check_selector(selector: &LabelSelector) -> Result<(), String> {
+    for r in &selector.match_expressions {
+        match r.operator.as_str() {
+            "In" | "NotIn" if r.values.is_empty() => {
+                return Err(format!("operator {} on key {:?} needs at least one value", r.operator, r.key));
+            }
+            "Exists" | "DoesNotExist" if !r.values.is_empty() => {
+                return Err(format!("operator {} on key {:?} must not have values", r.operator, r.key));
+            }
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => return Err(format!("{other:?} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)")),
+        }
+    }
+    Ok(())
+}
+
+/// The usual matchLabels AND matchExpressions. The selector must have passed [`check_selector`].
+pub fn selector_matches(selector: &LabelSelector, labels: Option<&Map<String, Value>>) -> bool {
+    selector.match_labels.iter().all(|(k, v)| label(labels, k) == Some(v.as_str()))
+        && selector.match_expressions.iter().all(|r| {
+            let value = label(labels, &r.key);
+            match r.operator.as_str() {
+                "In" => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
+                "NotIn" => value.is_none_or(|v| r.values.iter().all(|x| x != v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// Does `set` match the pod (§2 items 1–3)? `Err` only for an invalid `spec.selector`.
+pub fn matches(set: &SidecarSet, namespace: &str, pod: &Value, cluster: &Snapshot) -> Result<bool, String> {
+    if set.is_paused() {
+        return Ok(false);
+    }
+    if let Some(ns_selector) = &set.spec.namespace_selector {
+        // A missing Namespace or an invalid namespaceSelector means no match, silently.
+        let Some(ns) = cluster.get("", "Namespace", "", namespace) else { return Ok(false) };
+        if check_selector(ns_selector).is_err() || !selector_matches(ns_selector, labels_of(ns)) {
+            return Ok(false);
+        }
+    }
+    let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { return Ok(false) };
+    check_selector(selector).map_err(|e| format!("SidecarSet {} has an invalid spec.selector: {e}", set.name()))?;
+    Ok(selector_matches(selector, labels_of(pod)))
+}
+
+/// Drop the bases named by matched canaries (HEAD behaviour): the canary replaces them for this pod.
+pub fn replace_canary_bases(matched: &mut Vec<Arc<SidecarSet>>) {
+    let bases: BTreeSet<String> = matched.iter().filter_map(|s| s.canary_base()).map(str::to_owned).collect();
+    if !bases.is_empty() {
+        matched.retain(|s| !bases.contains(s.name()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sel(v: Value) -> LabelSelector {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn selector_semantics() {
+        let pod = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        let l = labels_of(&pod);
+        assert!(selector_matches(&sel(json!({"matchLabels": {"app": "web"}})), l));
+        assert!(!selector_matches(&sel(json!({"matchLabels": {"app": "web", "x": "y"}})), l));
+        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "front"]}]})), l));
+        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front2"]}]})), l));
+        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "NotIn", "values": ["x"]}]})), l));
+        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "DoesNotExist"}]})), l));
+        assert!(!selector_matches(&sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})), l));
+        assert!(check_selector(&sel(json!({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}))).is_err());
+        assert!(check_selector(&sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]}))).is_err());
+    }
+
+    #[test]
+    fn empty_selector_matches_nothing_and_invalid_one_is_an_error() {
+        let cluster = Snapshot::default();
+        let pod = json!({"metadata": {"labels": {"app": "web"}}});
+        let mut set = SidecarSet::default();
+        set.spec.selector = Some(LabelSelector::default());
+        assert_eq!(matches(&set, "default", &pod, &cluster), Ok(false));
+        set.spec.selector = Some(sel(json!({"matchExpressions": [{"key": "app", "operator": "Like", "values": ["w"]}]})));
+        assert!(matches(&set, "default", &pod, &cluster).is_err());
+    }
+}

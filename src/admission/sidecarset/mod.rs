@@ -1,0 +1,232 @@
+//! SidecarSet injection into pods on CREATE (`/mutate-pod`), with Kruise's semantics
+//! (spec/sidecarset-injection.md §1–§7, §10) and DESIGN.md's deliberate differences: SidecarSets in
+//! name order, a denial naming both SidecarSets when two inject one container name, timestamps
+//! from the injected clock and kept when nothing else changes.
+
+pub mod annotations;
+pub mod build;
+pub mod calculator;
+pub mod hash;
+pub mod hotupgrade;
+pub mod index;
+pub mod matching;
+pub mod merge;
+pub mod metadata;
+pub mod resources;
+pub mod revision;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use time::macros::format_description;
+
+use self::annotations::{HashEntry, PodAnnotations, upsert};
+use self::build::{Built, PodContext};
+use self::merge::Injected;
+use super::Inputs;
+use super::review::{AdmissionError, AdmissionRequest};
+use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
+
+/// Inject the matching SidecarSets into `pod` (a CREATE; the caller has gated subresources and
+/// other operations). Warnings are for things Kruise only logs.
+pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
+    if !is_active(pod) {
+        return Ok(());
+    }
+    let namespace = pod_namespace(pod, request);
+    let candidates = inputs.cluster.sidecarset_index().candidates(&namespace, matching::labels_of(pod));
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    let mut matched = Vec::with_capacity(candidates.len());
+    for set in candidates {
+        if matching::matches(&set, &namespace, pod, inputs.cluster).map_err(AdmissionError::Internal)? {
+            matched.push(set);
+        }
+    }
+    matching::replace_canary_bases(&mut matched);
+    if matched.is_empty() {
+        return Ok(());
+    }
+    let sets = matched.iter().map(|s| revision::select(s, pod, inputs)).collect::<Result<Vec<_>, _>>().map_err(AdmissionError::Internal)?;
+
+    // patchPodMetadata first, so transferEnv fieldRefs on annotations see the patched values.
+    if sets.iter().any(|s| !s.spec.patch_pod_metadata.is_empty()) {
+        let annotations = annotations_mut(pod)?;
+        for set in &sets {
+            metadata::apply(set, annotations).map_err(AdmissionError::Internal)?;
+        }
+    }
+
+    let mut state =
+        PodAnnotations::read(pod.pointer("/metadata/annotations").and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
+    let built = {
+        let ctx = PodContext::new(pod, &sets);
+        sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
+    };
+    if !built.iter().any(Built::injects) {
+        return Ok(());
+    }
+    check_duplicate_names(&built)?;
+
+    let timestamp =
+        inputs.clock.now().to_offset(time::UtcOffset::UTC).format(format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"));
+    let timestamp = timestamp.map_err(|e| AdmissionError::Internal(format!("cannot format the current time: {e}")))?;
+    for (set, b) in sets.iter().zip(&built) {
+        state.injected.insert(set.name().to_owned());
+        if b.injects() {
+            record_hashes(&mut state, set, b, &timestamp);
+        }
+        for name in &b.hot_upgraded {
+            state.working_hot.insert(name.clone(), hotupgrade::working_name(name));
+            state.hot_upgrade_used = true;
+        }
+    }
+    apply(pod, &sets, built, &state)
+}
+
+/// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject (§1).
+fn is_active(pod: &Value) -> bool {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    !matches!(phase, Some("Succeeded" | "Failed")) && pod.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
+}
+
+/// The pod's namespace, else the request's, else `default` (§1).
+fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
+    let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let ns = if ns.is_empty() { request.namespace.as_str() } else { ns };
+    if ns.is_empty() { "default".into() } else { ns.into() }
+}
+
+fn object_mut<'v>(parent: &'v mut Value, key: &str, what: &str) -> Result<&'v mut Map<String, Value>, AdmissionError> {
+    let Value::Object(map) = parent else { return Err(AdmissionError::BadRequest(format!("{what} must be an object"))) };
+    let slot = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("{what}.{key} must be an object")))
+}
+
+fn annotations_mut(pod: &mut Value) -> Result<&mut Map<String, Value>, AdmissionError> {
+    let metadata = object_mut(pod, "metadata", "the pod")?;
+    let slot = metadata.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
+}
+
+/// Our own denial (DESIGN.md): two SidecarSets injecting one container name.
+fn check_duplicate_names(built: &[Built]) -> Result<(), AdmissionError> {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for b in built {
+        let mut own: Vec<&Injected> = b.init_containers.iter().chain(&b.containers).collect();
+        own.dedup_by(|a, b| a.name() == b.name());
+        for item in own {
+            match seen.get(item.name()) {
+                Some(&other) if other != item.sidecarset => {
+                    return Err(AdmissionError::Internal(format!(
+                        "SidecarSets {other} and {} both inject a container named {:?} into this pod, and a pod cannot have two containers with \
+                         one name; rename the container in one of them or make their selectors disjoint",
+                        item.sidecarset,
+                        item.name()
+                    )));
+                }
+                _ => {
+                    seen.insert(item.name(), &item.sidecarset);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, timestamp: &str) {
+    let annotation = |k: &str| set.metadata.annotations.get(k).cloned().unwrap_or_default();
+    let entry = |hash: String, controller_revision: String| HashEntry {
+        update_timestamp: Some(timestamp.to_owned()),
+        hash,
+        sidecar_set_name: set.name().to_owned(),
+        sidecar_list: Some(built.sidecar_list.clone()),
+        controller_revision,
+    };
+    upsert(&mut state.hash, set.name(), entry(annotation(HASH_ANNOTATION), set.latest_revision().to_owned()));
+    upsert(&mut state.hash_without_image, set.name(), entry(annotation(HASH_WITHOUT_IMAGE_ANNOTATION), String::new()));
+}
+
+/// §6: merge everything collected into the pod.
+fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &PodAnnotations) -> Result<(), AdmissionError> {
+    let mut init = Vec::new();
+    let mut containers = Vec::new();
+    let mut volumes = Vec::new();
+    let mut hot_names = Vec::new();
+    for b in built {
+        init.extend(b.init_containers);
+        containers.extend(b.containers);
+        volumes.extend(b.volumes);
+        hot_names.extend(b.hot_upgraded);
+    }
+    init.sort_by(|a, b| a.name().cmp(b.name()));
+
+    let spec = object_mut(pod, "spec", "the pod")?;
+    merge_list(spec, "initContainers", init);
+    merge_list(spec, "containers", containers);
+
+    let mut pod_volumes = take_list(spec, "volumes");
+    let mut names: std::collections::HashSet<String> =
+        pod_volumes.iter().filter_map(|v| v.get("name")?.as_str().map(str::to_owned)).collect();
+    for v in volumes {
+        if let Some(n) = v.get("name").and_then(Value::as_str)
+            && names.insert(n.to_owned())
+        {
+            pod_volumes.push(v);
+        }
+    }
+    put_list(spec, "volumes", pod_volumes);
+
+    let mut secrets = take_list(spec, "imagePullSecrets");
+    let mut seen = std::collections::HashSet::new();
+    secrets.retain(|s| seen.insert(s.get("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
+    for s in sets.iter().flat_map(|s| &s.spec.image_pull_secrets) {
+        if seen.insert(s.name.clone()) {
+            secrets.push(serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?);
+        }
+    }
+    put_list(spec, "imagePullSecrets", secrets);
+
+    let annotations = annotations_mut(pod)?;
+    state.write(annotations);
+    for name in hot_names {
+        for (k, v) in hotupgrade::version_annotations(&name) {
+            annotations.insert(k, Value::String(v.into()));
+        }
+    }
+    Ok(())
+}
+
+fn take_list(spec: &mut Map<String, Value>, key: &str) -> Vec<Value> {
+    match spec.get_mut(key) {
+        Some(Value::Array(items)) => std::mem::take(items),
+        _ => Vec::new(),
+    }
+}
+
+/// Put a list back where it was (so an unchanged list diffs to nothing); an empty list stays absent.
+fn put_list(spec: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
+    match spec.get_mut(key) {
+        Some(slot @ Value::Array(_)) => *slot = Value::Array(items),
+        _ if items.is_empty() => {}
+        _ => {
+            spec.insert(key.into(), Value::Array(items));
+        }
+    }
+}
+
+fn merge_list(spec: &mut Map<String, Value>, key: &str, injected: Vec<Injected>) {
+    if injected.is_empty() {
+        return;
+    }
+    let current = take_list(spec, key);
+    put_list(spec, key, merge::merge(current, injected));
+}

@@ -1,0 +1,132 @@
+//! `resourcesPolicy` (§5.6): a sidecar's resources computed from the pod's target containers.
+
+use std::collections::HashSet;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::calculator::{evaluate, parse_quantity};
+use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
+
+/// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
+/// `injected` are the SidecarSets injected into this pod (their containers are never targets).
+pub fn compute(set: &SidecarSet, sidecar: &str, policy: &ResourcesPolicy, pod: &Value, injected: &HashSet<&str>) -> Result<Value, String> {
+    let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
+    let regex = Regex::new(&policy.target_containers_name_regex)
+        .map_err(|e| context(format!("targetContainersNameRegex {:?} is not a valid regex: {e}", policy.target_containers_name_regex)))?;
+    let list = |key: &str| pod.pointer(&format!("/spec/{key}")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let native_init = list("initContainers").iter().filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
+    let targets: Vec<&Value> = native_init
+        .chain(list("containers"))
+        .filter(|c| c.get("name").and_then(Value::as_str).is_some_and(|n| !injected.contains(n) && regex.is_match(n)))
+        .collect();
+    if targets.is_empty() {
+        return Err(context(format!(
+            "no container of the pod matches targetContainersNameRegex {:?} (sidecars do not count)",
+            policy.target_containers_name_regex
+        )));
+    }
+    let mut out = Map::new();
+    for (kind, exprs) in [("limits", policy.resources_expr.limits.as_ref()), ("requests", policy.resources_expr.requests.as_ref())] {
+        let Some(exprs) = exprs else { continue };
+        let mut values = Map::new();
+        for (resource, expr) in [("cpu", exprs.cpu.as_str()), ("memory", exprs.memory.as_str())] {
+            if expr.is_empty() {
+                continue;
+            }
+            // Limits: unlimited (not evaluated) when any target has none. Requests: missing is 0.
+            let Some(aggregate) = aggregate(&targets, kind, resource, &policy.target_containers_mode).map_err(context)? else { continue };
+            let variable = if has_word(expr, "memory") { "memory" } else { "cpu" };
+            let v = evaluate(expr, variable, aggregate).map_err(|e| context(format!("{kind}.{resource} expression {expr:?}: {e}")))?;
+            if v < 0.0 {
+                return Err(context(format!("{kind}.{resource} expression {expr:?} gives a negative value")));
+            }
+            values.insert(resource.into(), Value::String(format_quantity(resource, v)));
+        }
+        if !values.is_empty() {
+            out.insert(kind.into(), Value::Object(values));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn has_word(expr: &str, word: &str) -> bool {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == word)
+}
+
+/// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.
+fn aggregate(targets: &[&Value], kind: &str, resource: &str, mode: &str) -> Result<Option<f64>, String> {
+    let mut acc = 0.0f64;
+    for c in targets {
+        let q = match c.pointer(&format!("/resources/{kind}/{resource}")) {
+            None | Some(Value::Null) if kind == "limits" => return Ok(None),
+            None | Some(Value::Null) => continue,
+            Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+            Some(Value::String(s)) => {
+                parse_quantity(s).map_err(|e| format!("container {}: {e}", c.get("name").and_then(Value::as_str).unwrap_or("")))?
+            }
+            Some(other) => return Err(format!("{kind}.{resource} {other} is not a quantity")),
+        };
+        acc = match mode {
+            "sum" => acc + q,
+            "max" => acc.max(q),
+            // Kruise aggregates nothing for another mode: limits unlimited, requests 0.
+            _ if kind == "limits" => return Ok(None),
+            _ => 0.0,
+        };
+    }
+    Ok(Some(acc))
+}
+
+/// CPU in whole millicores (rounded up, like Kubernetes), memory in whole bytes with the largest
+/// exact suffix.
+fn format_quantity(resource: &str, v: f64) -> String {
+    if resource == "cpu" {
+        let millis = (v * 1000.0 - 1e-6).ceil().max(0.0) as u64;
+        return if millis.is_multiple_of(1000) { (millis / 1000).to_string() } else { format!("{millis}m") };
+    }
+    let bytes = (v - 1e-6).ceil().max(0.0) as u64;
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (suffix, factor) in [("Ei", 1u64 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+        if bytes.is_multiple_of(factor) {
+            return format!("{}{suffix}", bytes / factor);
+        }
+    }
+    for (suffix, factor) in [
+        ("E", 1_000_000_000_000_000_000u64),
+        ("P", 1_000_000_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("G", 1_000_000_000),
+        ("M", 1_000_000),
+        ("k", 1000),
+    ] {
+        if bytes.is_multiple_of(factor) {
+            return format!("{}{suffix}", bytes / factor);
+        }
+    }
+    bytes.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantity_formatting() {
+        assert_eq!(format_quantity("cpu", 0.3), "300m");
+        assert_eq!(format_quantity("cpu", 2.0), "2");
+        assert_eq!(format_quantity("cpu", 0.0375), "38m");
+        assert_eq!(format_quantity("memory", 200.0 * 1048576.0), "200Mi");
+        assert_eq!(format_quantity("memory", 1e9), "1G");
+        assert_eq!(format_quantity("memory", 1001.0), "1001");
+    }
+
+    #[test]
+    fn word_detection() {
+        assert!(has_word("max(memory*50%, 100Mi)", "memory"));
+        assert!(!has_word("max(cpu*50%, 50m)", "memory"));
+        assert!(!has_word("memoryx", "memory"));
+    }
+}

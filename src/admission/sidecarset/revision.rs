@@ -1,0 +1,103 @@
+//! Which revision of a SidecarSet a pod gets (§3): the live object, or a version pinned through
+//! `injectionStrategy.revision` and restored from a ControllerRevision in the Kruise namespace.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::hash::sidecarset_hashes;
+use super::matching::{check_selector, labels_of, selector_matches};
+use crate::admission::Inputs;
+use crate::api::sidecarset::{
+    CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, IntOrString, REVISION_SIDECARSET_NAME_LABEL, SidecarSet,
+    SidecarSetSpec, SidecarSetStatus,
+};
+
+/// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (§10.3).
+pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
+    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else { return Ok(Arc::clone(set)) };
+    if revision.custom_version.is_none() && revision.revision_name.is_none() {
+        return Ok(Arc::clone(set));
+    }
+    // The pinned revision is fetched before the policy is looked at, so a missing one rejects
+    // every matching pod (Kruise's order).
+    let pinned = restore(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), inputs)?;
+    let strategy = set.spec.update_strategy.as_ref();
+    if strategy.and_then(|s| s.paused) == Some(true) {
+        return Ok(pinned);
+    }
+    if revision.policy != "Partial" {
+        return Ok(pinned);
+    }
+    if let Some(selector) = strategy.and_then(|s| s.selector.as_ref()) {
+        check_selector(selector).map_err(|e| format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name()))?;
+        if !selector_matches(selector, labels_of(pod)) {
+            return Ok(pinned);
+        }
+    }
+    match strategy.and_then(|s| s.partition.as_ref()) {
+        None | Some(IntOrString::Int(_)) => Ok(Arc::clone(set)),
+        Some(IntOrString::String(p)) => {
+            let percent = p.strip_suffix('%').and_then(|n| n.trim().parse::<f64>().ok()).ok_or_else(|| {
+                format!(
+                    "SidecarSet {}: spec.updateStrategy.partition {p:?} must be a percentage like \"20%\" with the Partial revision policy",
+                    set.name()
+                )
+            })?;
+            if inputs.random.uniform() <= percent / 100.0 { Ok(pinned) } else { Ok(Arc::clone(set)) }
+        }
+    }
+}
+
+/// Restore the pinned ControllerRevision onto the live object.
+fn restore(
+    set: &Arc<SidecarSet>,
+    revision_name: Option<&str>,
+    custom_version: Option<&str>,
+    inputs: &Inputs,
+) -> Result<Arc<SidecarSet>, String> {
+    let ns = inputs.settings.kruise_namespace.as_str();
+    let revision = match (revision_name, custom_version) {
+        (Some(name), _) => inputs.cluster.get("apps", "ControllerRevision", ns, name).ok_or_else(|| {
+            format!("SidecarSet {} pins revision {name:?}, but ControllerRevision {ns}/{name} does not exist", set.name())
+        })?,
+        (None, Some(version)) => {
+            let label =
+                |r: &Value, k: &str| r.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str).map(str::to_owned);
+            inputs
+                .cluster
+                .list("apps", "ControllerRevision", Some(ns))
+                .filter(|r| {
+                    label(r, REVISION_SIDECARSET_NAME_LABEL).as_deref() == Some(set.name()) && label(r, CUSTOM_VERSION_LABEL).as_deref() == Some(version)
+                })
+                .max_by_key(|r| r.get("revision").and_then(Value::as_i64).unwrap_or(0))
+                .ok_or_else(|| {
+                    format!(
+                        "SidecarSet {} pins customVersion {version:?}, but no ControllerRevision in {ns} has labels {REVISION_SIDECARSET_NAME_LABEL}={} and \
+                         {CUSTOM_VERSION_LABEL}={version}",
+                        set.name(),
+                        set.name()
+                    )
+                })?
+        }
+        (None, None) => return Ok(Arc::clone(set)),
+    };
+    let revision_name = revision.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let restore_error = |e: String| format!("SidecarSet {}: ControllerRevision {ns}/{revision_name} cannot be restored: {e}", set.name());
+    let mut spec_value = revision.pointer("/data/spec").cloned().ok_or_else(|| restore_error("it has no data.spec".into()))?;
+    if let Some(m) = spec_value.as_object_mut() {
+        m.remove("$patch");
+    }
+    let spec: SidecarSetSpec = serde_json::from_value(spec_value).map_err(|e| restore_error(e.to_string()))?;
+    let mut restored = SidecarSet { spec, ..(**set).clone() };
+    let revision_annotation =
+        |k: &str| revision.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str).map(str::to_owned);
+    let (hash, without_image) = match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
+        (Some(h), Some(w)) => (h, w),
+        _ => sidecarset_hashes(&restored.spec).map_err(restore_error)?,
+    };
+    restored.metadata.annotations.insert(HASH_ANNOTATION.into(), hash);
+    restored.metadata.annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), without_image);
+    restored.status.get_or_insert_with(SidecarSetStatus::default).latest_revision = revision_name.to_owned();
+    Ok(Arc::new(restored))
+}
