@@ -4,19 +4,23 @@
 //! mutating webhooks first, each seeing the object as the previous one left it, then validating
 //! webhooks on the final object. The same `webhooks::run` as `serve`; only the edge differs.
 
-use std::io::{BufWriter, Read as _, Write};
+use std::io::{BufWriter, IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::inputs::{self, Case, Classifier, Skipped};
+use super::line_diff::Style;
+use super::report::{self, Table, Totals};
 use crate::admission::patch::diff;
 use crate::admission::review::{self, AdmissionRequest, Decision, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
-use crate::cluster::files::{load_dir, read_documents};
+use crate::cluster::files::load_objects;
 use crate::cluster::{Answers, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,6 +29,12 @@ pub enum Output {
     Json,
     /// Each webhook's AdmissionReview response exactly as `serve` sends it, one line per webhook.
     Review,
+    /// One aligned line per input (result, webhooks called, patch operations, message), then totals.
+    Summary,
+    /// The admitted objects as YAML documents.
+    Patched,
+    /// A unified diff per object of the input against the admitted object (coloured on a terminal).
+    Diff,
 }
 
 #[derive(Debug, clap::Args)]
@@ -45,8 +55,21 @@ pub struct Args {
     pub seed: u64,
     #[arg(long, value_enum, default_value_t = Output::Json)]
     pub output: Output,
-    /// AdmissionReview files (JSON or YAML, admission.k8s.io/v1 or v1beta1; one review per
-    /// document), or `-` for standard input.
+    /// Objects (files or folders) layered over the `--cluster-dir` objects: an object with the same
+    /// group, kind, namespace and name replaces the folder's, others are added. E.g. a new
+    /// version of a SidecarSet.
+    /// Repeat the flag for several (`--with a.yaml --with dir/`).
+    #[arg(long = "with", value_name = "FILE")]
+    pub with: Vec<PathBuf>,
+    /// Run every input without and with the `--with` objects and report the difference
+    /// (`--output summary`, `diff` or `json`).
+    #[arg(long, requires = "with")]
+    pub compare: bool,
+    /// Inputs: files or folders (every .yaml/.yml/.json below, in path order), or `-` for standard
+    /// input. JSON, JSON lines or multi-document YAML; `List` kinds are expanded. Each document is
+    /// an AdmissionReview (admission.k8s.io/v1 or v1beta1, replayed as recorded), an
+    /// audit.k8s.io/v1 Event (an audit log line, replayed for the resources this binary admits) or
+    /// a bare object (treated as a CREATE by an ordinary user).
     #[arg(value_name = "INPUT", required = true)]
     pub inputs: Vec<String>,
 }
@@ -55,65 +78,111 @@ fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
     OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("not an RFC 3339 time: {e}"))
 }
 
-/// Run `dry-run`. Exit status: 0 when every review is allowed, 1 when any is denied (an unusable
-/// review counts as denied, as `serve` refuses it), 2 when an input or the cluster folder cannot
-/// be read (2 wins over 1).
+/// Run `dry-run`. Exit status: 0 when every input is allowed, 1 when any is denied (an unusable
+/// review counts as denied, as `serve` refuses it), 2 when an input, a `--with` file or the cluster
+/// folder cannot be read or the flags do not fit together (2 wins over 1). With `--compare` the
+/// status is that of the run with the `--with` objects.
 pub fn run(args: Args) -> ExitCode {
-    let snapshot = match &args.cluster_dir {
-        None => Snapshot::default(),
-        Some(dir) => match load_dir(dir) {
-            Ok((snapshot, warnings)) => {
+    if args.compare && matches!(args.output, Output::Review | Output::Patched) {
+        eprintln!("dry-run: --compare reports with --output summary, diff or json");
+        return ExitCode::from(2);
+    }
+    let mut objects = Vec::new();
+    let layers = args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
+    let mut base_len = 0;
+    for (flag, path) in layers {
+        match load_objects(path) {
+            Ok((loaded, warnings)) => {
                 for w in warnings {
                     eprintln!("dry-run: warning: {w}");
                 }
-                snapshot
+                objects.extend(loaded);
             }
             Err(e) => {
-                eprintln!("dry-run: cannot load --cluster-dir: {e}");
+                eprintln!("dry-run: cannot load {flag}: {e}");
                 return ExitCode::from(2);
             }
-        },
-    };
+        }
+        if flag == "--cluster-dir" {
+            base_len = objects.len();
+        }
+    }
+    // Later objects win, so the `--with` ones replace the folder's of the same key.
+    let base = args.compare.then(|| Snapshot::from_objects(objects[..base_len].to_vec()));
+    let snapshot = Snapshot::from_objects(objects);
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),
     };
-    let random = SeededRandom::new(args.seed);
+    // Each side of a comparison draws from its own generator with the same seed, so a
+    // percentage partition decides the same way on both.
+    let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
     // Other features add their settings with defaults; dry-run sets only what it has flags for.
     #[allow(clippy::needless_update)]
     let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
     let env = Env { cluster: &snapshot, clock: clock.as_ref(), random: &random, settings: &settings };
+    let base_env = base.as_ref().map(|cluster| Env { cluster, random: &base_random, ..env });
 
     let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let (mut denied, mut unreadable) = (false, false);
-    for input in &args.inputs {
-        let documents = match read_input(input) {
-            Ok(docs) => docs,
+    let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
+    let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
+    let mut progress = Progress::new();
+    let mut classifier = Classifier::default();
+    let mut unreadable = false;
+    for argument in &args.inputs {
+        let files = match inputs::expand(argument) {
+            Ok(files) => files,
             Err(message) => {
-                eprintln!("dry-run: {input}: {message}");
+                eprintln!("dry-run: {argument}: {message}");
                 unreadable = true;
                 continue;
             }
         };
-        let several = documents.len() > 1;
-        for (index, document) in documents.into_iter().enumerate() {
-            let source = if several { format!("{input}#{index}") } else { input.clone() };
-            let result = review_one(&env, document);
-            denied |= !result.allowed;
-            let lines = match args.output {
-                Output::Json => vec![result.summary(&source)],
-                Output::Review => result.responses,
-            };
-            for line in lines {
-                if let Err(e) = writeln!(out, "{line}") {
-                    eprintln!("dry-run: cannot write output: {e}");
-                    return ExitCode::from(2);
+        for input in files {
+            let text = match inputs::read_text(&input) {
+                Ok(text) => text,
+                Err(message) => {
+                    eprintln!("dry-run: {input}: {message}");
+                    unreadable = true;
+                    continue;
                 }
+            };
+            let read = inputs::for_each_document(&text, |index, several, document| {
+                let source = if several { format!("{input}#{index}") } else { input.clone() };
+                let case = match classifier.classify(document, &source) {
+                    Ok(case) => case,
+                    Err(message) => {
+                        eprintln!("dry-run: {input}: document {index}: {message}");
+                        unreadable = true;
+                        return;
+                    }
+                };
+                let (with, without) = match case {
+                    Case::Skip(reason) => {
+                        *printer.skipped.entry(reason).or_default() += 1;
+                        return;
+                    }
+                    Case::Review(document) => match &base_env {
+                        Some(base_env) => (review_one(&env, document.clone()), Some(review_one(base_env, document))),
+                        None => (review_one(&env, document), None),
+                    },
+                    Case::Request(request) => {
+                        let without = base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
+                        (request_one(&env, *request), without)
+                    }
+                };
+                printer.print(&source, with, without);
+                progress.tick();
+            });
+            if let Err(message) = read {
+                eprintln!("dry-run: {input}: {message}");
+                unreadable = true;
             }
         }
     }
-    if let Err(e) = out.flush() {
+    progress.done();
+    let denied = printer.totals.denied > 0;
+    if let Err(e) = printer.finish() {
         eprintln!("dry-run: cannot write output: {e}");
         return ExitCode::from(2);
     }
@@ -126,23 +195,123 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The documents of one input, each expected to be an AdmissionReview. Errors name the document.
-fn read_input(input: &str) -> Result<Vec<Value>, String> {
-    let text = if input == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read standard input: {e}"))?;
-        text
-    } else {
-        std::fs::read_to_string(input).map_err(|e| format!("cannot read: {e}"))?
-    };
-    let documents = read_documents(&text)?;
-    if documents.is_empty() {
-        return Err("document 0: no AdmissionReview in the input".into());
+/// Writes each result in the chosen output as it comes (the summary table waits for its widths).
+struct Printer<W: Write> {
+    output: Output,
+    style: Style,
+    compare: bool,
+    out: W,
+    table: Option<Table>,
+    totals: Totals,
+    skipped: Skipped,
+    /// The first write error; later writes are skipped and `finish` reports it.
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Printer<W> {
+    fn new(output: Output, style: Style, compare: bool, out: W) -> Self {
+        let table = match (output, compare) {
+            (Output::Summary, false) => Some(Table::new(report::SUMMARY_HEADER)),
+            (Output::Summary, true) => Some(Table::new(report::COMPARE_HEADER)),
+            _ => None,
+        };
+        Printer { output, style, compare, out, table, totals: Totals::default(), skipped: Skipped::new(), error: None }
     }
-    Ok(documents)
+
+    fn print(&mut self, source: &str, with: ReviewResult, without: Option<ReviewResult>) {
+        self.totals.add(&with);
+        let text = match (&without, self.output) {
+            (Some(without), output) => {
+                if report::changed(without, &with) {
+                    self.totals.changed += 1;
+                }
+                match output {
+                    Output::Summary => {
+                        if let Some(table) = &mut self.table {
+                            table.push(report::compare_row(source, without, &with));
+                        }
+                        return;
+                    }
+                    Output::Diff => report::compare_diff(source, without, &with, self.style),
+                    _ => report::compare_json(source, without, &with) + "\n",
+                }
+            }
+            (None, Output::Json) => with.summary(source) + "\n",
+            (None, Output::Review) => with.responses.iter().map(|r| format!("{r}\n")).collect(),
+            (None, Output::Summary) => {
+                if let Some(table) = &mut self.table {
+                    table.push(report::summary_row(source, &with));
+                }
+                return;
+            }
+            (None, Output::Patched) => report::patched(source, &with),
+            (None, Output::Diff) => report::diff(source, &with, self.style),
+        };
+        self.write(&text);
+    }
+
+    fn write(&mut self, text: &str) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(text.as_bytes())
+        {
+            self.error = Some(e);
+        }
+    }
+
+    /// The summary table and totals; skipped audit events on stderr for the other outputs
+    /// (whose stdout stays machine-readable).
+    fn finish(mut self) -> std::io::Result<()> {
+        if let Some(table) = self.table.take() {
+            let mut text = if table.len() > 0 { table.render() } else { String::new() };
+            text.push_str(&self.totals.line(&self.skipped, self.compare));
+            text.push('\n');
+            self.write(&text);
+        } else if !self.skipped.is_empty() {
+            eprintln!("dry-run: {}", report::skipped_text(&self.skipped).trim_start_matches("; "));
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+/// A count of reviews on stderr for long batches, only when stderr is a terminal (so logs and
+/// pipes never see it). Shown after the first second, refreshed every 1,000 reviews.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    count: u64,
+    shown: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress { enabled: std::io::stderr().is_terminal(), started: Instant::now(), count: 0, shown: false }
+    }
+
+    fn tick(&mut self) {
+        self.count += 1;
+        if !self.enabled || !self.count.is_multiple_of(1000) {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        if elapsed >= 1.0 {
+            eprint!("\rdry-run: {} reviews, {:.0}/s ", self.count, self.count as f64 / elapsed);
+            self.shown = true;
+        }
+    }
+
+    fn done(&self) {
+        if self.shown {
+            // Clear the line so the next prompt or message starts clean.
+            eprint!("\r\x1b[2K");
+        }
+    }
 }
 
 /// What every decision reads, fixed for the whole run.
+#[derive(Clone, Copy)]
 struct Env<'a> {
     cluster: &'a Snapshot,
     clock: &'a dyn Clock,
@@ -151,30 +320,35 @@ struct Env<'a> {
 }
 
 /// One webhook call, as the summary line reports it.
-struct Call {
-    path: &'static str,
-    allowed: bool,
-    patch: Value,
+pub(crate) struct Call {
+    pub(crate) path: &'static str,
+    pub(crate) allowed: bool,
+    pub(crate) patch: Value,
 }
 
 /// The outcome of one review through every matching webhook.
-struct ReviewResult {
-    uid: Value,
-    allowed: bool,
+pub(crate) struct ReviewResult {
+    pub(crate) uid: Value,
+    /// `Kind namespace/name` of the request, for people (`-` when the review cannot be decoded).
+    pub(crate) subject: String,
+    pub(crate) allowed: bool,
     /// `(code, message)` of the first denial; 200 and empty when allowed.
-    status: (u16, String),
-    warnings: Vec<String>,
+    pub(crate) status: (u16, String),
+    pub(crate) warnings: Vec<String>,
     /// Against the input object; empty on denial (nothing is admitted).
-    patch: Value,
+    pub(crate) patch: Value,
+    /// The object as the request carried it; null for requests without an object (DELETE).
+    pub(crate) input: Value,
     /// The object as admitted; null on denial and for requests without an object (DELETE).
-    object: Value,
-    calls: Vec<Call>,
+    pub(crate) object: Value,
+    pub(crate) calls: Vec<Call>,
     /// Each response as `serve` would send it.
-    responses: Vec<String>,
+    pub(crate) responses: Vec<String>,
 }
 
 impl ReviewResult {
-    fn summary(&self, source: &str) -> String {
+    /// The `json` output line.
+    pub(crate) fn summary(&self, source: &str) -> String {
         let webhooks: Vec<Value> = self.calls.iter().map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch})).collect();
         json!({
             "source": source,
@@ -201,16 +375,23 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
             let response = review::decode_error_response(&err).unwrap_or_else(|| review::error_body(&err.message));
             return ReviewResult {
                 uid: sent_uid,
+                subject: "-".to_owned(),
                 allowed: false,
                 status: (400, err.message),
                 warnings: Vec::new(),
                 patch: json!([]),
+                input: Value::Null,
                 object: Value::Null,
                 calls: Vec::new(),
                 responses: vec![response.to_string()],
             };
         }
     };
+    request_one(env, request)
+}
+
+/// Run a decoded (or built) request through every webhook the apiserver would call for it.
+fn request_one(env: &Env, request: AdmissionRequest) -> ReviewResult {
     let matching: Vec<&Webhook> = webhooks::matching(&request).collect();
     run_webhooks(env, request, &matching)
 }
@@ -221,12 +402,15 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
 fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> ReviewResult {
     let original = request.object.clone();
     let mut current = request;
+    let kind = if current.kind.kind.is_empty() { current.resource.resource.as_str() } else { current.kind.kind.as_str() };
     let mut result = ReviewResult {
         uid: Value::String(current.uid.clone()),
+        subject: format!("{kind} {}", current.display_name()),
         allowed: true,
         status: (200, String::new()),
         warnings: Vec::new(),
         patch: json!([]),
+        input: Value::Null,
         object: Value::Null,
         calls: Vec::new(),
         responses: Vec::new(),
@@ -252,6 +436,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         }
         result.object = current.object.unwrap_or(Value::Null);
     }
+    result.input = original.unwrap_or(Value::Null);
     result
 }
 
