@@ -16,6 +16,8 @@ struct Cli {
 enum Command {
     /// Run AdmissionReview files through the webhooks offline and print the decisions.
     DryRun(cli::dry_run::Args),
+    /// Apply SidecarSet injection to the pod templates of workload manifests and print them.
+    Inject(cli::inject::Args),
     /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
     Manifests(cli::manifests::Args),
 }
@@ -23,6 +25,7 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::DryRun(args) => cli::dry_run::run(args),
+        Command::Inject(args) => cli::inject::run(args),
         Command::Manifests(args) => cli::manifests::run(args),
     }
 }

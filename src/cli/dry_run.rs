@@ -74,7 +74,7 @@ pub struct Args {
     pub inputs: Vec<String>,
 }
 
-fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
+pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
     OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("not an RFC 3339 time: {e}"))
 }
 
