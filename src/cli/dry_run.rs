@@ -17,11 +17,11 @@ use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Table, Totals};
 use crate::admission::patch::diff;
-use crate::admission::review::{self, AdmissionRequest, Decision, decode_review};
+use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
 use crate::cluster::files::load_objects;
-use crate::cluster::{Answers, Snapshot};
+use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -88,28 +88,27 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     let mut objects = Vec::new();
+    let mut with_objects = Vec::new();
     let layers = args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
-    let mut base_len = 0;
     for (flag, path) in layers {
         match load_objects(path) {
             Ok((loaded, warnings)) => {
                 for w in warnings {
                     eprintln!("dry-run: warning: {w}");
                 }
-                objects.extend(loaded);
+                if flag == "--with" {
+                    with_objects.extend(loaded.into_iter().map(|o| (path.display().to_string(), o)));
+                } else {
+                    objects.extend(loaded);
+                }
             }
             Err(e) => {
                 eprintln!("dry-run: cannot load {flag}: {e}");
                 return ExitCode::from(2);
             }
         }
-        if flag == "--cluster-dir" {
-            base_len = objects.len();
-        }
     }
-    // Later objects win, so the `--with` ones replace the folder's of the same key.
-    let base = args.compare.then(|| Snapshot::from_objects(objects[..base_len].to_vec()));
-    let snapshot = Snapshot::from_objects(objects);
+    let base = Snapshot::from_objects(objects.clone());
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),
@@ -120,8 +119,26 @@ pub fn run(args: Args) -> ExitCode {
     // Other features add their settings with defaults; dry-run sets only what it has flags for.
     #[allow(clippy::needless_update)]
     let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
-    let env = Env { cluster: &snapshot, clock: clock.as_ref(), random: &random, settings: &settings };
-    let base_env = base.as_ref().map(|cluster| Env { cluster, random: &base_random, ..env });
+    let base_env = Env { cluster: &base, clock: clock.as_ref(), random: &base_random, settings: &settings };
+    // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
+    // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
+    // defaults and hash annotations), then replaces the folder's object of the same key.
+    let with = if with_objects.is_empty() {
+        None
+    } else {
+        for (file, object) in with_objects {
+            match apply(&base_env, &base, object, &file) {
+                Ok(admitted) => objects.push(admitted),
+                Err(message) => {
+                    eprintln!("dry-run: --with {file}: {message}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        Some(Snapshot::from_objects(objects))
+    };
+    let env = Env { cluster: with.as_ref().unwrap_or(&base), random: &random, ..base_env };
+    let base_env = args.compare.then_some(base_env);
 
     let stdout = std::io::stdout();
     let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
@@ -266,8 +283,8 @@ impl<W: Write> Printer<W> {
             text.push_str(&self.totals.line(&self.skipped, self.compare));
             text.push('\n');
             self.write(&text);
-        } else if !self.skipped.is_empty() {
-            eprintln!("dry-run: {}", report::skipped_text(&self.skipped).trim_start_matches("; "));
+        } else if let Some(skipped) = report::skipped_text(&self.skipped) {
+            eprintln!("dry-run: {skipped}");
         }
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -308,6 +325,23 @@ impl Progress {
             eprint!("\r\x1b[2K");
         }
     }
+}
+
+/// `object` admitted as `kubectl apply` would send it: an UPDATE of the object of the same key in
+/// `cluster`, else a CREATE. The admitted object, or why it would be refused.
+fn apply(env: &Env, cluster: &Snapshot, object: Value, file: &str) -> Result<Value, String> {
+    let existing = match (TypeKey::of(&object), ObjectKey::of(&object)) {
+        (Some(t), Some(k)) => cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o)),
+        _ => None,
+    };
+    let mut request = inputs::bare_object(object, file);
+    if let Some(old) = existing {
+        request.operation = Operation::Update;
+        request.old_object = Some(old);
+    }
+    let subject = format!("{} {}", request.kind.kind, request.display_name());
+    let result = request_one(env, request);
+    if result.allowed { Ok(result.object) } else { Err(format!("{subject} would be refused ({}): {}", result.status.0, result.status.1)) }
 }
 
 /// What every decision reads, fixed for the whole run.

@@ -88,7 +88,8 @@ impl Table {
 pub const SUMMARY_HEADER: &[&str] = &["SOURCE", "OBJECT", "RESULT", "WEBHOOKS", "PATCH", "MESSAGE"];
 
 pub fn summary_row(source: &str, result: &ReviewResult) -> Vec<String> {
-    vec![source.to_owned(), result.subject.clone(), verdict(result), webhooks(result), patch_ops(result).to_string(), message(result)]
+    let ops = if result.allowed { patch_ops(result).to_string() } else { "-".to_owned() };
+    vec![source.to_owned(), result.subject.clone(), verdict(result), webhooks(result), ops, message(result)]
 }
 
 /// Totals over the results of a run, for the summary's last line.
@@ -116,19 +117,22 @@ impl Totals {
         if compare {
             let _ = write!(line, "; {} changed by --with, {} unchanged", self.changed, inputs - self.changed);
         }
-        line.push_str(&skipped_text(skipped));
+        if let Some(skipped) = skipped_text(skipped) {
+            line.push('\n');
+            line.push_str(&skipped);
+        }
         line
     }
 }
 
-/// `; N audit events skipped (reason: n, ...)`, or nothing.
-pub fn skipped_text(skipped: &Skipped) -> String {
+/// `N audit events skipped: reason: n, ...`, or None when none was.
+pub fn skipped_text(skipped: &Skipped) -> Option<String> {
     let total: usize = skipped.values().sum();
     if total == 0 {
-        return String::new();
+        return None;
     }
-    let reasons: Vec<String> = skipped.iter().map(|(reason, n)| format!("{}: {n}", reason.describe())).collect();
-    format!("; {total} audit events skipped ({})", reasons.join(", "))
+    let reasons: Vec<String> = skipped.iter().map(|(reason, n)| format!("{n} {}", reason.describe())).collect();
+    Some(format!("{total} audit events skipped: {}", reasons.join("; ")))
 }
 
 /// One `patched` document: the admitted object, or a comment saying why there is none.
