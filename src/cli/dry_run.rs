@@ -119,7 +119,8 @@ pub fn run(args: Args) -> ExitCode {
     // Other features add their settings with defaults; dry-run sets only what it has flags for.
     #[allow(clippy::needless_update)]
     let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
-    let base_env = Env { cluster: &base, clock: clock.as_ref(), random: &base_random, settings: &settings };
+    let base_env =
+        Env { cluster: &base, clock: clock.as_ref(), random: &base_random, settings: &settings, responses: args.output == Output::Review };
     // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
     // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
     // defaults and hash annotations), then replaces the folder's object of the same key.
@@ -351,6 +352,8 @@ struct Env<'a> {
     clock: &'a dyn Clock,
     random: &'a SeededRandom,
     settings: &'a Settings,
+    /// Render each webhook's AdmissionReview response (only `--output review` prints them).
+    responses: bool,
 }
 
 /// One webhook call, as the summary line reports it.
@@ -452,7 +455,9 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
         let patch_json = serde_json::to_value(&decision.patch).unwrap_or_else(|_| json!([]));
-        result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
+        if env.responses {
+            result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
+        }
         result.warnings.extend(decision.warnings.iter().cloned());
         if !decision.allowed && result.allowed {
             result.allowed = false;
@@ -465,8 +470,17 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         }
     }
     if result.allowed {
-        if let (Some(from), Some(to)) = (&original, &current.object) {
-            result.patch = serde_json::to_value(diff(from, to)).unwrap_or_else(|_| json!([]));
+        // Only mutating calls change the object: with at most one non-empty patch, that patch is
+        // the whole patch (the call saw the input unchanged), so the second diff is saved.
+        let mut changes = result.calls.iter().filter(|c| c.patch.as_array().is_some_and(|p| !p.is_empty()));
+        match (changes.next(), changes.next()) {
+            (None, _) => {}
+            (Some(only), None) => result.patch = only.patch.clone(),
+            (Some(_), Some(_)) => {
+                if let (Some(from), Some(to)) = (&original, &current.object) {
+                    result.patch = serde_json::to_value(diff(from, to)).unwrap_or_else(|_| json!([]));
+                }
+            }
         }
         result.object = current.object.unwrap_or(Value::Null);
     }
@@ -576,7 +590,8 @@ mod tests {
     fn run_chain(chain: &[&Webhook]) -> ReviewResult {
         let (cluster, settings, random) = (Snapshot::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(OffsetDateTime::UNIX_EPOCH);
-        run_webhooks(&Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings }, request(), chain)
+        let env = Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings, responses: true };
+        run_webhooks(&env, request(), chain)
     }
 
     fn paths(result: &ReviewResult) -> Vec<&str> {
