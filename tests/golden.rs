@@ -199,3 +199,25 @@ fn flags_that_do_not_fit_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("with/missing.yaml"));
 }
+
+/// Already-injected templates are not injected twice: inject's output, injected again, is the same.
+#[test]
+fn inject_is_idempotent() {
+    let args = ["inject", "-o", "json", "-f", "-", "--cluster-dir", "cluster", "--now", NOW];
+    let text = std::fs::read_to_string(golden_dir().join("inject/workloads.yaml")).unwrap();
+    let once = run(&args, Some(&text));
+    assert_eq!(once.status.code(), Some(0), "{}", String::from_utf8_lossy(&once.stderr));
+    // A later clock: an unchanged injection keeps its recorded updateTimestamp.
+    let later = ["inject", "-o", "json", "-f", "-", "--cluster-dir", "cluster", "--now", "2024-06-01T00:00:00Z"];
+    let twice = run(&later, Some(&stdout(&once)));
+    assert_eq!(twice.status.code(), Some(0));
+    assert_eq!(stdout(&twice), stdout(&once));
+}
+
+/// Pipes see no progress indicator and no colour: stderr stays empty, the diff is plain text.
+#[test]
+fn pipes_get_plain_output() {
+    let out = run(&dry_run_args("diff", &["inputs/objects", "inputs/reviews"]), None);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout(&out).contains('\x1b'));
+}
