@@ -8,3 +8,4 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod deploy;
+pub mod server;

@@ -1,31 +1,51 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kruise_admission::cli;
+use kruise_admission::cli::{certs, dry_run, inject, manifests, serve};
 
 /// OpenKruise-compatible Kubernetes admission webhooks: SidecarSet injection, DaemonSet-style
 /// scheduling, in-place update rules and delete protection.
-#[derive(Debug, Parser)]
+#[derive(Parser)]
 #[command(name = "kruise-admission", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand)]
 enum Command {
+    /// Serve the admission webhooks over HTTPS.
+    Serve(serve::ServeArgs),
     /// Run AdmissionReview files through the webhooks offline and print the decisions.
-    DryRun(cli::dry_run::Args),
+    DryRun(dry_run::Args),
     /// Apply SidecarSet injection to the pod templates of workload manifests and print them.
-    Inject(cli::inject::Args),
+    Inject(inject::Args),
+    /// Create (or refresh) a CA and serving certificate in a folder.
+    Certs(certs::CertsArgs),
     /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
-    Manifests(cli::manifests::Args),
+    Manifests(manifests::Args),
 }
 
 fn main() -> ExitCode {
+    // One crypto provider for the whole process, before anything builds a TLS configuration.
+    // An error only means it is already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::DryRun(args) => cli::dry_run::run(args),
-        Command::Inject(args) => cli::inject::run(args),
-        Command::Manifests(args) => cli::manifests::run(args),
+        Command::Serve(args) => exit(serve::run(args)),
+        Command::DryRun(args) => dry_run::run(args),
+        Command::Inject(args) => inject::run(args),
+        Command::Certs(args) => exit(certs::run(&args)),
+        Command::Manifests(args) => manifests::run(args),
+    }
+}
+
+/// Errors of `serve` and `certs` end the process with one line naming what to fix.
+fn exit(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
     }
 }

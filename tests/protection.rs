@@ -523,7 +523,7 @@ fn other_operations_are_allowed_even_if_sent() {
 #[test]
 fn switched_off_everything_is_allowed_and_nothing_is_looked_up() {
     let mut env = Env::new(vec![pod("shop", "web", "Running", false), widget("v1", Some("a"), "w", false)]);
-    env.settings.delete_protection = false;
+    env.settings.disabled = vec![Capability::DeleteProtection];
     let requests = [
         namespace("shop", Some("Cascading")),
         namespace("shop", Some("Always")),
@@ -533,10 +533,14 @@ fn switched_off_everything_is_allowed_and_nothing_is_looked_up() {
         delete(SERVICE, object(SERVICE, "web", Some("Always"), json!({}))),
     ];
     for request in &requests {
-        assert_allowed(&env.decide(request));
+        let d = env.decide(request);
+        assert!(d.allowed && d.status.is_none() && d.patch.is_empty(), "{d:?}");
+        // The webhook still answers (a configuration may keep calling it) and says why it let this through.
+        assert!(d.warnings.iter().all(|w| w.contains("--disable-capability delete-protection")), "{:?}", d.warnings);
         assert!(protection::queries(request, &env.inputs(&Answers::default())).is_empty());
     }
-    assert!(Settings::default().delete_protection, "delete protection is on by default");
+    assert_eq!(env.decide(&requests[1]).warnings.len(), 1, "the protection-only webhook says it is switched off");
+    assert!(Settings::default().enabled(Capability::DeleteProtection), "delete protection is on by default");
 }
 
 #[test]

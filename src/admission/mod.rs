@@ -2,19 +2,22 @@
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
 pub mod daemon;
+pub mod inplace;
 pub mod patch;
 pub mod pod;
 pub mod protection;
 pub mod review;
 pub mod sidecarset;
+pub mod sidecarset_admission;
 pub mod webhooks;
 
 use time::OffsetDateTime;
 
 use crate::cluster::{Answers, Snapshot};
+use webhooks::Capability;
 
 /// Where decisions get the current time from. `dry-run --now` fixes it.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> OffsetDateTime;
 }
 
@@ -81,15 +84,33 @@ pub struct Settings {
     /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live (Kruise's
     /// `POD_NAMESPACE`, default `kruise-system`).
     pub kruise_namespace: String,
-    /// `policy.kruise.io/delete-protection` is enforced (on by default, unlike Kruise's gate). When
-    /// off, every deletion is allowed. `serve` and `dry-run` turn it off with
-    /// `--disable-delete-protection`.
-    pub delete_protection: bool,
+    /// Capabilities switched off with `--disable-capability` (everything is on by default,
+    /// delete protection included, unlike Kruise's gate). A disabled capability's webhooks allow
+    /// everything, so a configuration that still sends to them never blocks a request.
+    pub disabled: Vec<Capability>,
+    /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
+    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
+    /// Off by default, as in Kruise.
+    pub inplace_vertical_scaling: bool,
+    /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
+    /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
+    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
+}
+
+impl Settings {
+    pub fn enabled(&self, capability: Capability) -> bool {
+        !self.disabled.contains(&capability)
+    }
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { kruise_namespace: "kruise-system".into(), delete_protection: true }
+        Settings {
+            kruise_namespace: "kruise-system".into(),
+            disabled: Vec::new(),
+            inplace_vertical_scaling: false,
+            sidecarset_patch_pod_metadata_defaults_allowed: false,
+        }
     }
 }
 

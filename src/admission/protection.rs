@@ -103,7 +103,7 @@ fn protected_kind(group: &str, version: &str, kind: &str) -> Option<Protected> {
 
 /// Everything that can be decided from the request and the object being deleted (spec §B.1, §B.2).
 fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, AdmissionError> {
-    if !settings.delete_protection || request.operation != Operation::Delete || !request.sub_resource.is_empty() {
+    if !settings.enabled(Capability::DeleteProtection) || request.operation != Operation::Delete || !request.sub_resource.is_empty() {
         return Ok(Plan::Allow);
     }
     // Clusters older than 1.16 send no oldObject on DELETE; there is nothing to read, so allow.

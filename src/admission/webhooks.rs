@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::patch::diff;
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
-use super::{Inputs, pod, protection};
+use super::{Inputs, inplace, pod, protection, sidecarset_admission};
 use crate::cluster::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub enum ObjectScope {
 }
 
 /// A capability an operator can switch off as a whole (its webhook entries and its server logic).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Capability {
     /// `/mutate-pod`: SidecarSet injection and the DaemonSet-style stamp.
     PodMutation,
@@ -67,6 +67,22 @@ pub enum Capability {
     WorkloadRules,
     /// `policy.kruise.io/delete-protection`.
     DeleteProtection,
+}
+
+impl Capability {
+    /// Every capability, in the order the chart lists them.
+    pub const ALL: [Capability; 4] =
+        [Capability::PodMutation, Capability::SidecarSetAdmission, Capability::WorkloadRules, Capability::DeleteProtection];
+
+    /// The name flags (`--disable-capability`) and chart values use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::PodMutation => "pod-mutation",
+            Capability::SidecarSetAdmission => "sidecarset-admission",
+            Capability::WorkloadRules => "workload-rules",
+            Capability::DeleteProtection => "delete-protection",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -109,6 +125,31 @@ impl Webhook {
 
 const CREATE: &[Operation] = &[Operation::Create];
 const DELETE: &[Operation] = &[Operation::Delete];
+const CREATE_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
+const CREATE_UPDATE_DELETE: &[Operation] = &[Operation::Create, Operation::Update, Operation::Delete];
+const KRUISE: &[&str] = &["apps.kruise.io"];
+const KRUISE_VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
+
+/// Kruise registers CloneSet and Advanced StatefulSet validation with DELETE on one path: DELETE is
+/// delete protection, everything else the workload rules.
+fn workload_or_delete(request: &AdmissionRequest, inputs: &Inputs, validate: Validator) -> Result<Vec<String>, AdmissionError> {
+    match request.operation {
+        Operation::Delete => protection::check_delete(request, inputs),
+        _ => validate(request, inputs),
+    }
+}
+
+fn validate_cloneset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    workload_or_delete(request, inputs, inplace::cloneset::validate)
+}
+
+fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    workload_or_delete(request, inputs, inplace::statefulset::validate)
+}
+
+/// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
+const SIDECARSET_RULES: &[Rule] =
+    &[Rule { groups: KRUISE, versions: sidecarset_admission::VERSIONS, resources: &["sidecarsets"], operations: CREATE_UPDATE }];
 
 /// Every webhook this binary serves.
 pub static WEBHOOKS: &[Webhook] = &[
@@ -121,6 +162,26 @@ pub static WEBHOOKS: &[Webhook] = &[
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
         capability: Capability::PodMutation,
+    },
+    Webhook {
+        name: "msidecarset.kb.io",
+        path: "/mutate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Mutate(sidecarset_admission::mutate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
+    },
+    Webhook {
+        name: "vsidecarset.kb.io",
+        path: "/validate-apps-kruise-io-sidecarset",
+        rules: SIDECARSET_RULES,
+        handler: Handler::Validate(sidecarset_admission::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::SidecarSetAdmission,
     },
     // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
     // arrive on their in-place validators, which call `protection::check_delete`.
@@ -180,6 +241,36 @@ pub static WEBHOOKS: &[Webhook] = &[
         &[Rule { groups: &["apps.kruise.io"], versions: &["v1alpha1"], resources: &["uniteddeployments"], operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
+    Webhook {
+        name: "vcloneset.kb.io",
+        path: "/validate-apps-kruise-io-v1alpha1-cloneset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["clonesets"], operations: CREATE_UPDATE_DELETE }],
+        handler: Handler::Validate(validate_cloneset),
+        queries: Some(inplace::cloneset::queries),
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vstatefulset.kb.io",
+        path: "/validate-apps-kruise-io-statefulset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["statefulsets"], operations: CREATE_UPDATE_DELETE }],
+        handler: Handler::Validate(validate_statefulset),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
+    Webhook {
+        name: "vdaemonset.kb.io",
+        path: "/validate-apps-kruise-io-daemonset",
+        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["daemonsets"], operations: CREATE_UPDATE }],
+        handler: Handler::Validate(inplace::daemonset::validate),
+        queries: None,
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        capability: Capability::WorkloadRules,
+    },
 ];
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
@@ -201,6 +292,11 @@ pub struct Outcome {
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
 pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    if !inputs.settings.enabled(webhook.capability) {
+        let warning =
+            format!("{} is disabled on this server (--disable-capability {}); allowed unchanged", webhook.name, webhook.capability.name());
+        return Outcome { decision: Decision { warnings: vec![warning], ..Decision::allow() }, mutated: None };
+    }
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
         Handler::Validate(validate) => Outcome {

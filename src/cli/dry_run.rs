@@ -16,6 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Table, Totals};
+use super::settings::DecisionArgs;
 use crate::admission::patch::diff;
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
@@ -47,9 +48,8 @@ pub struct Args {
     /// Without it the system clock is used.
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub now: Option<OffsetDateTime>,
-    /// Where ControllerRevisions and the `kruise-configuration` ConfigMap are looked up.
-    #[arg(long, value_name = "NS", default_value = "kruise-system")]
-    pub kruise_namespace: String,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
     /// Seed of the random source used for percentage partitions, so runs are repeatable.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
@@ -116,9 +116,7 @@ pub fn run(args: Args) -> ExitCode {
     // Each side of a comparison draws from its own generator with the same seed, so a
     // percentage partition decides the same way on both.
     let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
-    // Other features add their settings with defaults; dry-run sets only what it has flags for.
-    #[allow(clippy::needless_update)]
-    let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
+    let settings = args.decisions.settings();
     let base_env =
         Env { cluster: &base, clock: clock.as_ref(), random: &base_random, settings: &settings, responses: args.output == Output::Review };
     // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through

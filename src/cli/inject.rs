@@ -19,9 +19,10 @@ use time::OffsetDateTime;
 use super::dry_run::parse_rfc3339;
 use super::inputs::{self, bare_object};
 use super::report::yaml;
+use super::settings::DecisionArgs;
 use crate::admission::review::Decision;
 use crate::admission::webhooks;
-use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
+use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, SystemClock};
 use crate::cluster::files::load_dir;
 use crate::cluster::{Answers, Snapshot};
 
@@ -49,9 +50,8 @@ pub struct Args {
     /// The namespace of manifests that name none (what `kubectl apply` would use).
     #[arg(long, value_name = "NS", default_value = "default")]
     pub namespace: String,
-    /// Where ControllerRevisions are looked up.
-    #[arg(long, value_name = "NS", default_value = "kruise-system")]
-    pub kruise_namespace: String,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
     /// Seed of the random source used for percentage partitions.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
@@ -100,8 +100,7 @@ pub fn run(args: Args) -> ExitCode {
         None => Box::new(SystemClock),
     };
     let random = SeededRandom::new(args.seed);
-    #[allow(clippy::needless_update)]
-    let settings = Settings { kruise_namespace: args.kruise_namespace.clone(), ..Settings::default() };
+    let settings = args.decisions.settings();
     let injector = Injector {
         inputs: Inputs { cluster: &snapshot, answers: &Answers::default(), clock: clock.as_ref(), random: &random, settings: &settings },
         namespace: &args.namespace,

@@ -1,8 +1,12 @@
-//! The edges: each subcommand turns files, flags or HTTP into calls of the pure decisions.
+//! The command-line edges: each subcommand's flags and the little glue between them and the
+//! library (`server`, `admission`, `cluster`).
 
+pub mod certs;
 pub mod dry_run;
 pub mod inject;
 mod inputs;
 mod line_diff;
 pub mod manifests;
 mod report;
+pub mod serve;
+pub mod settings;

@@ -95,6 +95,11 @@ impl Snapshot {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Number of objects of each type, for metrics.
+    pub fn counts(&self) -> impl Iterator<Item = (&TypeKey, usize)> {
+        self.objects.iter().map(|(t, m)| (t, m.len()))
+    }
 }
 
 #[cfg(test)]

@@ -41,24 +41,14 @@ impl Default for Target {
 
 /// The name an operator uses for a capability: the value of the server's `--disable-capability`
 /// flag and the key under `capabilities` in the chart's values.
-pub fn capability_name(capability: Capability) -> &'static str {
-    match capability {
-        Capability::PodMutation => "pod-mutation",
-        Capability::SidecarSetAdmission => "sidecarset-admission",
-        Capability::WorkloadRules => "workload-rules",
-        Capability::DeleteProtection => "delete-protection",
-    }
-}
-
 /// Every capability, in the order the chart lists them.
-pub const CAPABILITIES: [Capability; 4] =
-    [Capability::PodMutation, Capability::SidecarSetAdmission, Capability::WorkloadRules, Capability::DeleteProtection];
+pub const CAPABILITIES: [Capability; 4] = Capability::ALL;
 
 /// The key under `capabilities` in the chart's values: the flag name in camelCase.
 pub fn capability_values_key(capability: Capability) -> String {
     let mut key = String::new();
     let mut upper = false;
-    for c in capability_name(capability).chars() {
+    for c in capability.name().chars() {
         match c {
             '-' => upper = true,
             c if upper => {

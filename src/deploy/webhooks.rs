@@ -14,7 +14,7 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::{CAPABILITIES, NAME, Target, capability_name, capability_values_key, labels};
+use super::{CAPABILITIES, NAME, Target, capability_values_key, labels};
 use crate::admission::webhooks::{FailurePolicy, ObjectScope, WEBHOOKS, Webhook, WebhookKind};
 
 /// The label the protection-only entries select on (`policy.kruise.io/delete-protection`).
@@ -142,7 +142,7 @@ pub fn chart_table() -> Value {
         })
         .collect();
     let capabilities: Vec<Value> =
-        CAPABILITIES.iter().map(|&c| json!({ "valuesKey": capability_values_key(c), "flag": capability_name(c) })).collect();
+        CAPABILITIES.iter().map(|&c| json!({ "valuesKey": capability_values_key(c), "flag": c.name() })).collect();
     json!({
         "generatedBy": "kruise-admission manifests chart-table",
         "capabilities": capabilities,

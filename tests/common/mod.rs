@@ -26,3 +26,6 @@ pub fn recorded_reviews() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+pub mod client;
+pub mod server;

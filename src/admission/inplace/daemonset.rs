@@ -1,0 +1,145 @@
+//! `/validate-apps-kruise-io-daemonset` (`vdaemonset.kb.io`), Advanced DaemonSet v1alpha1 and
+//! v1beta1, CREATE and UPDATE (spec §A.2, §A.3). There is no InPlaceOnly for DaemonSets;
+//! `rollingUpdate.type: InPlaceIfPossible` only forbids surge.
+//!
+//! Kruise answers CREATE failures with 500 (its "validating fn" path) and UPDATE failures with 422;
+//! we keep both codes.
+
+use serde_json::Value;
+
+use super::field::{FieldError, aggregate, show};
+use super::{
+    decode, defaults, does_not_match, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, selector_value,
+    version,
+};
+use crate::admission::Inputs;
+use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::api::workloads::DaemonSet;
+
+const MUTABLE_V1ALPHA1: &[&str] = &["template", "updateStrategy", "lifecycle", "burstReplicas", "minReadySeconds", "revisionHistoryLimit"];
+const MUTABLE_V1BETA1: &[&str] =
+    &["template", "updateStrategy", "lifecycle", "burstReplicas", "minReadySeconds", "revisionHistoryLimit", "scaleStrategy"];
+// Kruise's text, with its two spaces after 'lifecycle',.
+const IMMUTABLE_V1ALPHA1: &str = "updates to daemonset spec for fields other than 'BurstReplicas', 'template', 'lifecycle',  \
+'updateStrategy', 'minReadySeconds', and 'revisionHistoryLimit' are forbidden";
+const IMMUTABLE_V1BETA1: &str = "updates to daemonset spec for fields other than 'BurstReplicas', 'template', 'lifecycle', \
+'scaleStrategy', 'updateStrategy', 'minReadySeconds', and 'revisionHistoryLimit' are forbidden";
+
+fn decode_daemonset(value: &Value) -> Result<DaemonSet, AdmissionError> {
+    let mut ds: DaemonSet = decode(value, "DaemonSet")?;
+    defaults::daemonset(&mut ds);
+    Ok(ds)
+}
+
+pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
+    let v1beta1 = version(request, new_value) == "v1beta1";
+    let ds = decode_daemonset(new_value)?;
+    let mut errors = Vec::new();
+    if let Some(old_value) = old_value {
+        errors.extend(immutable::metadata_update(old_value, new_value));
+        let (mutable, message) = if v1beta1 { (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1) } else { (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1) };
+        if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {
+            errors.push(FieldError::forbidden("spec", message));
+        }
+    }
+    validate_spec(&ds, v1beta1, &mut errors);
+    match aggregate(&errors) {
+        None => Ok(Vec::new()),
+        Some(message) if old_value.is_some() => Err(AdmissionError::Invalid(message)),
+        Some(message) => Err(AdmissionError::Internal(message)),
+    }
+}
+
+fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
+    let spec = &ds.spec;
+    // A missing selector selects nothing, so it cannot match the template's labels.
+    match &spec.selector {
+        None => errors.push(does_not_match(&spec.template.metadata.labels)),
+        Some(selector) => match selector.matches(&spec.template.metadata.labels) {
+            Err(e) => errors.push(FieldError::invalid("spec.selector", selector_value(selector), e)),
+            Ok(false) => errors.push(does_not_match(&spec.template.metadata.labels)),
+            Ok(true) if selector.is_empty() => {
+                errors.push(FieldError::invalid("spec.selector", selector_value(selector), "empty selector is invalid for daemonset"))
+            }
+            Ok(true) => {}
+        },
+    }
+    // The template is judged after Kruise's pod defaults, so an unset restartPolicy is Always.
+    let mut template_spec = spec.template.spec.clone();
+    defaults::pod_spec(&mut template_spec);
+    let restart = template_spec.get("restartPolicy").and_then(Value::as_str).unwrap_or_default();
+    if restart != "Always" {
+        errors.push(FieldError::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+    }
+    if spec.template.has_active_deadline() {
+        errors
+            .push(FieldError::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in DaemonSet is not Supported"));
+    }
+    nonnegative("spec.minReadySeconds", spec.min_ready_seconds.unwrap_or(0), errors);
+    update_strategy(ds, v1beta1, errors);
+    if let Some(limit) = spec.revision_history_limit {
+        nonnegative("spec.revisionHistoryLimit", limit, errors);
+    }
+    if spec.lifecycle.as_ref().is_some_and(|l| l.in_place_update.as_ref().is_some_and(|h| !h.is_null())) {
+        errors.push(FieldError::forbidden("spec.lifecycle.inPlaceUpdate", "inPlaceUpdate hook has not supported yet"));
+    }
+}
+
+fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
+    const RU: &str = "spec.updateStrategy.rollingUpdate";
+    let strategy = &ds.spec.update_strategy;
+    match strategy.type_.as_str() {
+        "OnDelete" => {}
+        "RollingUpdate" => {
+            let Some(ru) = &strategy.rolling_update else {
+                errors.push(FieldError::required(RU, ""));
+                return;
+            };
+            let non_zero = |v: &Option<_>| v.as_ref().is_some_and(|v: &crate::api::workloads::IntOrString| v.int_or_percent_value() != 0);
+            let has_unavailable = non_zero(&ru.max_unavailable);
+            let has_surge = non_zero(&ru.max_surge);
+            if let (true, Some(v)) = (has_unavailable, &ru.max_unavailable) {
+                positive_int_or_percent(&format!("{RU}.maxUnavailable"), v, true, errors);
+            }
+            if let (true, Some(v)) = (has_surge, &ru.max_surge) {
+                positive_int_or_percent(&format!("{RU}.maxSurge"), v, true, errors);
+            }
+            if has_unavailable && has_surge {
+                let value = ru.max_surge.as_ref().map_or_else(|| "null".to_owned(), int_or_string_value);
+                errors.push(FieldError::invalid(&format!("{RU}.maxSurge"), value, "may not be set when maxUnavailable is non-zero"));
+            } else if !has_unavailable && !has_surge {
+                errors.push(FieldError::required(&format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
+            }
+            match ru.type_.as_str() {
+                "" | "Standard" => {}
+                "InPlaceIfPossible" => {
+                    if has_surge {
+                        errors.push(FieldError::required(&format!("{RU}.maxSurge"), "must be 0 for InPlaceIfPossible type"));
+                    }
+                }
+                "Surging" if !v1beta1 => {
+                    if has_unavailable {
+                        errors.push(FieldError::required(&format!("{RU}.maxUnavailable"), "must be 0 for Surging type"));
+                    }
+                }
+                other => {
+                    let supported: &'static [&'static str] =
+                        if v1beta1 { &["Standard", "InPlaceIfPossible"] } else { &["Standard", "Surging", "InPlaceIfPossible"] };
+                    errors.push(FieldError::not_supported(&format!("{RU}.type"), other, supported));
+                }
+            }
+            if let Some(partition) = ru.partition {
+                nonnegative(&format!("{RU}.partition"), partition, errors);
+            }
+        }
+        other => {
+            let value = show(&Value::String(other.to_owned()));
+            errors.push(FieldError::NotSupported {
+                path: "spec.updateStrategy.type".into(),
+                value,
+                supported: &["RollingUpdate", "OnDelete"],
+            });
+        }
+    }
+}

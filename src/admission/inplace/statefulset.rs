@@ -1,0 +1,213 @@
+//! `/validate-apps-kruise-io-statefulset` (`vstatefulset.kb.io`), Advanced StatefulSet v1alpha1 and
+//! v1beta1, CREATE and UPDATE (spec §A.2, §A.3).
+//!
+//! On UPDATE the field validation and immutability run first; only if they pass is the InPlaceOnly
+//! check reached, and its failure is a plain message, not a field error (as in Kruise). The check
+//! is anchored like CloneSet's (DESIGN.md: Kruise's unanchored rule lets `imagePullPolicy` through),
+//! and it diffs both templates after Kruise's template defaults, so a stored template that lacks
+//! them does not turn every update into spurious `add` operations.
+
+use serde_json::Value;
+
+use super::field::{FieldError, aggregate, show, show_str};
+use super::template_diff::first_offending_change;
+use super::{
+    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, template_spec,
+};
+use crate::admission::Inputs;
+use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet};
+
+const MUTABLE: &[&str] = &[
+    "replicas",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "scaleStrategy",
+    "volumeClaimTemplates",
+    "volumeClaimUpdateStrategy",
+    "reserveOrdinals",
+    "lifecycle",
+    "revisionHistoryLimit",
+    "ordinals",
+];
+const IMMUTABLE_MESSAGE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', \
+'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and \
+'updateStrategy' are forbidden";
+/// Immutable fields Kruise's mutating webhook defaults: spelling the default out later is no change.
+const DEFAULTED: &[(&str, &str)] = &[("podManagementPolicy", "OrderedReady")];
+/// Kruise's `MaxMinReadySeconds`.
+const MAX_MIN_READY_SECONDS: i64 = 300;
+const PARALLEL_ONLY: &str = "maxUnavailable can only work with Parallel PodManagementPolicyType";
+
+fn decode_statefulset(value: &Value) -> Result<StatefulSet, AdmissionError> {
+    let mut sts: StatefulSet = decode(value, "StatefulSet")?;
+    defaults::statefulset(&mut sts);
+    Ok(sts)
+}
+
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
+    let sts = decode_statefulset(new_value)?;
+    let mut errors = Vec::new();
+    validate_spec(&sts, &mut errors);
+    let Some(old_value) = old_value else { return into_result(&errors) };
+    errors.extend(immutable::metadata_update(old_value, new_value));
+    if immutable::spec_changed_outside(old_value, new_value, MUTABLE, DEFAULTED) {
+        errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
+    }
+    into_result(&errors)?;
+    let in_place_only = sts.spec.update_strategy.rolling_update.as_ref().is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
+    if in_place_only {
+        let (mut before, mut after) = (template_spec(old_value).clone(), sts.spec.template.spec.clone());
+        defaults::pod_spec(&mut before);
+        defaults::pod_spec(&mut after);
+        if let Some(offence) = first_offending_change(&before, &after, inputs.settings.inplace_vertical_scaling) {
+            return Err(AdmissionError::Invalid(format!(
+                "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
+            )));
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn into_result(errors: &[FieldError]) -> Result<Vec<String>, AdmissionError> {
+    match aggregate(errors) {
+        Some(message) => Err(AdmissionError::Invalid(message)),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
+    let spec = &sts.spec;
+    let parallel = spec.pod_management_policy == "Parallel";
+    if !matches!(spec.pod_management_policy.as_str(), "OrderedReady" | "Parallel") {
+        errors.push(FieldError::invalid(
+            "spec.podManagementPolicy",
+            show_str(&spec.pod_management_policy),
+            "must be 'OrderedReady' or 'Parallel'",
+        ));
+    }
+    update_strategy(sts, parallel, errors);
+    if let Some(max) = spec.scale_strategy.as_ref().and_then(|s| s.max_unavailable.as_ref()) {
+        positive_int_or_percent("spec.scaleStrategy.maxUnavailable", max, false, errors);
+        if !parallel && *max != IntOrString::Int(1) {
+            errors.push(FieldError::invalid("spec.scaleStrategy.maxUnavailable", int_or_string_value(max), PARALLEL_ONLY));
+        }
+    }
+    nonnegative("spec.replicas", spec.replicas.unwrap_or(1), errors);
+    check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "statefulset", errors);
+    for (i, ordinal) in spec.reserve_ordinals.iter().enumerate() {
+        let ok = match ordinal {
+            IntOrString::Int(n) => *n >= 0,
+            IntOrString::String(s) => is_range(s),
+        };
+        if !ok {
+            errors.push(FieldError::invalid(
+                &format!("spec.reserveOrdinals[{i}]"),
+                int_or_string_value(ordinal),
+                "must be a non-negative integer or a range \"<start>-<end>\"",
+            ));
+        }
+    }
+    if let Some(policy) = &spec.persistent_volume_claim_retention_policy {
+        for (field, value) in [("whenDeleted", &policy.when_deleted), ("whenScaled", &policy.when_scaled)] {
+            if !value.is_empty() && !matches!(value.as_str(), "Retain" | "Delete") {
+                let path = format!("spec.persistentVolumeClaimRetentionPolicy.{field}");
+                errors.push(FieldError::not_supported(&path, value, &["Retain", "Delete"]));
+            }
+        }
+    }
+    let restart = spec.template.restart_policy();
+    if !restart.is_empty() && restart != "Always" {
+        errors.push(FieldError::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+    }
+    if spec.template.has_active_deadline() {
+        errors.push(FieldError::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in StatefulSet is not Supported",
+        ));
+    }
+}
+
+/// `^\d+-\d+$`
+fn is_range(s: &str) -> bool {
+    s.split_once('-').is_some_and(|(a, b)| [a, b].iter().all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())))
+}
+
+fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldError>) {
+    const RU: &str = "spec.updateStrategy.rollingUpdate";
+    let strategy = &sts.spec.update_strategy;
+    match strategy.type_.as_str() {
+        "OnDelete" => {
+            if let Some(ru) = &strategy.rolling_update {
+                let value = show(&serde_json::to_value(ru).unwrap_or(Value::Null));
+                errors.push(FieldError::invalid(RU, value, "only allowed for updateStrategy 'RollingUpdate'"));
+            }
+        }
+        "RollingUpdate" => {
+            let Some(ru) = &strategy.rolling_update else { return };
+            nonnegative(&format!("{RU}.partition"), ru.partition.unwrap_or(0), errors);
+            let min_ready = ru.min_ready_seconds.unwrap_or(0);
+            nonnegative(&format!("{RU}.minReadySeconds"), min_ready, errors);
+            if min_ready > MAX_MIN_READY_SECONDS {
+                errors.push(FieldError::invalid(
+                    &format!("{RU}.minReadySeconds"),
+                    min_ready.to_string(),
+                    "must be no more than 300 seconds",
+                ));
+            }
+            let path = format!("{RU}.maxUnavailable");
+            match &ru.max_unavailable {
+                None => errors.push(FieldError::required(&path, "")),
+                Some(max) => {
+                    positive_int_or_percent(&path, max, false, errors);
+                    match max.scaled(1, true) {
+                        Err(e) => errors.push(FieldError::invalid(
+                            &path,
+                            int_or_string_value(max),
+                            format!("failed getValueFromIntOrPercent for maxUnavailable: {e}"),
+                        )),
+                        Ok(v) if v < 1 => errors.push(FieldError::invalid(
+                            &path,
+                            int_or_string_value(max),
+                            "getValueFromIntOrPercent for maxUnavailable should not be less than 1",
+                        )),
+                        Ok(_) => {}
+                    }
+                    if !parallel && *max != IntOrString::Int(1) {
+                        errors.push(FieldError::invalid(&path, int_or_string_value(max), PARALLEL_ONLY));
+                    }
+                }
+            }
+            match ru.pod_update_policy.as_str() {
+                "" => errors.push(FieldError::required(&format!("{RU}.podUpdatePolicy"), "")),
+                "ReCreate" => {}
+                policy @ ("InPlaceIfPossible" | "InPlaceOnly") => {
+                    if !sts.spec.template.has_readiness_gate(INPLACE_UPDATE_READY) {
+                        let gates = sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
+                        errors.push(FieldError::invalid(
+                            "spec.template.spec.readinessGates",
+                            show(&gates),
+                            format!("must contains {INPLACE_UPDATE_READY} when podUpdatePolicy is {policy}"),
+                        ));
+                    }
+                }
+                other => errors.push(FieldError::invalid(
+                    &format!("{RU}.podUpdatePolicy"),
+                    show_str(other),
+                    "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
+                )),
+            }
+            if ru.unordered_update.as_ref().is_some_and(|u| !u.is_null()) && !parallel {
+                errors.push(FieldError::required(
+                    &format!("{RU}.unorderedUpdate"),
+                    "unorderedUpdate can only work with Parallel PodManagementPolicyType",
+                ));
+            }
+        }
+        other => {
+            errors.push(FieldError::invalid("spec.updateStrategy", show_str(other), "must be 'RollingUpdate' or 'OnDelete'"));
+        }
+    }
+}

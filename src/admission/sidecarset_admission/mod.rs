@@ -1,0 +1,107 @@
+//! SidecarSet admission: `/mutate-apps-kruise-io-sidecarset` (defaults, then the two hash
+//! annotations the pod webhook copies) and `/validate-apps-kruise-io-sidecarset` (field rules and
+//! conflicts with the other SidecarSets). Both work on the object as JSON so fields this binary does
+//! not model are kept.
+
+pub mod corev1;
+pub mod defaults;
+pub mod expr;
+pub mod field;
+pub mod hash;
+pub mod quantity;
+pub mod selector;
+pub mod validate;
+
+use serde_json::{Map, Value};
+
+use super::Inputs;
+use super::review::{AdmissionError, AdmissionRequest, Operation};
+use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet};
+
+/// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).
+pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
+
+fn check_version(request: &AdmissionRequest) -> Result<(), AdmissionError> {
+    let version = request.resource.version.as_str();
+    if VERSIONS.contains(&version) { Ok(()) } else { Err(AdmissionError::BadRequest(format!("unsupported version: {version}"))) }
+}
+
+/// Refuse what Kruise's decoder would refuse (400): not an object, or fields of the wrong type.
+fn decode(object: &Value) -> Result<SidecarSet, AdmissionError> {
+    if !object.is_object() {
+        return Err(AdmissionError::BadRequest("the SidecarSet must be a JSON object".into()));
+    }
+    SidecarSet::from_value(object).map_err(AdmissionError::BadRequest)
+}
+
+/// `/mutate-apps-kruise-io-sidecarset`: §9 defaults, then the §8 hash annotations, on CREATE and
+/// UPDATE.
+pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Vec::new());
+    }
+    check_version(request)?;
+    decode(object)?;
+    defaults::apply(object);
+    if request.resource.version == "v1alpha1" {
+        namespace_to_selector(object);
+    }
+    let empty = Value::Object(Map::new());
+    let spec = object.get("spec").unwrap_or(&empty);
+    let (hash, without_image) =
+        hash::sidecarset_hashes(spec).map_err(|e| AdmissionError::BadRequest(format!("the SidecarSet cannot be decoded: {e}")))?;
+    let annotations = object
+        .as_object_mut()
+        .and_then(|o| {
+            if o.get("metadata").is_none_or(Value::is_null) {
+                o.insert("metadata".into(), Value::Object(Map::new()));
+            }
+            o.get_mut("metadata")?.as_object_mut()
+        })
+        .and_then(|m| {
+            if m.get("annotations").is_none_or(Value::is_null) {
+                m.insert("annotations".into(), Value::Object(Map::new()));
+            }
+            m.get_mut("annotations")?.as_object_mut()
+        })
+        .ok_or_else(|| AdmissionError::BadRequest("metadata.annotations of the SidecarSet must be an object".into()))?;
+    annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
+    annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
+    Ok(Vec::new())
+}
+
+/// The v1alpha1→v1beta1 conversion of `spec.namespace` (§2), done at admission because the CRD has
+/// no conversion webhook: a non-empty `spec.namespace` becomes (and replaces) the namespaceSelector
+/// `kubernetes.io/metadata.name: <namespace>`, so the object keeps its meaning when it is stored
+/// or read as v1beta1 (whose schema has no `namespace`).
+fn namespace_to_selector(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(namespace) = spec.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_owned) else { return };
+    let selector = serde_json::json!({"matchLabels": {NAMESPACE_NAME_LABEL: namespace}});
+    spec.insert("namespaceSelector".into(), selector);
+}
+
+/// `/validate-apps-kruise-io-sidecarset`: field rules, then conflicts with the other SidecarSets.
+/// Denials carry code 500, as Kruise's handler reports validation failures through its
+/// internal-error path (inplace-protection-daemon §A.6); undecodable objects get 400.
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Vec::new());
+    }
+    check_version(request)?;
+    let object = request.object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.object is required".into()))?;
+    let set = decode(object)?;
+    let old = match request.operation {
+        Operation::Update => {
+            let old =
+                request.old_object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.oldObject is required for UPDATE".into()))?;
+            Some(decode(old)?)
+        }
+        _ => None,
+    };
+    let ctx = validate::Context { old: old.as_ref(), inputs };
+    match field::aggregate(&validate::errors(&set, &ctx)) {
+        Some(message) => Err(AdmissionError::Internal(message)),
+        None => Ok(Vec::new()),
+    }
+}

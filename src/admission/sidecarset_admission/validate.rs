@@ -1,0 +1,575 @@
+//! `/validate-apps-kruise-io-sidecarset`: every rule of spec §9 and inplace-protection-daemon §A.6,
+//! then conflict detection against the other SidecarSets, with Kruise's messages and paths
+//! (including its odd ones: `revision`, `updateStrategy` and `spec[0].resourcesPolicy` without the
+//! full path, `spec.container.podInjectPolicy`).
+//!
+//! Everything Kruise looks up live (base SidecarSet, ControllerRevisions, the other SidecarSets,
+//! the `kruise-configuration` ConfigMap) is read from the cluster snapshot.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::field::{self, FieldError};
+use super::{corev1, selector};
+use crate::admission::Inputs;
+use crate::api::sidecarset::{
+    BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector, REVISION_SIDECARSET_NAME_LABEL, SidecarContainer,
+    SidecarSet,
+};
+
+const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
+const NAME_MAX_LEN: usize = 63;
+/// The ConfigMap (in the Kruise namespace) and key that hold the patchPodMetadata whitelist.
+pub const CONFIGURATION_NAME: &str = "kruise-configuration";
+pub const WHITELIST_KEY: &str = "SidecarSet_PatchPodMetadata_WhiteList";
+/// `metadata.annotations` may hold at most this many bytes (keys plus values).
+const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+static NAME_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NAME_PATTERN).unwrap_or_else(|e| unreachable!("{e}")));
+static PERCENT_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new("^[0-9]+%$").unwrap_or_else(|e| unreachable!("{e}")));
+
+/// Go's `%#v` of a `map[string]string` (keys sorted), as Kruise's canary messages show annotations.
+fn go_map(map: &BTreeMap<String, String>) -> String {
+    let entries: Vec<String> = map.iter().map(|(k, v)| format!("{}:{}", field::go_quote(k), field::go_quote(v))).collect();
+    format!("map[string]string{{{}}}", entries.join(", "))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// What the validator needs besides the object: the old object on UPDATE and the cluster.
+pub struct Context<'a> {
+    pub old: Option<&'a SidecarSet>,
+    pub inputs: &'a Inputs<'a>,
+}
+
+/// All field errors for `set`, in Kruise's order. Conflicts with other SidecarSets are checked
+/// only when everything else passed (as Kruise does).
+pub fn errors(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
+    let mut errs = metadata(set);
+    errs.extend(canary(set, ctx));
+    errs.extend(spec(set, ctx));
+    if let Some(old) = ctx.old {
+        errs.extend(container_immutability(set, old));
+    }
+    if errs.is_empty() {
+        errs.extend(conflicts(set, ctx));
+    }
+    errs
+}
+
+/// `ValidateObjectMeta` for a cluster-scoped object with Kruise's name rule.
+fn metadata(set: &SidecarSet) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let meta = &set.metadata;
+    let generate_name = meta.extra.get("generateName").and_then(Value::as_str).unwrap_or_default();
+    if meta.name.is_empty() && generate_name.is_empty() {
+        errs.push(field::required("metadata.name", "name or generateName is required"));
+    }
+    if !meta.name.is_empty() {
+        errs.extend(name_errors(&meta.name).into_iter().map(|m| field::invalid_str("metadata.name", &meta.name, m)));
+    }
+    if meta.extra.get("namespace").and_then(Value::as_str).is_some_and(|ns| !ns.is_empty()) {
+        errs.push(field::forbidden("metadata.namespace", "not allowed on this type"));
+    }
+    errs.extend(selector::validate_labels(&meta.labels, "metadata.labels"));
+    errs.extend(annotation_errors(&meta.annotations, "metadata.annotations"));
+    errs
+}
+
+fn name_errors(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if !NAME_RE.is_match(name) {
+        out.push(field::regex_error("sidecarset name must consist of alphanumeric characters or '-'", NAME_PATTERN, &["example-com"]));
+    }
+    if name.len() > NAME_MAX_LEN {
+        out.push(field::max_len_error(NAME_MAX_LEN));
+    }
+    out
+}
+
+/// `ValidateAnnotations`: keys are qualified names (checked lower-cased), total size limited.
+fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut total = 0;
+    for (k, v) in annotations {
+        errs.extend(selector::qualified_name_errors(&k.to_lowercase()).into_iter().map(|m| field::invalid_str(path, k, m)));
+        total += k.len() + v.len();
+    }
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        errs.push(field::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
+    }
+    errs
+}
+
+/// The other SidecarSets in the snapshot, in name order, read into the internal form. One that
+/// cannot be read is skipped: it cannot be injected either.
+fn others<'a>(ctx: &'a Context) -> impl Iterator<Item = SidecarSet> + 'a {
+    ctx.inputs.cluster.list(GROUP, KIND, None).filter_map(|v| SidecarSet::from_value(v).ok())
+}
+
+fn get_sidecarset(ctx: &Context, name: &str) -> Option<SidecarSet> {
+    ctx.inputs.cluster.get(GROUP, KIND, "", name).and_then(|v| SidecarSet::from_value(v).ok())
+}
+
+/// Canary rules (HEAD): base not itself, base annotation immutable, base exists and is no canary,
+/// canary never rolls out.
+fn canary(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
+    let Some(base) = set.canary_base() else { return Vec::new() };
+    let shown = go_map(&set.metadata.annotations);
+    let err = |detail: String| FieldError { path: "metadata".into(), kind: field::Kind::Invalid(shown.clone()), detail };
+    let mut errs = Vec::new();
+    if base == set.name() {
+        errs.push(err("base sidecarSet cannot be itself".into()));
+    }
+    if let Some(old) = ctx.old
+        && old.metadata.annotations.get(BASE_ANNOTATION).map(String::as_str) != Some(base)
+    {
+        errs.push(err(format!("annotations[{BASE_ANNOTATION}] is immutable")));
+    }
+    match get_sidecarset(ctx, base) {
+        None => {
+            errs.push(err(format!("fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io {} not found", field::go_quote(base))))
+        }
+        Some(b) if b.canary_base().is_some() => errs.push(err("base sidecarSet cannot be canary".into())),
+        Some(_) => {}
+    }
+    let strategy = set.spec.update_strategy.as_ref().map_or("", |s| s.type_.as_str());
+    if strategy != "NotUpdate" {
+        errs.push(err("RollingUpdate is not supported for canary sidecarSet".into()));
+    }
+    errs
+}
+
+fn update_type(set: &SidecarSet) -> &str {
+    set.spec.update_strategy.as_ref().map_or("", |s| s.type_.as_str())
+}
+
+fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
+    let spec = &set.spec;
+    let mut errs = Vec::new();
+    for c in &spec.init_containers {
+        if c.is_native_sidecar() && update_type(set) == "RollingUpdate" {
+            errs.push(field::required("spec.updateStrategy", "The initContainer in-place upgrade is not currently supported."));
+        }
+    }
+    match &spec.selector {
+        None => errs.push(field::required("spec.selector", "no selector defined for SidecarSet")),
+        Some(s) => errs.extend(validate_selector(s, "spec.selector")),
+    }
+    if let Some(ns) = &spec.namespace_selector {
+        errs.extend(validate_selector(ns, "spec.namespaceSelector"));
+    }
+    errs.extend(injection_strategy(set, ctx));
+    errs.extend(update_strategy(set));
+    if spec.init_containers.is_empty() && spec.containers.is_empty() {
+        errs.push(field::required("spec", "no initContainer or container defined for SidecarSet"));
+    } else {
+        errs.extend(containers(set));
+    }
+    if let Err(e) = patch_whitelist(set, ctx) {
+        errs.push(field::required("spec.patchPodMetadata", e));
+    }
+    let mut keys = HashSet::new();
+    for patch in &spec.patch_pod_metadata {
+        if patch.annotations.is_empty() {
+            errs.push(field::required("spec.patchPodMetadata", "no annotations defined for SidecarSet"));
+        } else {
+            errs.extend(annotation_errors(&patch.annotations, "patchPodMetadata.annotations"));
+        }
+        if patch.patch_policy.is_empty() {
+            errs.push(field::required("spec.patchPodMetadata", "no patchPolicy defined for patchPodMetadata"));
+        }
+        for k in patch.annotations.keys() {
+            if !keys.insert(k.as_str()) {
+                errs.push(field::required("spec.patchPodMetadata", format!("patch annotation[{k}] already exist")));
+            }
+        }
+    }
+    errs
+}
+
+/// Kruise's `validateSelector`: apimachinery's rules, and not empty.
+fn validate_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
+    let mut errs = selector::validate(s, path);
+    if s.is_empty() {
+        errs.push(field::invalid(path, &to_json(s), "empty selector is not valid for sidecarset."));
+    }
+    errs
+}
+
+fn injection_strategy(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else { return errs };
+    if revision.revision_name.is_none() && revision.custom_version.is_none() {
+        errs.push(field::invalid("revision", &to_json(revision), "revisionName and customVersion cannot be empty simultaneously"));
+    } else if let Err(e) = find_revision(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), ctx) {
+        errs.push(field::invalid_str("revision", "null", format!("Cannot find specific ControllerRevision, err: {e}")));
+    }
+    if !matches!(revision.policy.as_str(), "" | "Always" | "Partial") {
+        errs.push(field::invalid(
+            "revision.policy",
+            &to_json(revision),
+            format!("Invalid policy {}, supported: [Always, Partial]", revision.policy),
+        ));
+    }
+    errs
+}
+
+/// The pinned ControllerRevision (in the Kruise namespace): by name, else the newest with the
+/// custom-version label of this SidecarSet.
+fn find_revision(set: &SidecarSet, name: Option<&str>, custom_version: Option<&str>, ctx: &Context) -> Result<(), String> {
+    let ns = ctx.inputs.settings.kruise_namespace.as_str();
+    if let Some(name) = name {
+        return match ctx.inputs.cluster.get("apps", "ControllerRevision", ns, name) {
+            Some(_) => Ok(()),
+            None => Err(format!("controllerrevisions.apps {} not found", field::go_quote(name))),
+        };
+    }
+    let Some(version) = custom_version else { return Ok(()) };
+    let label = |r: &Value, key: &str| r.pointer(&format!("/metadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))).cloned();
+    let found = ctx.inputs.cluster.list("apps", "ControllerRevision", Some(ns)).any(|r| {
+        label(r, REVISION_SIDECARSET_NAME_LABEL) == Some(json!(set.name())) && label(r, CUSTOM_VERSION_LABEL) == Some(json!(version))
+    });
+    if found { Ok(()) } else { Err(format!("ControllerRevision.apps {} not found", field::go_quote(set.name()))) }
+}
+
+/// `ValidatePositiveIntOrPercent`.
+fn int_or_percent(v: &IntOrString, path: &str) -> Vec<FieldError> {
+    match v {
+        IntOrString::String(s) if !PERCENT_RE.is_match(s) => vec![field::invalid_str(
+            path,
+            s,
+            field::regex_error("a valid percent string must be a numeric string followed by an ending '%'", "[0-9]+%", &["1%", "93%"]),
+        )],
+        IntOrString::Int(n) if *n < 0 => vec![field::invalid(path, &json!(n), "must be greater than or equal to 0")],
+        _ => Vec::new(),
+    }
+}
+
+fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(s) = set.spec.update_strategy.as_ref().filter(|s| s.type_ == "RollingUpdate") else { return errs };
+    let partition_set = match &s.partition {
+        Some(IntOrString::String(_)) => true,
+        Some(IntOrString::Int(n)) => *n != 0,
+        None => false,
+    };
+    if partition_set && s.selector.is_some() {
+        errs.push(field::invalid_str("updateStrategy", &to_json(s).to_string(), "Partition and Selector cannot be used together"));
+    }
+    if let Some(sel) = &s.selector {
+        errs.extend(validate_selector(sel, "spec.updateStrategy.selector"));
+    }
+    if let Some(p) = &s.partition {
+        errs.extend(int_or_percent(p, "spec.updateStrategy.partition"));
+    }
+    if let Some(m) = &s.max_unavailable {
+        errs.extend(int_or_percent(m, "spec.updateStrategy.maxUnavailable"));
+    }
+    if let Some(p) = &s.priority_strategy
+        && let Err(e) = priority_strategy(p)
+    {
+        errs.push(field::required("spec.updateStrategy.priorityStrategy", e));
+    }
+    let mut seen = HashSet::new();
+    for term in &s.scatter_strategy {
+        let err = if term.key.is_empty() {
+            Some("key should not be empty".to_owned())
+        } else if !seen.insert((term.key.as_str(), term.value.as_str())) {
+            Some(format!("duplicated key={} value={}", term.key, term.value))
+        } else {
+            None
+        };
+        if let Some(e) = err {
+            errs.push(field::required("spec.updateStrategy.scatterStrategy", e));
+            break;
+        }
+    }
+    errs
+}
+
+/// `UpdatePriorityStrategy.FieldsValidation`.
+fn priority_strategy(p: &Value) -> Result<(), String> {
+    let list = |k: &str| p.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
+    let (weights, orders) = (list("weightPriority"), list("orderPriority"));
+    if !weights.is_empty() && !orders.is_empty() {
+        return Err("only one of weightPriority and orderPriority can be used".into());
+    }
+    for w in &weights {
+        let weight = w.get("weight").and_then(Value::as_i64).unwrap_or(0);
+        if !(0..=100).contains(&weight) {
+            return Err("weight must be valid number in the range 1-100".into());
+        }
+        let sel: LabelSelector = w.get("matchSelector").cloned().and_then(|s| serde_json::from_value(s).ok()).unwrap_or_default();
+        if sel.is_empty() {
+            return Err("selector can not be empty".into());
+        }
+        if let Some(bad) = sel.match_expressions.iter().find(|r| !matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist"))
+        {
+            return Err(format!("invalid selector {:?} is not a valid label selector operator", bad.operator));
+        }
+    }
+    if orders.iter().any(|o| o.get("orderedKey").and_then(Value::as_str).unwrap_or_default().is_empty()) {
+        return Err("order key can not be empty".into());
+    }
+    Ok(())
+}
+
+/// Per-container rules, then the fake-pod validation of containers, init containers and volumes.
+fn containers(set: &SidecarSet) -> Vec<FieldError> {
+    let spec = &set.spec;
+    let mut errs = Vec::new();
+    for (i, c) in spec.init_containers.iter().enumerate() {
+        if let Some(policy) = &c.resources_policy {
+            if !c.is_native_sidecar() {
+                errs.push(field::invalid(
+                    format!("spec[{i}].resourcesPolicy"),
+                    &to_json(policy),
+                    "resourcesPolicy is only supported for containers with RestartPolicy Always",
+                ));
+            }
+            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy")));
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        if !matches!(c.pod_inject_policy.as_str(), SidecarContainer::BEFORE_APP_CONTAINER | SidecarContainer::AFTER_APP_CONTAINER) {
+            errs.push(field::invalid_str("spec.container.podInjectPolicy", &c.pod_inject_policy, "unsupported pod inject policy"));
+        }
+        let share = c.share_volume_policy.as_ref().map_or("", |p| p.type_.as_str());
+        if !matches!(share, "enabled" | "disabled") {
+            errs.push(field::invalid("spec.container.shareVolumePolicy", &json!({"type": share}), "unsupported share volume policy"));
+        }
+        for t in &c.transfer_env {
+            if let Some(fr) = t.source_container_name_from.as_ref().and_then(|s| s.field_ref.as_ref()) {
+                errs.extend(transfer_env_field_ref(&fr.api_version, &fr.field_path, &format!("spec[{i}].transferEnv.fieldRef")));
+            }
+        }
+        if c.resources_policy.is_some() {
+            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy")));
+        }
+    }
+    let (volume_names, volume_errs) = corev1::validate_volumes(&spec.volumes);
+    let init: Vec<Value> = spec.init_containers.iter().map(|c| Value::Object(c.core_container())).collect();
+    let mut regular: Vec<Value> = spec.containers.iter().map(|c| Value::Object(c.core_container())).collect();
+    if regular.is_empty() {
+        // Kruise's fake pod needs one app container; it adds this one.
+        regular.push(json!({"name": "test", "image": "busybox", "imagePullPolicy": "IfNotPresent", "terminationMessagePolicy": "File"}));
+    }
+    errs.extend(corev1::validate_containers(&init, &regular, &volume_names));
+    errs.extend(volume_errs);
+    errs
+}
+
+/// A transferEnv `sourceContainerNameFrom.fieldRef`: apiVersion v1 and a subscripted label or
+/// annotation path (a plain `metadata.name` passes Kruise's list but fails its conversion).
+fn transfer_env_field_ref(api_version: &str, field_path: &str, path: &str) -> Vec<FieldError> {
+    if api_version.is_empty() {
+        return vec![field::required(format!("{path}.apiVersion"), "")];
+    }
+    if field_path.is_empty() {
+        return vec![field::required(format!("{path}.fieldPath"), "")];
+    }
+    let converted = if api_version != "v1" {
+        Err(format!("unsupported pod version: {api_version}"))
+    } else {
+        match corev1::split_subscripted(field_path) {
+            Some(("metadata.annotations" | "metadata.labels", _)) => Ok(()),
+            Some((base, _)) => Err(format!("field path not supported: {base}")),
+            None => Err(format!("field label not supported: {field_path}")),
+        }
+    };
+    if let Err(e) = converted {
+        return vec![field::invalid_str(format!("{path}.fieldPath"), field_path, format!("error converting fieldPath: {e}"))];
+    }
+    match corev1::split_subscripted(field_path) {
+        Some(("metadata.annotations", key)) => {
+            selector::qualified_name_errors(&key.to_lowercase()).into_iter().map(|m| field::invalid_str(path, key, m)).collect()
+        }
+        Some((_, key)) => selector::qualified_name_errors(key).into_iter().map(|m| field::invalid_str(path, key, m)).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// resourcesPolicy: not with `resources`, a valid regex, at least one expression, each parses.
+fn resources_policy(c: &SidecarContainer, path: &str) -> Vec<FieldError> {
+    let Some(policy) = &c.resources_policy else { return Vec::new() };
+    let has = |k: &str| c.container.get("resources").and_then(|r| r.get(k)).and_then(Value::as_object).is_some_and(|m| !m.is_empty());
+    if has("limits") || has("requests") {
+        return vec![field::invalid(path, &to_json(policy), "resourcesPolicy and resources cannot be configured together")];
+    }
+    let mut errs = Vec::new();
+    let regex = &policy.target_containers_name_regex;
+    if regex.is_empty() {
+        errs.push(field::required(format!("{path}.targetContainersNameRegex"), "invalid empty regex"));
+    } else if let Err(e) = Regex::new(regex) {
+        errs.push(field::invalid_str(format!("{path}.targetContainersNameRegex"), regex, format!("invalid regex pattern: {e}")));
+    }
+    let expr = &policy.resources_expr;
+    let ep = format!("{path}.resourcesExpr");
+    if expr.limits.is_none() && expr.requests.is_none() {
+        errs.push(field::invalid(&ep, &to_json(expr), "at least one of limits or requests must be configured"));
+        return errs;
+    }
+    for (kind, values) in [("limits", &expr.limits), ("requests", &expr.requests)] {
+        let Some(values) = values else { continue };
+        for (resource, text) in [("cpu", &values.cpu), ("memory", &values.memory)] {
+            if !text.is_empty()
+                && let Err(e) = super::expr::check(text, resource)
+            {
+                errs.push(field::invalid_str(format!("{ep}.{kind}.{resource}"), text, format!("invalid expression: {e}")));
+            }
+        }
+    }
+    errs
+}
+
+/// The whitelist rules of `kruise-configuration`.
+#[derive(Deserialize)]
+struct Whitelist {
+    #[serde(default)]
+    rules: Vec<WhitelistRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WhitelistRule {
+    #[serde(default)]
+    selector: Option<LabelSelector>,
+    #[serde(default)]
+    allowed_annotation_key_exprs: Vec<String>,
+}
+
+/// `ValidateSidecarSetPatchMetadataWhitelist`.
+fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
+    if set.spec.patch_pod_metadata.is_empty() {
+        return Ok(());
+    }
+    let defaults_allowed = ctx.inputs.settings.sidecarset_patch_pod_metadata_defaults_allowed;
+    let config = ctx.inputs.cluster.get("", "ConfigMap", &ctx.inputs.settings.kruise_namespace, CONFIGURATION_NAME);
+    let raw = config.and_then(|c| c.pointer(&format!("/data/{WHITELIST_KEY}"))).and_then(Value::as_str);
+    let Some(raw) = raw else {
+        return if defaults_allowed { Ok(()) } else { Err("SidecarSet patch metadata whitelist not found".into()) };
+    };
+    let whitelist: Whitelist = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let mut allowed = Vec::new();
+    for rule in &whitelist.rules {
+        if let Some(sel) = &rule.selector {
+            match selector::matches(sel, &set.metadata.labels) {
+                None => return Err("the whitelist rule selector is not valid".into()),
+                Some(false) => continue,
+                Some(true) => {}
+            }
+        }
+        for expr in &rule.allowed_annotation_key_exprs {
+            allowed.push(Regex::new(expr).map_err(|e| e.to_string())?);
+        }
+    }
+    if allowed.is_empty() {
+        return if defaults_allowed { Ok(()) } else { Err("sidecarSet patch metadata annotation is not allowed".into()) };
+    }
+    for patch in &set.spec.patch_pod_metadata {
+        if let Some(key) = patch.annotations.keys().find(|k| !allowed.iter().any(|r| r.is_match(k))) {
+            return Err(format!("sidecarSet patch metadata annotation({key}) is not allowed"));
+        }
+    }
+    Ok(())
+}
+
+/// UPDATE: no container may be added or renamed, and a set upgradeType may not change.
+fn container_immutability(set: &SidecarSet, old: &SidecarSet) -> Vec<FieldError> {
+    let old_types: HashMap<&str, &str> = old
+        .spec
+        .containers
+        .iter()
+        .map(|c| (c.name.as_str(), c.upgrade_strategy.as_ref().map_or("", |u| u.upgrade_type.as_str())))
+        .collect();
+    let mut errs = Vec::new();
+    for c in &set.spec.containers {
+        let new_type = c.upgrade_strategy.as_ref().map_or("", |u| u.upgrade_type.as_str());
+        match old_types.get(c.name.as_str()) {
+            Some(old_type) if !old_type.is_empty() && *old_type != new_type => errs.push(field::invalid_str(
+                "spec.containers.upgradeStrategy.upgradeType",
+                &c.name,
+                format!("container {} upgradeType is immutable", c.name),
+            )),
+            Some(_) => {}
+            None => errs.push(field::invalid_str("spec.containers.name", &c.name, format!("container {} is not found", c.name))),
+        }
+    }
+    errs
+}
+
+/// Conflicts with the SidecarSets whose namespace and pod selectors overlap this one's.
+fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
+    let empty = LabelSelector::default();
+    let base = set.canary_base();
+    let mut init_in: HashMap<String, String> = HashMap::new();
+    let mut containers_in: HashMap<String, String> = HashMap::new();
+    let mut volumes_in: HashMap<String, (String, Value)> = HashMap::new();
+    let mut annotations_in: HashMap<String, (String, String)> = HashMap::new();
+    for other in others(ctx) {
+        if base == Some(other.name()) || other.name() == set.name() {
+            continue;
+        }
+        let ns_overlap = match (&set.spec.namespace_selector, &other.spec.namespace_selector) {
+            (Some(a), Some(b)) => selector::overlapping(a, b),
+            _ => true,
+        };
+        let pods_overlap =
+            selector::overlapping(set.spec.selector.as_ref().unwrap_or(&empty), other.spec.selector.as_ref().unwrap_or(&empty));
+        if !(ns_overlap && pods_overlap) {
+            continue;
+        }
+        let name = other.name().to_owned();
+        for c in &other.spec.init_containers {
+            init_in.insert(c.name.clone(), name.clone());
+        }
+        for c in &other.spec.containers {
+            containers_in.insert(c.name.clone(), name.clone());
+        }
+        for v in &other.spec.volumes {
+            let vname = v.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            volumes_in.insert(vname, (name.clone(), v.clone()));
+        }
+        for patch in other.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
+            for key in patch.annotations.keys() {
+                annotations_in.insert(key.clone(), (name.clone(), patch.patch_policy.clone()));
+            }
+        }
+    }
+    let mut errs = Vec::new();
+    let named = set.spec.init_containers.iter().map(|c| (c, &init_in)).chain(set.spec.containers.iter().map(|c| (c, &containers_in)));
+    for (c, owners) in named {
+        if let Some(other) = owners.get(&c.name) {
+            errs.push(field::invalid_str("spec.containers", &c.name, format!("container {} already exist in {other}", c.name)));
+        }
+    }
+    for v in &set.spec.volumes {
+        let vname = v.get("name").and_then(Value::as_str).unwrap_or_default();
+        if let Some((other, theirs)) = volumes_in.get(vname)
+            && theirs != v
+        {
+            errs.push(field::invalid_str("spec.volumes", vname, format!("volume {vname} is in conflict with sidecarset {other}")));
+        }
+    }
+    for patch in set.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
+        for key in patch.annotations.keys() {
+            if let Some((other, policy)) = annotations_in.get(key)
+                && (patch.patch_policy == "Overwrite" || policy == "Overwrite")
+            {
+                errs.push(field::invalid_str(
+                    "spec.patchPodMetadata",
+                    key,
+                    format!("annotation {key} is in conflict with sidecarset {other}"),
+                ));
+            }
+        }
+    }
+    errs
+}

@@ -1,0 +1,433 @@
+//! The admission HTTP handler: one route per entry of the webhook table, each a thin adapter
+//! around `review::decode_review` → `webhooks::run` → `review::review_response`.
+//!
+//! HTTP-level refusals (wrong method, media type, size, unusable envelope, deadline, panic) are
+//! answered with a JSON `{"error": ...}` body and counted in `kruise_admission_http_errors_total`;
+//! everything the apiserver can match to a request (it has a uid) is answered inside an
+//! AdmissionReview with HTTP 200.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::any;
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+
+use super::cluster::ClusterState;
+use super::deadline;
+use super::metrics::Metrics;
+use crate::admission::review::{self, AdmissionRequest};
+use crate::admission::webhooks::{self, Webhook, WebhookKind};
+use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
+use crate::cluster::Answers;
+
+/// What every request handler shares.
+pub struct AppState {
+    /// The routing table (`webhooks::WEBHOOKS` in production).
+    pub webhooks: &'static [Webhook],
+    pub cluster: Arc<ClusterState>,
+    pub settings: Settings,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub max_request_bytes: usize,
+}
+
+/// One route per webhook path; anything else is a 404.
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut router = Router::new();
+    for webhook in state.webhooks {
+        let state = state.clone();
+        router = router.route(
+            webhook.path,
+            any(move |request: Request| {
+                let state = state.clone();
+                async move { handle(state, webhook, request).await }
+            }),
+        );
+    }
+    router.fallback(move |request: Request| async move {
+        let started = Instant::now();
+        let error = HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {}", request.uri().path()));
+        error.into_response(&state.metrics, request.uri().path(), started)
+    })
+}
+
+/// A request refused at the HTTP level.
+#[derive(Debug)]
+struct HttpError {
+    status: StatusCode,
+    /// The `reason` label of `kruise_admission_http_errors_total`.
+    reason: &'static str,
+    message: String,
+}
+
+impl HttpError {
+    fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        HttpError { status, reason, message: message.into() }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn too_large(limit: usize) -> Self {
+        HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the request body exceeds {limit} bytes (--max-request-bytes)"))
+    }
+
+    fn into_response(self, metrics: &Metrics, path: &str, started: Instant) -> Response {
+        metrics.http_error(self.reason);
+        tracing::warn!(
+            path,
+            code = self.status.as_u16(),
+            reason = self.reason,
+            error = %self.message,
+            latency_us = micros(started),
+            "request refused"
+        );
+        let body = serde_json::to_vec(&review::error_body(&self.message)).unwrap_or_default();
+        let mut response = json_response(self.status, body);
+        if self.status == StatusCode::METHOD_NOT_ALLOWED {
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+        }
+        response
+    }
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn micros(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A review that was answered with HTTP 200, and what to log and count about it.
+struct Answered {
+    body: Vec<u8>,
+    uid: String,
+    kind: String,
+    object: String,
+    operation: &'static str,
+    allowed: bool,
+    code: u16,
+    patch_ops: usize,
+}
+
+async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Request) -> Response {
+    let started = Instant::now();
+    match answer(&state, webhook, request).await {
+        Ok(answered) => {
+            record(&state.metrics, webhook, &answered, started);
+            json_response(StatusCode::OK, answered.body)
+        }
+        Err(error) => error.into_response(&state.metrics, webhook.path, started),
+    }
+}
+
+async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Request) -> Result<Answered, HttpError> {
+    if request.method() != Method::POST {
+        let message = format!("{} accepts POST only, not {}", webhook.path, request.method());
+        return Err(HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message));
+    }
+    check_content_type(request.headers())?;
+    let limit = state.max_request_bytes;
+    // A body we would not even drain is refused before reading any of it.
+    if declared_length(request.headers()).is_some_and(|len| len > drain_budget(limit)) {
+        return Err(HttpError::too_large(limit));
+    }
+    let deadline = deadline::from_query(request.uri().query());
+    let work = async {
+        let body = read_body(request.into_body(), limit).await?;
+        let state = state.clone();
+        // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
+        // cannot stall other connections and the deadline below can still fire.
+        tokio::task::spawn_blocking(move || decide(&state, webhook, &body))
+            .await
+            .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))?
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => Err(timeout_error(deadline)),
+    }
+}
+
+fn timeout_error(deadline: Duration) -> HttpError {
+    HttpError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "timeout",
+        format!("no decision within {} ms (internal deadline below the apiserver's timeout)", deadline.as_millis()),
+    )
+}
+
+/// `application/json`, with or without parameters such as `charset`.
+fn check_content_type(headers: &HeaderMap) -> Result<(), HttpError> {
+    let value = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let media_type = value.split(';').next().unwrap_or_default().trim();
+    if media_type.eq_ignore_ascii_case("application/json") {
+        return Ok(());
+    }
+    let shown = if value.is_empty() { "none".to_owned() } else { format!("{value:?}") };
+    Err(HttpError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        format!("Content-Type must be application/json, got {shown}"),
+    ))
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// Read the whole body, at most `limit` bytes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, HttpError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if bytes.len() + data.len() > limit {
+            drain(body, limit).await;
+            return Err(HttpError::too_large(limit));
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(bytes)
+}
+
+/// How much of an oversized body we still read (and discard) before answering 413.
+fn drain_budget(limit: usize) -> usize {
+    limit.saturating_mul(2).max(1 << 20)
+}
+
+/// Read and discard the rest of an oversized body, within a budget, before answering. An
+/// HTTP/1.1 client that is still writing when we answer and close would otherwise see a broken
+/// pipe instead of our 413.
+async fn drain(mut body: Body, limit: usize) {
+    let mut left = drain_budget(limit);
+    let discard = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            let len = frame.data_ref().map_or(0, |d| d.len());
+            match left.checked_sub(len) {
+                Some(rest) => left = rest,
+                None => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), discard).await;
+}
+
+/// Parse, decode and decide one review. Blocking; runs on the blocking pool.
+fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, HttpError> {
+    // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
+    let value: Value = serde_json::from_slice(body).map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    let request = match review::decode_review(value) {
+        Ok(request) => request,
+        Err(error) => {
+            let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), error.answerable.as_ref()) else {
+                return Err(HttpError::bad_request(format!("not a usable AdmissionReview: {}", error.message)));
+            };
+            return Ok(Answered {
+                body: serde_json::to_vec(&response).unwrap_or_default(),
+                uid: uid.clone(),
+                kind: String::new(),
+                object: String::new(),
+                operation: "",
+                allowed: false,
+                code: 400,
+                patch_ops: 0,
+            });
+        }
+    };
+    let Some(snapshot) = state.cluster.snapshot() else {
+        return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
+    };
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let no_answers = Answers::default();
+        let mut inputs = Inputs {
+            cluster: &snapshot,
+            answers: &no_answers,
+            clock: state.clock.as_ref(),
+            random: &ThreadRandom,
+            settings: &state.settings,
+        };
+        let answers = webhook.queries.map(|queries| Answers::from_snapshot(&snapshot, &queries(&request, &inputs)));
+        if let Some(answers) = &answers {
+            inputs.answers = answers;
+        }
+        webhooks::run(webhook, &request, &inputs)
+    }))
+    .map_err(|payload| panic_error(&request, payload))?;
+    let decision = outcome.decision;
+    let response = review::review_response(request.version, &request.uid, &decision);
+    Ok(Answered {
+        body: serde_json::to_vec(&response).unwrap_or_default(),
+        uid: request.uid.clone(),
+        kind: request.kind.kind.clone(),
+        object: request.display_name(),
+        operation: request.operation.as_str(),
+        allowed: decision.allowed,
+        code: decision.status.as_ref().map_or(200, |s| s.code),
+        patch_ops: decision.patch.len(),
+    })
+}
+
+fn panic_error(request: &AdmissionRequest, payload: Box<dyn std::any::Any + Send>) -> HttpError {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    tracing::error!(uid = %request.uid, kind = %request.kind.kind, object = %request.display_name(), panic = %what, "decision panicked");
+    HttpError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "panic",
+        format!("internal error deciding request {}; see the server log", request.uid),
+    )
+}
+
+fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) {
+    let kind = match webhook.kind() {
+        WebhookKind::Mutating => "admit",
+        WebhookKind::Validating => "validate",
+    };
+    let rejected = if a.allowed { "false" } else { "true" };
+    let code = a.code.to_string();
+    metrics.requests.with_label_values(&[webhook.name, kind, a.operation, code.as_str(), rejected]).inc();
+    metrics.duration.with_label_values(&[webhook.name, kind, a.operation, rejected]).observe(started.elapsed().as_secs_f64());
+    if !a.allowed {
+        metrics.rejections.with_label_values(&[webhook.name, kind, a.operation, a.kind.as_str(), code.as_str()]).inc();
+    }
+    // Denials carry no patch; counting their zeros would only blur the distribution.
+    if webhook.kind() == WebhookKind::Mutating && a.allowed {
+        metrics.patch_operations.with_label_values(&[webhook.name]).observe(a.patch_ops as f64);
+    }
+    tracing::info!(
+        uid = %a.uid,
+        kind = %a.kind,
+        object = %a.object,
+        operation = a.operation,
+        path = webhook.path,
+        allowed = a.allowed,
+        code = a.code,
+        patch_ops = a.patch_ops,
+        latency_us = micros(started),
+        "admission review"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::SystemClock;
+    use crate::admission::review::AdmissionError;
+    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use crate::cluster::Snapshot;
+    use tower::ServiceExt as _;
+
+    fn panics(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        panic!("deliberate test panic")
+    }
+
+    fn sleeps(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        std::thread::sleep(Duration::from_millis(3000));
+        Ok(Vec::new())
+    }
+
+    static TEST_WEBHOOKS: &[Webhook] = &[
+        Webhook {
+            name: "panic.test",
+            path: "/panic",
+            rules: &[],
+            handler: Handler::Mutate(panics),
+            queries: None,
+            failure_policy: FailurePolicy::Ignore,
+            scope: ObjectScope::All,
+            capability: Capability::PodMutation,
+        },
+        Webhook {
+            name: "slow.test",
+            path: "/slow",
+            rules: &[],
+            handler: Handler::Validate(sleeps),
+            queries: None,
+            failure_policy: FailurePolicy::Fail,
+            scope: ObjectScope::All,
+            capability: Capability::WorkloadRules,
+        },
+    ];
+
+    fn app() -> (Router, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let cluster = Arc::new(ClusterState::default());
+        cluster.set_for_tests(Arc::new(Snapshot::default()));
+        let state = AppState {
+            webhooks: TEST_WEBHOOKS,
+            cluster,
+            settings: Settings::default(),
+            clock: Arc::new(SystemClock),
+            metrics: metrics.clone(),
+            max_request_bytes: 1 << 20,
+        };
+        (router(Arc::new(state)), metrics)
+    }
+
+    fn post(path: &str) -> Request {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "object": {"metadata": {"name": "p"}, "spec": {}}}
+        });
+        Request::post(path).header(CONTENT_TYPE, "application/json").body(Body::from(review.to_string())).unwrap()
+    }
+
+    async fn json(response: Response) -> Value {
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_panicking_decision_is_a_500_and_the_router_keeps_serving() {
+        let (app, metrics) = app();
+        for _ in 0..2 {
+            let response = app.clone().oneshot(post("/panic")).await.unwrap();
+            assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            assert!(json(response).await["error"].as_str().unwrap().contains("u1"));
+        }
+        assert!(metrics.render().contains("kruise_admission_http_errors_total{reason=\"panic\"} 2"));
+    }
+
+    #[tokio::test]
+    async fn a_decision_past_the_deadline_is_a_504() {
+        let (app, metrics) = app();
+        let started = Instant::now();
+        let response = app.oneshot(post("/slow?timeout=1s")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2500), "{elapsed:?}");
+        assert!(json(response).await["error"].as_str().unwrap().contains("900 ms"));
+        assert!(metrics.render().contains("kruise_admission_http_errors_total{reason=\"timeout\"} 1"));
+    }
+
+    #[tokio::test]
+    async fn without_a_snapshot_reviews_are_refused_with_503() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let state = AppState {
+            webhooks: TEST_WEBHOOKS,
+            cluster: Arc::new(ClusterState::default()),
+            settings: Settings::default(),
+            clock: Arc::new(SystemClock),
+            metrics,
+            max_request_bytes: 1 << 20,
+        };
+        let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
