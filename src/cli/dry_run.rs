@@ -17,7 +17,7 @@ use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Table, Totals};
 use super::settings::DecisionArgs;
-use crate::admission::patch::diff;
+use crate::admission::patch::{PatchOp, diff};
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
@@ -117,8 +117,14 @@ pub fn run(args: Args) -> ExitCode {
     // percentage partition decides the same way on both.
     let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
     let settings = args.decisions.settings();
-    let base_env =
-        Env { cluster: &base, clock: clock.as_ref(), random: &base_random, settings: &settings, responses: args.output == Output::Review };
+    let base_env = Env {
+        cluster: &base,
+        clock: clock.as_ref(),
+        random: &base_random,
+        settings: &settings,
+        responses: args.output == Output::Review,
+        keep_input: args.output == Output::Diff && !args.compare,
+    };
     // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
     // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
     // defaults and hash annotations), then replaces the folder's object of the same key.
@@ -352,13 +358,15 @@ struct Env<'a> {
     settings: &'a Settings,
     /// Render each webhook's AdmissionReview response (only `--output review` prints them).
     responses: bool,
+    /// Keep each input object in its result (only `--output diff` shows it).
+    keep_input: bool,
 }
 
 /// One webhook call, as the summary line reports it.
 pub(crate) struct Call {
     pub(crate) path: &'static str,
     pub(crate) allowed: bool,
-    pub(crate) patch: Value,
+    pub(crate) patch: Vec<PatchOp>,
 }
 
 /// The outcome of one review through every matching webhook.
@@ -371,8 +379,9 @@ pub(crate) struct ReviewResult {
     pub(crate) status: (u16, String),
     pub(crate) warnings: Vec<String>,
     /// Against the input object; empty on denial (nothing is admitted).
-    pub(crate) patch: Value,
-    /// The object as the request carried it; null for requests without an object (DELETE).
+    pub(crate) patch: Vec<PatchOp>,
+    /// The object as the request carried it, kept only for `--output diff`; null otherwise and
+    /// for requests without an object (DELETE).
     pub(crate) input: Value,
     /// The object as admitted; null on denial and for requests without an object (DELETE).
     pub(crate) object: Value,
@@ -414,7 +423,7 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
                 allowed: false,
                 status: (400, err.message),
                 warnings: Vec::new(),
-                patch: json!([]),
+                patch: Vec::new(),
                 input: Value::Null,
                 object: Value::Null,
                 calls: Vec::new(),
@@ -435,7 +444,10 @@ fn request_one(env: &Env, request: AdmissionRequest) -> ReviewResult {
 /// calls them: each mutating webhook sees the previous one's object, validating ones see the final
 /// object; a mutating denial ends the chain, validating webhooks all run (they run in parallel).
 fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> ReviewResult {
-    let original = request.object.clone();
+    // The input object is copied only when something reads it: `--output diff`, or the whole
+    // patch when several mutating webhooks may each change the object.
+    let mutating = matching.iter().filter(|w| w.kind() == WebhookKind::Mutating).count();
+    let original = if env.keep_input || mutating > 1 { request.object.clone() } else { None };
     let mut current = request;
     let kind = if current.kind.kind.is_empty() { current.resource.resource.as_str() } else { current.kind.kind.as_str() };
     let mut result = ReviewResult {
@@ -444,7 +456,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         allowed: true,
         status: (200, String::new()),
         warnings: Vec::new(),
-        patch: json!([]),
+        patch: Vec::new(),
         input: Value::Null,
         object: Value::Null,
         calls: Vec::new(),
@@ -452,7 +464,6 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     };
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
-        let patch_json = serde_json::to_value(&decision.patch).unwrap_or_else(|_| json!([]));
         if env.responses {
             result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
         }
@@ -462,7 +473,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
             let status = decision.status.as_ref();
             result.status = (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
         }
-        result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: patch_json });
+        result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: decision.patch });
         if !decision.allowed && webhook.kind() == WebhookKind::Mutating {
             break;
         }
@@ -470,19 +481,21 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     if result.allowed {
         // Only mutating calls change the object: with at most one non-empty patch, that patch is
         // the whole patch (the call saw the input unchanged), so the second diff is saved.
-        let mut changes = result.calls.iter().filter(|c| c.patch.as_array().is_some_and(|p| !p.is_empty()));
+        let mut changes = result.calls.iter().filter(|c| !c.patch.is_empty());
         match (changes.next(), changes.next()) {
             (None, _) => {}
             (Some(only), None) => result.patch = only.patch.clone(),
             (Some(_), Some(_)) => {
                 if let (Some(from), Some(to)) = (&original, &current.object) {
-                    result.patch = serde_json::to_value(diff(from, to)).unwrap_or_else(|_| json!([]));
+                    result.patch = diff(from, to);
                 }
             }
         }
         result.object = current.object.unwrap_or(Value::Null);
     }
-    result.input = original.unwrap_or(Value::Null);
+    if env.keep_input {
+        result.input = original.unwrap_or(Value::Null);
+    }
     result
 }
 
@@ -588,7 +601,7 @@ mod tests {
     fn run_chain(chain: &[&Webhook]) -> ReviewResult {
         let (cluster, settings, random) = (Snapshot::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(OffsetDateTime::UNIX_EPOCH);
-        let env = Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings, responses: true };
+        let env = Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings, responses: true, keep_input: true };
         run_webhooks(&env, request(), chain)
     }
 
@@ -604,9 +617,10 @@ mod tests {
         assert_eq!(result.object["metadata"]["labels"], json!({"a": "1", "b": "12"}));
         assert_eq!(result.warnings, ["first", "second", "validated"]);
         // Each webhook's patch is against what it received; the whole patch against the input.
-        assert_eq!(result.calls[1].patch, json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
+        let patch = |ops: &[PatchOp]| serde_json::to_value(ops).unwrap();
+        assert_eq!(patch(&result.calls[1].patch), json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
         assert_eq!(
-            result.patch,
+            patch(&result.patch),
             json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}, {"op": "add", "path": "/metadata/labels/b", "value": "12"}])
         );
         assert_eq!(result.responses.len(), 3);
@@ -618,7 +632,7 @@ mod tests {
         assert!(!result.allowed);
         assert_eq!(paths(&result), ["/first", "/refuse-mutation"]);
         assert_eq!(result.status, (403, "mutation refused".to_owned()));
-        assert_eq!(result.patch, json!([]));
+        assert!(result.patch.is_empty());
         assert_eq!(result.object, Value::Null);
         assert_eq!(result.responses.len(), 2);
     }

@@ -37,7 +37,7 @@ fn message(result: &ReviewResult) -> String {
 }
 
 fn patch_ops(result: &ReviewResult) -> usize {
-    result.patch.as_array().map_or(0, Vec::len)
+    result.patch.len()
 }
 
 fn webhooks(result: &ReviewResult) -> String {
