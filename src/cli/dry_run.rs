@@ -149,41 +149,59 @@ pub fn run(args: Args) -> ExitCode {
     let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
     let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
     let mut progress = Progress::new();
+    let mut classifier = Classifier::default();
     let mut unreadable = false;
-    // Reading and parsing run on their own thread, ahead of the decisions (on a large log they are
-    // a third of the work); the bounded channel keeps the input order and caps the read-ahead.
-    std::thread::scope(|scope| {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Read>(1024);
-        let arguments = &args.inputs;
-        scope.spawn(move || read_inputs(arguments, &sender));
-        for item in receiver {
-            let (source, case) = match item {
-                Read::Unreadable(message) => {
-                    eprintln!("dry-run: {message}");
+    for argument in &args.inputs {
+        let files = match inputs::expand(argument) {
+            Ok(files) => files,
+            Err(message) => {
+                eprintln!("dry-run: {argument}: {message}");
+                unreadable = true;
+                continue;
+            }
+        };
+        for input in files {
+            let text = match inputs::read_text(&input) {
+                Ok(text) => text,
+                Err(message) => {
+                    eprintln!("dry-run: {input}: {message}");
                     unreadable = true;
                     continue;
                 }
-                Read::Case(_, Case::Skip(reason)) => {
-                    *printer.skipped.entry(reason).or_default() += 1;
-                    continue;
-                }
-                Read::Case(source, case) => (source, case),
             };
-            let (with, without) = match case {
-                Case::Review(document) => match &base_env {
-                    Some(base_env) => (review_one(&env, document.clone()), Some(review_one(base_env, document))),
-                    None => (review_one(&env, document), None),
-                },
-                Case::Request(request) => {
-                    let without = base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
-                    (request_one(&env, *request), without)
-                }
-                Case::Skip(_) => continue,
-            };
-            printer.print(&source, with, without);
-            progress.tick();
+            let read = inputs::for_each_document(&text, |index, several, document| {
+                let source = if several { format!("{input}#{index}") } else { input.clone() };
+                let case = match classifier.classify(document, &source) {
+                    Ok(case) => case,
+                    Err(message) => {
+                        eprintln!("dry-run: {input}: document {index}: {message}");
+                        unreadable = true;
+                        return;
+                    }
+                };
+                let (with, without) = match case {
+                    Case::Skip(reason) => {
+                        *printer.skipped.entry(reason).or_default() += 1;
+                        return;
+                    }
+                    Case::Review(document) => match &base_env {
+                        Some(base_env) => (review_one(&env, document.clone()), Some(review_one(base_env, document))),
+                        None => (review_one(&env, document), None),
+                    },
+                    Case::Request(request) => {
+                        let without = base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
+                        (request_one(&env, *request), without)
+                    }
+                };
+                printer.print(&source, with, without);
+                progress.tick();
+            });
+            if let Err(message) = read {
+                eprintln!("dry-run: {input}: {message}");
+                unreadable = true;
+            }
         }
-    });
+    }
     progress.done();
     let denied = printer.totals.denied > 0;
     if let Err(e) = printer.finish() {
@@ -196,54 +214,6 @@ pub fn run(args: Args) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// What the reading thread hands over: a classified document with its source, or why an input
-/// (or one of its documents) cannot be read.
-enum Read {
-    Case(String, Case),
-    Unreadable(String),
-}
-
-/// Read every input in order, classify its documents and send them; stops early when the
-/// receiving side is gone.
-fn read_inputs(arguments: &[String], sender: &std::sync::mpsc::SyncSender<Read>) {
-    let mut classifier = Classifier::default();
-    for argument in arguments {
-        let files = match inputs::expand(argument) {
-            Ok(files) => files,
-            Err(message) => {
-                if sender.send(Read::Unreadable(format!("{argument}: {message}"))).is_err() {
-                    return;
-                }
-                continue;
-            }
-        };
-        for input in files {
-            let mut open = true;
-            let read = inputs::read_text(&input).and_then(|text| {
-                inputs::for_each_document(&text, |index, several, document| {
-                    if !open {
-                        return;
-                    }
-                    let source = if several { format!("{input}#{index}") } else { input.clone() };
-                    let item = match classifier.classify(document, &source) {
-                        Ok(case) => Read::Case(source, case),
-                        Err(message) => Read::Unreadable(format!("{input}: document {index}: {message}")),
-                    };
-                    open = sender.send(item).is_ok();
-                })
-            });
-            if let Err(message) = read
-                && sender.send(Read::Unreadable(format!("{input}: {message}"))).is_err()
-            {
-                return;
-            }
-            if !open {
-                return;
-            }
-        }
     }
 }
 
