@@ -8,7 +8,6 @@ pub mod defaults;
 pub mod expr;
 pub mod field;
 pub mod hash;
-pub mod quantity;
 pub mod selector;
 pub mod validate;
 
