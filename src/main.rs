@@ -16,7 +16,7 @@ struct Cli {
 enum Command {
     /// Serve the admission webhooks over HTTPS.
     Serve(serve::ServeArgs),
-    /// Run AdmissionReview files through the webhooks offline and print the decisions.
+    /// Run AdmissionReviews, manifests or an audit log through the webhooks offline and print the decisions.
     DryRun(dry_run::Args),
     /// Apply SidecarSet injection to the pod templates of workload manifests and print them.
     Inject(inject::Args),

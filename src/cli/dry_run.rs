@@ -1,4 +1,4 @@
-//! `kruise-admission dry-run`: the decisions `serve` makes, offline, for AdmissionReview files.
+//! `kruise-admission dry-run`: the decisions `serve` makes, offline, for AdmissionReviews, bare objects and audit logs (see `inputs`).
 //!
 //! Each review goes through every webhook of the routing table the apiserver would call for it:
 //! mutating webhooks first, each seeing the object as the previous one left it, then validating
