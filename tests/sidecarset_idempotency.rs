@@ -203,3 +203,31 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     assert_eq!(hashes["token-refresher"]["sidecarList"], json!(["token-refresher"]));
     assert_eq!(hashes["mesh-agent"]["sidecarList"], json!(["mesh-agent"]));
 }
+
+/// The example SidecarSets are written as Kruise stores them: our own SidecarSet webhooks admit
+/// each one, against the rest of the example cluster, without changing anything (already
+/// defaulted, already hashed). An example edited into something Kruise would refuse fails here.
+#[test]
+fn examples_pass_sidecarset_admission_unchanged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/cluster/sidecarsets"))
+        .expect("examples")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--output", "json", "--cluster-dir"])
+        .arg(root.join("examples/cluster"))
+        .args(&files)
+        .output()
+        .expect("run dry-run");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(stdout.lines().count(), files.len(), "{stdout}");
+    for line in stdout.lines() {
+        let result: Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(result["allowed"], true, "{}: {}", result["source"], result["status"]);
+        assert_eq!(result["patch"], serde_json::json!([]), "{}: defaulting or hashing would change it", result["source"]);
+    }
+    assert!(out.status.success());
+}
