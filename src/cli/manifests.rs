@@ -76,4 +76,3 @@ fn print(args: &Args) -> Result<()> {
     };
     std::io::stdout().lock().write_all(text.as_bytes()).context("writing to stdout")
 }
-
