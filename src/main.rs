@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kruise_admission::cli::{certs, dry_run, manifests, serve};
+use kruise_admission::cli::{certs, dry_run, inject, manifests, serve};
 
 /// OpenKruise-compatible Kubernetes admission webhooks: SidecarSet injection, DaemonSet-style
 /// scheduling, in-place update rules and delete protection.
@@ -15,9 +15,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the admission webhooks over HTTPS.
-    Serve(serve::ServeArgs),
-    /// Run AdmissionReview files through the webhooks offline and print the decisions.
+    Serve(Box<serve::ServeArgs>),
+    /// Run AdmissionReviews, manifests or an audit log through the webhooks offline and print the decisions.
     DryRun(dry_run::Args),
+    /// Apply SidecarSet injection to the pod templates of workload manifests and print them.
+    Inject(inject::Args),
     /// Create (or refresh) a CA and serving certificate in a folder.
     Certs(certs::CertsArgs),
     /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
@@ -29,8 +31,9 @@ fn main() -> ExitCode {
     // An error only means it is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::Serve(args) => exit(serve::run(args)),
+        Command::Serve(args) => exit(serve::run(*args)),
         Command::DryRun(args) => dry_run::run(args),
+        Command::Inject(args) => inject::run(args),
         Command::Certs(args) => exit(certs::run(&args)),
         Command::Manifests(args) => manifests::run(args),
     }

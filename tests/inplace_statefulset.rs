@@ -179,7 +179,7 @@ fn create_and_update_validation() {
             Expect::Denied(
                 422,
                 &[
-                    "spec.template.spec.readinessGates: Invalid value: null: must contains InPlaceUpdateReady when podUpdatePolicy is InPlaceIfPossible",
+                    "spec.template.spec.readinessGates: Invalid value: \"null\": must contains InPlaceUpdateReady when podUpdatePolicy is InPlaceIfPossible",
                 ],
             ),
         ),

@@ -205,7 +205,15 @@ fn rbac_is_least_privilege() {
         }
     }
     let revisions = objects.iter().find(|o| o["kind"] == "Role" && o["rules"][0]["resources"] == json!(["controllerrevisions"]));
-    assert_eq!(revisions.expect("a Role for ControllerRevisions")["metadata"]["namespace"], "kruise-ns");
+    let revisions = revisions.expect("a Role for ControllerRevisions");
+    assert_eq!(revisions["metadata"]["namespace"], "kruise-ns");
+    // Live mode lists and watches Kruise's ConfigMap by name (field selector), so the grant is by name.
+    assert!(
+        revisions["rules"].as_array().expect("rules").contains(&json!({
+            "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kruise-configuration"], "verbs": ["get", "list", "watch"]
+        })),
+        "{revisions}"
+    );
 }
 
 #[test]
@@ -251,14 +259,13 @@ fn the_cli_embeds_a_provided_ca_bundle() {
 }
 
 #[test]
-fn crds_without_a_folder_print_nothing() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["manifests", "crds", "--crds-dir", "/nonexistent/crds"])
-        .output()
-        .expect("run the binary");
-    assert!(out.status.success());
-    assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no CRD folder"));
+fn crds_are_generated_by_the_binary_and_match_the_checked_in_files() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(["manifests", "crds"]).output().expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checked_in = std::fs::read_to_string(repo().join(kruise_admission::api::crd::SIDECARSET_CRD_PATH)).expect("checked-in CRD");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), checked_in, "regenerate with .ci/regenerate-manifests.sh");
+    let chart = std::fs::read_to_string(repo().join("charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml")).expect("chart CRD");
+    assert_eq!(chart, checked_in, "the chart installs the same CRD; regenerate with .ci/regenerate-manifests.sh");
 }
 
 /// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
@@ -443,10 +450,14 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
         .expect("--shutdown-grace=<n>s");
     let termination = pod["terminationGracePeriodSeconds"].as_i64().expect("terminationGracePeriodSeconds");
     assert!(termination > pre_stop + grace, "{origin}: {termination} <= {pre_stop} + {grace}");
-    for flag in
-        ["--listen=0.0.0.0:9443", "--tls-cert-file=/etc/kruise-admission/tls/tls.crt", "--tls-key-file=/etc/kruise-admission/tls/tls.key"]
-    {
-        assert!(args.contains(&flag), "{origin}: {flag} missing from {args:?}");
+    // Self-managed certificates are written by the server into --cert-dir; otherwise it reads files.
+    let files: &[&str] = if args.contains(&"--cert-mode=self-managed") {
+        &["--cert-dir=/etc/kruise-admission/tls"]
+    } else {
+        &["--tls-cert-file=/etc/kruise-admission/tls/tls.crt", "--tls-key-file=/etc/kruise-admission/tls/tls.key"]
+    };
+    for flag in std::iter::once(&"--listen=0.0.0.0:9443").chain(files) {
+        assert!(args.contains(flag), "{origin}: {flag} missing from {args:?}");
     }
 }
 
@@ -479,6 +490,65 @@ fn the_chart_deployment_is_safe_to_roll_and_drain() {
             assert_eq!(args.as_array().expect("args").contains(flag), mode == "self-managed", "{mode}: {flag}");
         }
         assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"), "{mode}: a PDB");
+    }
+}
+
+/// `serve` as the chart runs it: every argument is a flag the binary accepts, and the cert and
+/// cluster modes render the flags `serve` needs for them.
+#[test]
+fn the_chart_renders_serve_flags_for_each_mode() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Sub,
+    }
+    #[derive(clap::Subcommand)]
+    enum Sub {
+        Serve(Box<kruise_admission::cli::serve::ServeArgs>),
+    }
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_renders_serve_flags_for_each_mode: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    for (sets, live, self_managed) in [
+        (&[][..], false, false),
+        (&["liveCluster.enabled=true"][..], true, false),
+        (&["certs.mode=self-managed"][..], false, true),
+        (&["certs.mode=self-managed", "liveCluster.enabled=true", "certs.selfManaged.secretName=own"][..], true, true),
+    ] {
+        let objects = helm_template(&helm, "platform", "ka", sets);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<String> = container["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("text").to_owned()).collect();
+        let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.clone()))
+            .unwrap_or_else(|e| panic!("{sets:?}: serve rejects the chart's arguments: {e}"))
+            .command;
+        let mode = |m: kruise_admission::cluster::live::ClusterMode| m == kruise_admission::cluster::live::ClusterMode::Live;
+        assert_eq!(mode(serve.live.cluster_mode), live, "{sets:?}: {args:?}");
+        assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), !live, "{sets:?}: {args:?}");
+        let needs_api = live || self_managed;
+        assert_eq!(deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], needs_api, "{sets:?}");
+        let pod_namespace = json!([{ "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } }]);
+        assert_eq!(container["env"] == pod_namespace, needs_api, "{sets:?}: {}", container["env"]);
+        assert_eq!(args.iter().any(|a| a.starts_with("--tls-cert-file")), !self_managed, "{sets:?}: {args:?}");
+        if self_managed {
+            let expected_secret = if sets.contains(&"certs.selfManaged.secretName=own") { "own" } else { "ka-kruise-admission-tls" };
+            assert_eq!(serve.live.cert_secret, expected_secret);
+            // The Service and both webhook configurations are named after the release.
+            assert_eq!(serve.live.service, "ka-kruise-admission");
+            assert_eq!(serve.live.mutating_webhook_configs, ["ka-kruise-admission"]);
+            assert_eq!(serve.live.validating_webhook_configs, ["ka-kruise-admission"]);
+            for kind in ["Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+                assert!(objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == "ka-kruise-admission"), "{kind}");
+            }
+            // --cert-dir is the writable emptyDir mounted where the server reads the files.
+            let mount = container["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "tls").expect("tls mount");
+            assert_eq!(mount["mountPath"].as_str().map(std::path::PathBuf::from), Some(serve.cert_dir.clone()));
+            assert_eq!(mount["readOnly"], false);
+            let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
+            assert!(volumes.iter().find(|v| v["name"] == "tls").expect("tls volume").get("emptyDir").is_some());
+        }
     }
 }
 

@@ -660,13 +660,10 @@ fn folder() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/protection")
 }
 
-#[test]
-fn delete_reviews_against_a_cluster_folder() {
-    let (snapshot, warnings) = files::load_dir(&folder().join("cluster")).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
-    let env = Env::of(snapshot);
-    // Expected from the folder's contents and spec §B.2/§B.3 (see the comments in the YAML files).
-    let cases: [(&str, Option<String>); 11] = [
+/// The folder's DELETE reviews and their decisions, expected from the folder's contents and spec
+/// §B.2/§B.3 (see the comments in the YAML files): the denial message, or `None` for allowed.
+fn folder_cases() -> [(&'static str, Option<String>); 11] {
+    [
         ("namespace-shop-cascading.json", Some(format!("{CASCADING_MSG} and active pods 2>0"))),
         ("namespace-data-cascading.json", Some(format!("{CASCADING_MSG} and \"Bound\" status pvc 2>0"))),
         ("namespace-archive-cascading.json", None),
@@ -678,8 +675,43 @@ fn delete_reviews_against_a_cluster_folder() {
         ("uniteddeployment-always.json", Some(ALWAYS_MSG.to_owned())),
         ("service-cascading.json", None),
         ("ingress-v1beta1-always.json", Some(ALWAYS_MSG.to_owned())),
-    ];
-    for (file, expected) in cases {
+    ]
+}
+
+/// The same reviews through the real `dry-run` binary with `--cluster-dir`: the CLI answers the
+/// lookups from the folder exactly as the library path above does.
+#[test]
+fn dry_run_of_delete_reviews_against_the_cluster_folder() {
+    let cases = folder_cases();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--output", "json", "--cluster-dir"])
+        .arg(folder().join("cluster"))
+        .args(cases.iter().map(|(file, _)| folder().join("reviews").join(file)))
+        .output()
+        .expect("run dry-run");
+    assert_eq!(out.status.code(), Some(1), "some reviews are denied: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(lines.len(), cases.len());
+    for ((file, expected), line) in cases.iter().zip(&lines) {
+        assert!(line["source"].as_str().is_some_and(|s| s.ends_with(file)), "{file}: {}", line["source"]);
+        match expected {
+            Some(message) => {
+                assert_eq!(line["allowed"], false, "{file}");
+                assert_eq!(line["status"]["code"], 403, "{file}");
+                assert_eq!(line["status"]["message"], message.as_str(), "{file}");
+            }
+            None => assert_eq!(line["allowed"], true, "{file}: {}", line["status"]),
+        }
+    }
+}
+
+#[test]
+fn delete_reviews_against_a_cluster_folder() {
+    let (snapshot, warnings) = files::load_dir(&folder().join("cluster")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let env = Env::of(snapshot);
+    for (file, expected) in folder_cases() {
         let path = folder().join("reviews").join(file);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let docs = files::read_documents(&text).unwrap();

@@ -129,3 +129,105 @@ fn recorded_pod_creates_with_the_examples_as_they_are() {
 fn recorded_pod_creates_with_every_example_matching() {
     run_all(&Snapshot::from_objects(match_everything(&example_objects())), true);
 }
+
+/// The examples' hash annotations are what Kruise's SidecarSet webhook writes (§8 recipe), so
+/// editing an example's containers without updating its hashes fails here.
+#[test]
+fn example_hash_annotations_follow_the_recipe() {
+    use kruise_admission::admission::sidecarset_admission::hash::sidecarset_hashes;
+    use kruise_admission::api::sidecarset::SidecarSet;
+    let mut checked = 0;
+    for object in example_objects().iter().filter(|o| o["kind"] == "SidecarSet") {
+        let set = SidecarSet::from_value(object).expect("example SidecarSet");
+        let (hash, without_image) = sidecarset_hashes(&object["spec"]).expect("hashes");
+        assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash"), Some(&hash), "{}", set.name());
+        assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash-without-image"), Some(&without_image), "{}", set.name());
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+}
+
+/// The four examples on the pod they are written for (namespace shop, all opt-in labels): what
+/// each one contributes, per the spec.
+#[test]
+fn examples_inject_into_the_pod_they_are_written_for() {
+    let snapshot = Snapshot::from_objects(example_objects());
+    let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
+    let random = SeededRandom::new(7);
+    let settings = Settings::default();
+    let answers = Answers::default();
+    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "shop-api-", "namespace": "shop", "labels": {
+            "app": "shop-api", "logging": "fluent-bit", "mesh.example.com/inject": "true", "mesh.example.com/agent": "enabled",
+            "auth.example.com/token": "refresh", "mesh.example.com/main-container": "shop-api"}},
+        "spec": {"containers": [{"name": "shop-api", "image": "shop/api:1.4.2",
+            "env": [{"name": "APP_NAME", "value": "shop-api"}, {"name": "APP_VERSION", "value": "1.4.2"}],
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "512Mi"}},
+            "volumeMounts": [{"name": "app-logs", "mountPath": "/var/log/shop"}]}],
+            "volumes": [{"name": "app-logs", "emptyDir": {}}]}});
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "shop", "operation": "CREATE", "object": pod}});
+    let outcome = webhooks::run(webhooks::by_path("/mutate-pod").expect("registered"), &decode_review(review).expect("review"), &inputs);
+    assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
+    assert!(outcome.decision.warnings.is_empty(), "{:?}", outcome.decision.warnings);
+    let pod = outcome.mutated.expect("mutated");
+    let names = |key: &str| -> Vec<String> {
+        pod["spec"][key].as_array().into_iter().flatten().map(|c| c["name"].as_str().unwrap_or_default().to_owned()).collect()
+    };
+    // Init containers sorted by name; envoy before the app; the others after it, in SidecarSet name order.
+    assert_eq!(names("initContainers"), ["token-refresher", "wait-for-config"]);
+    assert_eq!(names("containers"), ["envoy", "shop-api", "fluent-bit", "mesh-agent-1", "mesh-agent-2"]);
+    assert_eq!(names("volumes"), ["app-logs", "envoy-config", "fluent-bit-config", "fluent-bit-state", "auth-token"]);
+    assert_eq!(pod["spec"]["imagePullSecrets"], json!([{"name": "mesh-registry"}]));
+
+    let envoy = &pod["spec"]["containers"][0];
+    let env: Vec<&str> = envoy["env"].as_array().into_iter().flatten().map(|e| e["name"].as_str().unwrap_or_default()).collect();
+    assert_eq!(env, ["ENVOY_LOG_LEVEL", "IS_INJECTED", "APP_NAME", "APP_VERSION"]);
+    // limits: max(1*25%, 100m), max(1Gi*25%, 128Mi); requests: max(500m*10%, 50m), 64Mi.
+    assert_eq!(envoy["resources"], json!({"limits": {"cpu": "250m", "memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "64Mi"}}));
+    assert!(envoy.get("transferEnv").is_none() && envoy.get("podInjectPolicy").is_none());
+
+    let fluent_bit = &pod["spec"]["containers"][2];
+    let mounts: Vec<&str> =
+        fluent_bit["volumeMounts"].as_array().into_iter().flatten().map(|m| m["mountPath"].as_str().unwrap_or_default()).collect();
+    assert_eq!(mounts, ["/fluent-bit/etc", "/var/fluent-bit/state", "/var/log/shop"]);
+    assert_eq!(pod["spec"]["containers"][4]["image"], "registry.example.com/empty:1.0");
+
+    let annotations = &pod["metadata"]["annotations"];
+    assert_eq!(annotations["kruise.io/sidecarset-injected-list"], "envoy-proxy,log-agent,mesh-agent,token-refresher");
+    assert_eq!(annotations["kruise.io/sidecarset-working-hotupgrade-container"], r#"{"mesh-agent":"mesh-agent-1"}"#);
+    assert_eq!(annotations["auth.example.com/token-path"], "/var/run/auth/token");
+    let hashes: Value = serde_json::from_str(annotations["kruise.io/sidecarset-hash"].as_str().unwrap_or_default()).expect("hash map");
+    assert_eq!(hashes["token-refresher"]["sidecarList"], json!(["token-refresher"]));
+    assert_eq!(hashes["mesh-agent"]["sidecarList"], json!(["mesh-agent"]));
+}
+
+/// The example SidecarSets are written as Kruise stores them: our own SidecarSet webhooks admit
+/// each one, against the rest of the example cluster, without changing anything (already
+/// defaulted, already hashed). An example edited into something Kruise would refuse fails here.
+#[test]
+fn examples_pass_sidecarset_admission_unchanged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/cluster/sidecarsets"))
+        .expect("examples")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--output", "json", "--cluster-dir"])
+        .arg(root.join("examples/cluster"))
+        .args(&files)
+        .output()
+        .expect("run dry-run");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(stdout.lines().count(), files.len(), "{stdout}");
+    for line in stdout.lines() {
+        let result: Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(result["allowed"], true, "{}: {}", result["source"], result["status"]);
+        assert_eq!(result["patch"], serde_json::json!([]), "{}: defaulting or hashing would change it", result["source"]);
+    }
+    assert!(out.status.success());
+}

@@ -3,5 +3,6 @@
 
 pub mod crd;
 pub mod keys;
+pub mod quantity;
 pub mod sidecarset;
 pub mod workloads;

@@ -354,12 +354,12 @@ pub struct SidecarSetPatchPodMetadata {
 pub struct SidecarSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    #[serde(default)]
-    pub matched_pods: i32,
-    #[serde(default)]
-    pub updated_pods: i32,
-    #[serde(default)]
-    pub ready_pods: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_pods: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_pods: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_pods: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_ready_pods: Option<i32>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -570,6 +570,12 @@ mod tests {
         let s: SidecarSet = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(s.spec.containers[0].container.get("image"), Some(&json!("i")));
         assert!(s.spec.containers[0].is_hot_upgrade());
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+
+        // Nothing is added either: absent counters stay absent.
+        let v = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "s"},
+                       "spec": {"namespace": "x"}, "status": {"latestRevision": "r"}});
+        let s: v1alpha1::SidecarSet = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_value(&s).unwrap(), v);
     }
 

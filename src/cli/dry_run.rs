@@ -1,24 +1,28 @@
-//! `kruise-admission dry-run`: the decisions `serve` makes, offline, for AdmissionReview files.
+//! `kruise-admission dry-run`: the decisions `serve` makes, offline, for AdmissionReviews, bare objects and audit logs (see `inputs`).
 //!
 //! Each review goes through every webhook of the routing table the apiserver would call for it:
 //! mutating webhooks first, each seeing the object as the previous one left it, then validating
 //! webhooks on the final object. The same `webhooks::run` as `serve`; only the edge differs.
 
-use std::io::{BufWriter, Read as _, Write};
+use std::io::{BufWriter, IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::inputs::{self, Case, Classifier, Skipped};
+use super::line_diff::Style;
+use super::report::{self, Table, Totals};
 use super::settings::DecisionArgs;
-use crate::admission::patch::diff;
-use crate::admission::review::{self, AdmissionRequest, Decision, decode_review};
+use crate::admission::patch::{PatchOp, diff};
+use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
-use crate::cluster::files::{load_dir, read_documents};
-use crate::cluster::{Answers, Snapshot};
+use crate::cluster::files::load_objects;
+use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -26,6 +30,12 @@ pub enum Output {
     Json,
     /// Each webhook's AdmissionReview response exactly as `serve` sends it, one line per webhook.
     Review,
+    /// One aligned line per input (result, webhooks called, patch operations, message), then totals.
+    Summary,
+    /// The admitted objects as YAML documents.
+    Patched,
+    /// A unified diff per object of the input against the admitted object (coloured on a terminal).
+    Diff,
 }
 
 #[derive(Debug, clap::Args)]
@@ -45,73 +55,156 @@ pub struct Args {
     pub seed: u64,
     #[arg(long, value_enum, default_value_t = Output::Json)]
     pub output: Output,
-    /// AdmissionReview files (JSON or YAML, admission.k8s.io/v1 or v1beta1; one review per
-    /// document), or `-` for standard input.
+    /// Objects (files or folders) layered over the `--cluster-dir` objects: an object with the same
+    /// group, kind, namespace and name replaces the folder's, others are added. E.g. a new
+    /// version of a SidecarSet.
+    /// Repeat the flag for several (`--with a.yaml --with dir/`).
+    #[arg(long = "with", value_name = "FILE")]
+    pub with: Vec<PathBuf>,
+    /// Run every input without and with the `--with` objects and report the difference
+    /// (`--output summary`, `diff` or `json`).
+    #[arg(long, requires = "with")]
+    pub compare: bool,
+    /// Inputs: files or folders (every .yaml/.yml/.json below, in path order), or `-` for standard
+    /// input. JSON, JSON lines or multi-document YAML; `List` kinds are expanded. Each document is
+    /// an AdmissionReview (admission.k8s.io/v1 or v1beta1, replayed as recorded), an
+    /// audit.k8s.io/v1 Event (an audit log line, replayed for the resources this binary admits) or
+    /// a bare object (treated as a CREATE by an ordinary user).
     #[arg(value_name = "INPUT", required = true)]
     pub inputs: Vec<String>,
 }
 
-fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
+pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
     OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("not an RFC 3339 time: {e}"))
 }
 
-/// Run `dry-run`. Exit status: 0 when every review is allowed, 1 when any is denied (an unusable
-/// review counts as denied, as `serve` refuses it), 2 when an input or the cluster folder cannot
-/// be read (2 wins over 1).
+/// Run `dry-run`. Exit status: 0 when every input is allowed, 1 when any is denied (an unusable
+/// review counts as denied, as `serve` refuses it), 2 when an input, a `--with` file or the cluster
+/// folder cannot be read or the flags do not fit together (2 wins over 1). With `--compare` the
+/// status is that of the run with the `--with` objects.
 pub fn run(args: Args) -> ExitCode {
-    let snapshot = match &args.cluster_dir {
-        None => Snapshot::default(),
-        Some(dir) => match load_dir(dir) {
-            Ok((snapshot, warnings)) => {
+    if args.compare && matches!(args.output, Output::Review | Output::Patched) {
+        eprintln!("dry-run: --compare reports with --output summary, diff or json");
+        return ExitCode::from(2);
+    }
+    let mut objects = Vec::new();
+    let mut with_objects = Vec::new();
+    let layers = args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
+    for (flag, path) in layers {
+        match load_objects(path) {
+            Ok((loaded, warnings)) => {
                 for w in warnings {
                     eprintln!("dry-run: warning: {w}");
                 }
-                snapshot
+                if flag == "--with" {
+                    with_objects.extend(loaded.into_iter().map(|o| (path.display().to_string(), o)));
+                } else {
+                    objects.extend(loaded);
+                }
             }
             Err(e) => {
-                eprintln!("dry-run: cannot load --cluster-dir: {e}");
+                eprintln!("dry-run: cannot load {flag}: {e}");
                 return ExitCode::from(2);
             }
-        },
-    };
+        }
+    }
+    let base = Snapshot::from_objects(objects.clone());
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),
     };
-    let random = SeededRandom::new(args.seed);
+    // Each side of a comparison draws from its own generator with the same seed, so a
+    // percentage partition decides the same way on both.
+    let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
     let settings = args.decisions.settings();
-    let env = Env { cluster: &snapshot, clock: clock.as_ref(), random: &random, settings: &settings };
-
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let (mut denied, mut unreadable) = (false, false);
-    for input in &args.inputs {
-        let documents = match read_input(input) {
-            Ok(docs) => docs,
-            Err(message) => {
-                eprintln!("dry-run: {input}: {message}");
-                unreadable = true;
-                continue;
-            }
-        };
-        let several = documents.len() > 1;
-        for (index, document) in documents.into_iter().enumerate() {
-            let source = if several { format!("{input}#{index}") } else { input.clone() };
-            let result = review_one(&env, document);
-            denied |= !result.allowed;
-            let lines = match args.output {
-                Output::Json => vec![result.summary(&source)],
-                Output::Review => result.responses,
-            };
-            for line in lines {
-                if let Err(e) = writeln!(out, "{line}") {
-                    eprintln!("dry-run: cannot write output: {e}");
+    let base_env = Env {
+        cluster: &base,
+        clock: clock.as_ref(),
+        random: &base_random,
+        settings: &settings,
+        responses: args.output == Output::Review,
+        keep_input: args.output == Output::Diff && !args.compare,
+    };
+    // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
+    // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
+    // defaults and hash annotations), then replaces the folder's object of the same key.
+    let with = if with_objects.is_empty() {
+        None
+    } else {
+        for (file, object) in with_objects {
+            match apply(&base_env, &base, object, &file) {
+                Ok(admitted) => objects.push(admitted),
+                Err(message) => {
+                    eprintln!("dry-run: --with {file}: {message}");
                     return ExitCode::from(2);
                 }
             }
         }
+        Some(Snapshot::from_objects(objects))
+    };
+    let env = Env { cluster: with.as_ref().unwrap_or(&base), random: &random, ..base_env };
+    let base_env = args.compare.then_some(base_env);
+
+    let stdout = std::io::stdout();
+    let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
+    let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
+    let mut progress = Progress::new();
+    let mut classifier = Classifier::default();
+    let mut unreadable = false;
+    for argument in &args.inputs {
+        let files = match inputs::expand(argument) {
+            Ok(files) => files,
+            Err(message) => {
+                eprintln!("dry-run: {argument}: {message}");
+                unreadable = true;
+                continue;
+            }
+        };
+        for input in files {
+            let text = match inputs::read_text(&input) {
+                Ok(text) => text,
+                Err(message) => {
+                    eprintln!("dry-run: {input}: {message}");
+                    unreadable = true;
+                    continue;
+                }
+            };
+            let read = inputs::for_each_document(&text, |index, several, document| {
+                let source = if several { format!("{input}#{index}") } else { input.clone() };
+                let case = match classifier.classify(document, &source) {
+                    Ok(case) => case,
+                    Err(message) => {
+                        eprintln!("dry-run: {input}: document {index}: {message}");
+                        unreadable = true;
+                        return;
+                    }
+                };
+                let (with, without) = match case {
+                    Case::Skip(reason) => {
+                        *printer.skipped.entry(reason).or_default() += 1;
+                        return;
+                    }
+                    Case::Review(document) => match &base_env {
+                        Some(base_env) => (review_one(&env, document.clone()), Some(review_one(base_env, document))),
+                        None => (review_one(&env, document), None),
+                    },
+                    Case::Request(request) => {
+                        let without = base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
+                        (request_one(&env, *request), without)
+                    }
+                };
+                printer.print(&source, with, without);
+                progress.tick();
+            });
+            if let Err(message) = read {
+                eprintln!("dry-run: {input}: {message}");
+                unreadable = true;
+            }
+        }
     }
-    if let Err(e) = out.flush() {
+    progress.done();
+    let denied = printer.totals.denied > 0;
+    if let Err(e) = printer.finish() {
         eprintln!("dry-run: cannot write output: {e}");
         return ExitCode::from(2);
     }
@@ -124,55 +217,182 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The documents of one input, each expected to be an AdmissionReview. Errors name the document.
-fn read_input(input: &str) -> Result<Vec<Value>, String> {
-    let text = if input == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read standard input: {e}"))?;
-        text
-    } else {
-        std::fs::read_to_string(input).map_err(|e| format!("cannot read: {e}"))?
-    };
-    let documents = read_documents(&text)?;
-    if documents.is_empty() {
-        return Err("document 0: no AdmissionReview in the input".into());
+/// Writes each result in the chosen output as it comes (the summary table waits for its widths).
+struct Printer<W: Write> {
+    output: Output,
+    style: Style,
+    compare: bool,
+    out: W,
+    table: Option<Table>,
+    totals: Totals,
+    skipped: Skipped,
+    /// The first write error; later writes are skipped and `finish` reports it.
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Printer<W> {
+    fn new(output: Output, style: Style, compare: bool, out: W) -> Self {
+        let table = match (output, compare) {
+            (Output::Summary, false) => Some(Table::new(report::SUMMARY_HEADER)),
+            (Output::Summary, true) => Some(Table::new(report::COMPARE_HEADER)),
+            _ => None,
+        };
+        Printer { output, style, compare, out, table, totals: Totals::default(), skipped: Skipped::new(), error: None }
     }
-    Ok(documents)
+
+    fn print(&mut self, source: &str, with: ReviewResult, without: Option<ReviewResult>) {
+        self.totals.add(&with);
+        let text = match (&without, self.output) {
+            (Some(without), output) => {
+                if report::changed(without, &with) {
+                    self.totals.changed += 1;
+                }
+                match output {
+                    Output::Summary => {
+                        if let Some(table) = &mut self.table {
+                            table.push(report::compare_row(source, without, &with));
+                        }
+                        return;
+                    }
+                    Output::Diff => report::compare_diff(source, without, &with, self.style),
+                    _ => report::compare_json(source, without, &with) + "\n",
+                }
+            }
+            (None, Output::Json) => with.summary(source) + "\n",
+            (None, Output::Review) => with.responses.iter().map(|r| format!("{r}\n")).collect(),
+            (None, Output::Summary) => {
+                if let Some(table) = &mut self.table {
+                    table.push(report::summary_row(source, &with));
+                }
+                return;
+            }
+            (None, Output::Patched) => report::patched(source, &with),
+            (None, Output::Diff) => report::diff(source, &with, self.style),
+        };
+        self.write(&text);
+    }
+
+    fn write(&mut self, text: &str) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(text.as_bytes())
+        {
+            self.error = Some(e);
+        }
+    }
+
+    /// The summary table and totals; skipped audit events on stderr for the other outputs
+    /// (whose stdout stays machine-readable).
+    fn finish(mut self) -> std::io::Result<()> {
+        if let Some(table) = self.table.take() {
+            let mut text = if table.len() > 0 { table.render() } else { String::new() };
+            text.push_str(&self.totals.line(&self.skipped, self.compare));
+            text.push('\n');
+            self.write(&text);
+        } else if let Some(skipped) = report::skipped_text(&self.skipped) {
+            eprintln!("dry-run: {skipped}");
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+/// A count of reviews on stderr for long batches, only when stderr is a terminal (so logs and
+/// pipes never see it). Shown after the first second, refreshed every 1,000 reviews.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    count: u64,
+    shown: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress { enabled: std::io::stderr().is_terminal(), started: Instant::now(), count: 0, shown: false }
+    }
+
+    fn tick(&mut self) {
+        self.count += 1;
+        if !self.enabled || !self.count.is_multiple_of(1000) {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        if elapsed >= 1.0 {
+            eprint!("\rdry-run: {} reviews, {:.0}/s ", self.count, self.count as f64 / elapsed);
+            self.shown = true;
+        }
+    }
+
+    fn done(&self) {
+        if self.shown {
+            // Clear the line so the next prompt or message starts clean.
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+/// `object` admitted as `kubectl apply` would send it: an UPDATE of the object of the same key in
+/// `cluster`, else a CREATE. The admitted object, or why it would be refused.
+fn apply(env: &Env, cluster: &Snapshot, object: Value, file: &str) -> Result<Value, String> {
+    let existing = match (TypeKey::of(&object), ObjectKey::of(&object)) {
+        (Some(t), Some(k)) => cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o)),
+        _ => None,
+    };
+    let mut request = inputs::bare_object(object, file);
+    if let Some(old) = existing {
+        request.operation = Operation::Update;
+        request.old_object = Some(old);
+    }
+    let subject = format!("{} {}", request.kind.kind, request.display_name());
+    let result = request_one(env, request);
+    if result.allowed { Ok(result.object) } else { Err(format!("{subject} would be refused ({}): {}", result.status.0, result.status.1)) }
 }
 
 /// What every decision reads, fixed for the whole run.
+#[derive(Clone, Copy)]
 struct Env<'a> {
     cluster: &'a Snapshot,
     clock: &'a dyn Clock,
     random: &'a SeededRandom,
     settings: &'a Settings,
+    /// Render each webhook's AdmissionReview response (only `--output review` prints them).
+    responses: bool,
+    /// Keep each input object in its result (only `--output diff` shows it).
+    keep_input: bool,
 }
 
 /// One webhook call, as the summary line reports it.
-struct Call {
-    path: &'static str,
-    allowed: bool,
-    patch: Value,
+pub(crate) struct Call {
+    pub(crate) path: &'static str,
+    pub(crate) allowed: bool,
+    pub(crate) patch: Vec<PatchOp>,
 }
 
 /// The outcome of one review through every matching webhook.
-struct ReviewResult {
-    uid: Value,
-    allowed: bool,
+pub(crate) struct ReviewResult {
+    pub(crate) uid: Value,
+    /// `Kind namespace/name` of the request, for people (`-` when the review cannot be decoded).
+    pub(crate) subject: String,
+    pub(crate) allowed: bool,
     /// `(code, message)` of the first denial; 200 and empty when allowed.
-    status: (u16, String),
-    warnings: Vec<String>,
+    pub(crate) status: (u16, String),
+    pub(crate) warnings: Vec<String>,
     /// Against the input object; empty on denial (nothing is admitted).
-    patch: Value,
+    pub(crate) patch: Vec<PatchOp>,
+    /// The object as the request carried it, kept only for `--output diff`; null otherwise and
+    /// for requests without an object (DELETE).
+    pub(crate) input: Value,
     /// The object as admitted; null on denial and for requests without an object (DELETE).
-    object: Value,
-    calls: Vec<Call>,
+    pub(crate) object: Value,
+    pub(crate) calls: Vec<Call>,
     /// Each response as `serve` would send it.
-    responses: Vec<String>,
+    pub(crate) responses: Vec<String>,
 }
 
 impl ReviewResult {
-    fn summary(&self, source: &str) -> String {
+    /// The `json` output line.
+    pub(crate) fn summary(&self, source: &str) -> String {
         let webhooks: Vec<Value> = self.calls.iter().map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch})).collect();
         json!({
             "source": source,
@@ -199,16 +419,23 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
             let response = review::decode_error_response(&err).unwrap_or_else(|| review::error_body(&err.message));
             return ReviewResult {
                 uid: sent_uid,
+                subject: "-".to_owned(),
                 allowed: false,
                 status: (400, err.message),
                 warnings: Vec::new(),
-                patch: json!([]),
+                patch: Vec::new(),
+                input: Value::Null,
                 object: Value::Null,
                 calls: Vec::new(),
                 responses: vec![response.to_string()],
             };
         }
     };
+    request_one(env, request)
+}
+
+/// Run a decoded (or built) request through every webhook the apiserver would call for it.
+fn request_one(env: &Env, request: AdmissionRequest) -> ReviewResult {
     let matching: Vec<&Webhook> = webhooks::matching(&request).collect();
     run_webhooks(env, request, &matching)
 }
@@ -217,38 +444,57 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
 /// calls them: each mutating webhook sees the previous one's object, validating ones see the final
 /// object; a mutating denial ends the chain, validating webhooks all run (they run in parallel).
 fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> ReviewResult {
-    let original = request.object.clone();
+    // The input object is copied only when something reads it: `--output diff`, or the whole
+    // patch when several mutating webhooks may each change the object.
+    let mutating = matching.iter().filter(|w| w.kind() == WebhookKind::Mutating).count();
+    let original = if env.keep_input || mutating > 1 { request.object.clone() } else { None };
     let mut current = request;
+    let kind = if current.kind.kind.is_empty() { current.resource.resource.as_str() } else { current.kind.kind.as_str() };
     let mut result = ReviewResult {
         uid: Value::String(current.uid.clone()),
+        subject: format!("{kind} {}", current.display_name()),
         allowed: true,
         status: (200, String::new()),
         warnings: Vec::new(),
-        patch: json!([]),
+        patch: Vec::new(),
+        input: Value::Null,
         object: Value::Null,
         calls: Vec::new(),
         responses: Vec::new(),
     };
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
-        let patch_json = serde_json::to_value(&decision.patch).unwrap_or_else(|_| json!([]));
-        result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
+        if env.responses {
+            result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
+        }
         result.warnings.extend(decision.warnings.iter().cloned());
         if !decision.allowed && result.allowed {
             result.allowed = false;
             let status = decision.status.as_ref();
             result.status = (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
         }
-        result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: patch_json });
+        result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: decision.patch });
         if !decision.allowed && webhook.kind() == WebhookKind::Mutating {
             break;
         }
     }
     if result.allowed {
-        if let (Some(from), Some(to)) = (&original, &current.object) {
-            result.patch = serde_json::to_value(diff(from, to)).unwrap_or_else(|_| json!([]));
+        // Only mutating calls change the object: with at most one non-empty patch, that patch is
+        // the whole patch (the call saw the input unchanged), so the second diff is saved.
+        let mut changes = result.calls.iter().filter(|c| !c.patch.is_empty());
+        match (changes.next(), changes.next()) {
+            (None, _) => {}
+            (Some(only), None) => result.patch = only.patch.clone(),
+            (Some(_), Some(_)) => {
+                if let (Some(from), Some(to)) = (&original, &current.object) {
+                    result.patch = diff(from, to);
+                }
+            }
         }
         result.object = current.object.unwrap_or(Value::Null);
+    }
+    if env.keep_input {
+        result.input = original.unwrap_or(Value::Null);
     }
     result
 }
@@ -355,7 +601,8 @@ mod tests {
     fn run_chain(chain: &[&Webhook]) -> ReviewResult {
         let (cluster, settings, random) = (Snapshot::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(OffsetDateTime::UNIX_EPOCH);
-        run_webhooks(&Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings }, request(), chain)
+        let env = Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings, responses: true, keep_input: true };
+        run_webhooks(&env, request(), chain)
     }
 
     fn paths(result: &ReviewResult) -> Vec<&str> {
@@ -370,9 +617,10 @@ mod tests {
         assert_eq!(result.object["metadata"]["labels"], json!({"a": "1", "b": "12"}));
         assert_eq!(result.warnings, ["first", "second", "validated"]);
         // Each webhook's patch is against what it received; the whole patch against the input.
-        assert_eq!(result.calls[1].patch, json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
+        let patch = |ops: &[PatchOp]| serde_json::to_value(ops).unwrap();
+        assert_eq!(patch(&result.calls[1].patch), json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
         assert_eq!(
-            result.patch,
+            patch(&result.patch),
             json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}, {"op": "add", "path": "/metadata/labels/b", "value": "12"}])
         );
         assert_eq!(result.responses.len(), 3);
@@ -384,7 +632,7 @@ mod tests {
         assert!(!result.allowed);
         assert_eq!(paths(&result), ["/first", "/refuse-mutation"]);
         assert_eq!(result.status, (403, "mutation refused".to_owned()));
-        assert_eq!(result.patch, json!([]));
+        assert!(result.patch.is_empty());
         assert_eq!(result.object, Value::Null);
         assert_eq!(result.responses.len(), 2);
     }

@@ -2,7 +2,7 @@
 //! generated from the routing table (see `deploy`).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
@@ -14,7 +14,7 @@ use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::Rbac
 pub enum What {
     /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration.
     Webhooks,
-    /// The CustomResourceDefinitions in `--crds-dir`.
+    /// The CustomResourceDefinitions, generated from the API types (what `manifests/crds/` holds).
     Crds,
     /// ClusterRoles, Roles and bindings, annotated with the mode that needs each.
     Rbac,
@@ -41,9 +41,6 @@ pub struct Args {
     /// The Secret self-managed certificates live in (rbac).
     #[arg(long, default_value = "kruise-admission-tls")]
     pub cert_secret: String,
-    /// The folder of CRD YAML files (crds).
-    #[arg(long, default_value = "manifests/crds")]
-    pub crds_dir: PathBuf,
 }
 
 /// Print what `args` asks for; an error goes to stderr with exit code 1.
@@ -75,34 +72,7 @@ fn print(args: &Args) -> Result<()> {
             deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?
         }
         What::ChartTable => deploy::chart_table_json(),
-        What::Crds => crds(&args.crds_dir)?,
+        What::Crds => crate::api::crd::sidecarset_crd_yaml(),
     };
     std::io::stdout().lock().write_all(text.as_bytes()).context("writing to stdout")
-}
-
-/// Every `*.yaml` file in `dir`, in name order, as one stream. A missing folder prints nothing
-/// (and says so on stderr): this build has no CRDs to offer.
-fn crds(dir: &Path) -> Result<String> {
-    if !dir.is_dir() {
-        eprintln!("no CRD folder at {} (pass --crds-dir); nothing to print", dir.display());
-        return Ok(String::new());
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
-        .collect();
-    files.sort();
-    let mut out = String::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        if !text.trim_start().starts_with("---") {
-            out.push_str("---\n");
-        }
-        out.push_str(&text);
-        if !text.ends_with('\n') {
-            out.push('\n');
-        }
-    }
-    Ok(out)
 }

@@ -3,6 +3,10 @@
 
 pub mod certs;
 pub mod dry_run;
+pub mod inject;
+mod inputs;
+mod line_diff;
 pub mod manifests;
+mod report;
 pub mod serve;
 pub mod settings;

@@ -1,5 +1,5 @@
-//! `kruise-admission serve`: flags, logging, the embedded certificate default and signals around
-//! [`crate::server::Server`].
+//! `kruise-admission serve`: flags, logging, the certificate (embedded default, provided files or
+//! self-managed), the cluster mode (folder or live) and signals around [`crate::server::Server`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +9,10 @@ use anyhow::Context as _;
 
 use super::certs;
 use super::settings::DecisionArgs;
+use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
+use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
 use crate::server::listener::DEFAULT_MAX_CONNECTIONS;
-use crate::server::{DEFAULT_MAX_REQUEST_BYTES, Server, ServerConfig, deadline};
+use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -27,7 +29,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM chain). Reloaded when the file changes. Without it (and
-    /// --tls-key-file) a CA and certificate are generated under --cert-dir.
+    /// --tls-key-file) a CA and certificate are generated under --cert-dir (or, with
+    /// --cert-mode self-managed, kept there from the --cert-secret Secret).
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Private key of --tls-cert-file (PEM).
@@ -38,17 +41,21 @@ pub struct ServeArgs {
     /// when the file changes. Without it any client is served.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
-    /// Folder of the generated CA and serving certificate (used without --tls-cert-file).
+    /// Folder of the generated or self-managed CA and serving certificate (used without
+    /// --tls-cert-file; must be writable).
     #[arg(long, default_value = "certs")]
     pub cert_dir: PathBuf,
     /// Extra DNS name for the generated serving certificate (repeatable).
     #[arg(long = "dns-name")]
     pub dns_names: Vec<String>,
-    /// Folder of cluster objects (SidecarSets, Namespaces, ...) as YAML/JSON; reloaded on change.
+    /// Folder of cluster objects (SidecarSets, Namespaces, ...) as YAML/JSON; reloaded on change
+    /// (--cluster-mode folder).
     #[arg(long, default_value = "examples/cluster")]
     pub cluster_dir: PathBuf,
     #[command(flatten)]
     pub decisions: DecisionArgs,
+    #[command(flatten)]
+    pub live: LiveOptions,
     /// Largest accepted request body, in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
@@ -82,8 +89,56 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
     std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
-    let (cert, key) = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        // Both live mode and self-managed certificates talk to the API server.
+        let client = match (args.live.cluster_mode, args.live.cert_mode) {
+            (ClusterMode::Folder, CertMode::Provided) => None,
+            _ => Some(args.live.client().await?),
+        };
+        // Self-managed files are written before the server loads them; the handle keeps them renewed.
+        let (cert, key, _cert_sync) = serving_certificate(&args, client.as_ref()).await?;
+        let mut config = ServerConfig::new(cert, key, args.cluster_dir.clone());
+        config.listen = args.listen;
+        config.metrics_listen = args.metrics_listen;
+        config.settings = args.decisions.settings();
+        config.max_request_bytes = args.max_request_bytes;
+        config.limits.max_connections = args.max_connections;
+        config.client_ca_file = args.client_ca_file.clone();
+        config.shutdown_grace = args.shutdown_grace;
+        if let (ClusterMode::Live, Some(client)) = (args.live.cluster_mode, client) {
+            let settings = LiveSettings {
+                kruise_namespace: args.decisions.kruise_namespace.clone(),
+                max_cache_staleness: args.live.max_cache_staleness,
+                ..LiveSettings::default()
+            };
+            config.live = Some(LiveSource::new(client, settings));
+        }
+        let server = Server::bind(config).await?;
+        tracing::info!(https = %server.https_addr(), metrics = %server.metrics_addr(), "kruise-admission ready to serve");
+        server.run(shutdown_signal()).await
+    })
+}
+
+/// The certificate and key files to serve, by `--cert-mode`; for self-managed, also the handle
+/// of the background renewal (dropping it stops renewing).
+async fn serving_certificate(args: &ServeArgs, client: Option<&kube::Client>) -> anyhow::Result<(PathBuf, PathBuf, Option<CertHandle>)> {
+    match (args.live.cert_mode, client, &args.tls_cert_file, &args.tls_key_file) {
+        (CertMode::SelfManaged, _, Some(_), _) => {
+            anyhow::bail!("--cert-mode self-managed writes its own certificate under --cert-dir; drop --tls-cert-file and --tls-key-file")
+        }
+        (CertMode::SelfManaged, client, None, _) => {
+            // `certs::ensure` would make a second, local CA; the Secret's is the only one.
+            let client = match client {
+                Some(client) => client.clone(),
+                None => args.live.client().await?,
+            };
+            let settings = CertSettings::from_options(&args.live, args.cert_dir.clone());
+            let handle = CertManager::new(client, settings).start(Duration::from_secs(60)).await?;
+            tracing::info!(secret = %args.live.cert_secret, namespace = %args.live.namespace, dir = %args.cert_dir.display(), "self-managed certificate in place");
+            Ok((args.cert_dir.join(TLS_CRT), args.cert_dir.join(TLS_KEY), Some(handle)))
+        }
+        (_, _, Some(cert), Some(key)) => Ok((cert.clone(), key.clone(), None)),
         _ => {
             let (paths, report) = certs::ensure(&args.cert_dir, &args.dns_names)?;
             if let Some(why) = &report.ca_created {
@@ -92,23 +147,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             if let Some(why) = &report.serving_issued {
                 tracing::info!(cert = %paths.cert.display(), reason = %why, "issued the embedded serving certificate");
             }
-            (paths.cert, paths.key)
+            Ok((paths.cert, paths.key, None))
         }
-    };
-    let mut config = ServerConfig::new(cert, key, args.cluster_dir);
-    config.listen = args.listen;
-    config.client_ca_file = args.client_ca_file;
-    config.metrics_listen = args.metrics_listen;
-    config.settings = args.decisions.settings();
-    config.max_request_bytes = args.max_request_bytes;
-    config.limits.max_connections = args.max_connections;
-    config.shutdown_grace = args.shutdown_grace;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    runtime.block_on(async move {
-        let server = Server::bind(config).await?;
-        tracing::info!(https = %server.https_addr(), metrics = %server.metrics_addr(), "kruise-admission ready to serve");
-        server.run(shutdown_signal()).await
-    })
+    }
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).

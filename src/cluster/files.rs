@@ -37,7 +37,8 @@ pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
-fn expand_list(doc: Value, out: &mut Vec<Value>) {
+/// Push `doc`, or the items of a `List` kind (recursively), onto `out`.
+pub fn expand_list(doc: Value, out: &mut Vec<Value>) {
     let is_list =
         doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) && doc.get("items").is_some_and(Value::is_array);
     if !is_list {
@@ -81,9 +82,17 @@ pub fn object_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// Load every object below `dir` into a snapshot. Objects without apiVersion, kind or
 /// metadata.name cannot be addressed; they are skipped and reported in the returned warnings.
 pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
+    let (objects, warnings) = load_objects(dir)?;
+    Ok((Snapshot::from_objects(objects), warnings))
+}
+
+/// The addressable objects below `dir` (a folder, or one file) in load order, and warnings for
+/// the skipped ones. `dry-run --with` layers such lists over the `--cluster-dir` objects.
+pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> {
+    let files = if dir.is_dir() { object_files(dir)? } else { vec![dir.to_path_buf()] };
     let mut objects = Vec::new();
     let mut warnings = Vec::new();
-    for path in object_files(dir)? {
+    for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| LoadError::Read { path: path.clone(), message: e.to_string() })?;
         let docs = read_documents(&text).map_err(|message| LoadError::Read { path: path.clone(), message })?;
         for (index, doc) in docs.into_iter().enumerate() {
@@ -94,7 +103,7 @@ pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
             objects.push(doc);
         }
     }
-    Ok((Snapshot::from_objects(objects), warnings))
+    Ok((objects, warnings))
 }
 
 #[cfg(test)]

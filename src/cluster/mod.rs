@@ -5,6 +5,7 @@
 //! from API watches. Decisions never know which.
 
 pub mod files;
+pub mod live;
 pub mod query;
 pub mod snapshot;
 

@@ -58,10 +58,16 @@ impl Snapshot {
     /// Build a snapshot. Objects without apiVersion, kind or name are skipped by the caller's
     /// loader (which can say where they came from); a later object with the same key wins.
     pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Self {
+        Snapshot::from_shared(objects.into_iter().map(Arc::new))
+    }
+
+    /// Like [`Snapshot::from_objects`], from objects that are already shared: live mode rebuilds a
+    /// snapshot on every change from its caches, and sharing the objects keeps that a pointer copy.
+    pub fn from_shared(objects: impl IntoIterator<Item = Arc<Value>>) -> Self {
         let mut snapshot = Snapshot::default();
         for object in objects {
             let (Some(t), Some(k)) = (TypeKey::of(&object), ObjectKey::of(&object)) else { continue };
-            snapshot.objects.entry(t).or_default().insert(k, Arc::new(object));
+            snapshot.objects.entry(t).or_default().insert(k, object);
         }
         snapshot
     }

@@ -3,8 +3,8 @@
 //!
 //! - folder mode (`--cluster-dir`, provided certificates): the server reads nothing from the API,
 //!   so it needs no role at all (and the Deployment does not mount a token);
-//! - `live-cluster`: watches SidecarSets and Namespaces (cluster-wide), ControllerRevisions in the
-//!   Kruise namespace only; looks up pods and PVCs of a namespace being deleted (delete protection,
+//! - `live-cluster`: watches SidecarSets and Namespaces (cluster-wide), ControllerRevisions and
+//!   the `kruise-configuration` ConfigMap (by name) in the Kruise namespace only; looks up pods and PVCs of a namespace being deleted (delete protection,
 //!   `Cascading`), and custom resources of a CRD being deleted through an aggregated ClusterRole
 //!   the operator extends per CRD (so the server never holds `list` on `*`);
 //! - `self-managed-certs`: its own Secret and its own two webhook configurations, by name.
@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::{NAME, Target, labels};
+use crate::cluster::live::KRUISE_CONFIGMAP;
 
 pub const NEEDED_FOR_ANNOTATION: &str = "kruise-admission.dev/needed-for";
 /// ClusterRoles carrying this label are aggregated into `kruise-admission:custom-resources`.
@@ -87,8 +88,19 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             ]),
         ),
         binding("ClusterRoleBinding", &cluster_reader, None, live, target),
-        // SidecarSet revisions live in the Kruise namespace only.
-        role("Role", &revisions, kruise_ns, live, json!([{ "apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": watch }])),
+        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only. The
+        // ConfigMap is listed and watched with `metadata.name=kruise-configuration`, which is
+        // what lets `resourceNames` apply to list and watch.
+        role(
+            "Role",
+            &revisions,
+            kruise_ns,
+            live,
+            json!([
+                { "apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": watch },
+                { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KRUISE_CONFIGMAP], "verbs": watch },
+            ]),
+        ),
         binding("RoleBinding", &revisions, kruise_ns, live, target),
         // CRD `Cascading` protection lists the CRD's custom resources. Grant them per CRD with a
         // ClusterRole labelled `AGGREGATE_LABEL: "true"` (list); the controller manager fills in

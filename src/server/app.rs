@@ -22,17 +22,20 @@ use serde_json::Value;
 
 use super::cluster::ClusterState;
 use super::deadline;
+use super::lookups::Lookups;
 use super::metrics::Metrics;
 use crate::admission::review::{self, AdmissionRequest};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
-use crate::cluster::Answers;
+use crate::cluster::{Answers, Query, Snapshot};
 
 /// What every request handler shares.
 pub struct AppState {
     /// The routing table (`webhooks::WEBHOOKS` in production).
     pub webhooks: &'static [Webhook],
     pub cluster: Arc<ClusterState>,
+    /// Answers the webhooks' `queries` (snapshot or API server).
+    pub lookups: Lookups,
     pub settings: Settings,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
@@ -146,19 +149,38 @@ async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Reque
         return Err(HttpError::too_large(limit));
     }
     let deadline = deadline::from_query(request.uri().query());
+    let begun = Instant::now();
     let work = async {
         let body = read_body(request.into_body(), limit).await?;
-        let state = state.clone();
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
-        tokio::task::spawn_blocking(move || decide(&state, webhook, &body))
-            .await
-            .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))?
+        let prepared = {
+            let state = state.clone();
+            blocking(move || prepare(&state, webhook, &body)).await??
+        };
+        match prepared {
+            Prepared::Answered(answered) => Ok(answered),
+            Prepared::NeedsAnswers(pending) => {
+                // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
+                // API server yields a denial that says so rather than a bare 504.
+                let left = deadline.saturating_sub(begun.elapsed());
+                let answers = state.lookups.answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10)).await;
+                let state = state.clone();
+                blocking(move || decide(&state, webhook, &pending.request, &pending.snapshot, &answers)).await?
+            }
+        }
     };
     match tokio::time::timeout(deadline, work).await {
         Ok(result) => result,
         Err(_) => Err(timeout_error(deadline)),
     }
+}
+
+/// Run blocking work on the blocking pool.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, HttpError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))
 }
 
 fn timeout_error(deadline: Duration) -> HttpError {
@@ -225,8 +247,26 @@ async fn drain(mut body: Body, limit: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(2), discard).await;
 }
 
-/// Parse, decode and decide one review. Blocking; runs on the blocking pool.
-fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, HttpError> {
+/// A decoded review, and the lookups its decision reads.
+struct Pending {
+    request: AdmissionRequest,
+    snapshot: Arc<Snapshot>,
+    queries: Vec<Query>,
+}
+
+enum Prepared {
+    Answered(Answered),
+    /// The webhook named lookups; answer them (asynchronously), then decide.
+    NeedsAnswers(Box<Pending>),
+}
+
+fn inputs<'a>(state: &'a AppState, snapshot: &'a Snapshot, answers: &'a Answers) -> Inputs<'a> {
+    Inputs { cluster: snapshot, answers, clock: state.clock.as_ref(), random: &ThreadRandom, settings: &state.settings }
+}
+
+/// Parse and decode one review and name its lookups; decide it at once when it needs none.
+/// Blocking; runs on the blocking pool.
+fn prepare(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Prepared, HttpError> {
     // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
     let value: Value = serde_json::from_slice(body).map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
     let request = match review::decode_review(value) {
@@ -235,7 +275,7 @@ fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, 
             let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), error.answerable.as_ref()) else {
                 return Err(HttpError::bad_request(format!("not a usable AdmissionReview: {}", error.message)));
             };
-            return Ok(Answered {
+            return Ok(Prepared::Answered(Answered {
                 body: serde_json::to_vec(&response).unwrap_or_default(),
                 uid: uid.clone(),
                 kind: String::new(),
@@ -244,28 +284,34 @@ fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, 
                 allowed: false,
                 code: 400,
                 patch_ops: 0,
-            });
+            }));
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
         return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
     };
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let no_answers = Answers::default();
-        let mut inputs = Inputs {
-            cluster: &snapshot,
-            answers: &no_answers,
-            clock: state.clock.as_ref(),
-            random: &ThreadRandom,
-            settings: &state.settings,
-        };
-        let answers = webhook.queries.map(|queries| Answers::from_snapshot(&snapshot, &queries(&request, &inputs)));
-        if let Some(answers) = &answers {
-            inputs.answers = answers;
-        }
-        webhooks::run(webhook, &request, &inputs)
-    }))
-    .map_err(|payload| panic_error(&request, payload))?;
+    let no_answers = Answers::default();
+    let queries = match webhook.queries {
+        Some(queries) => std::panic::catch_unwind(AssertUnwindSafe(|| queries(&request, &inputs(state, &snapshot, &no_answers))))
+            .map_err(|payload| panic_error(&request, payload))?,
+        None => Vec::new(),
+    };
+    if queries.is_empty() {
+        return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
+    }
+    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries })))
+}
+
+/// Decide a decoded review with its lookups answered. Blocking; a panic is contained as a 500.
+fn decide(
+    state: &AppState,
+    webhook: &Webhook,
+    request: &AdmissionRequest,
+    snapshot: &Snapshot,
+    answers: &Answers,
+) -> Result<Answered, HttpError> {
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::run(webhook, request, &inputs(state, snapshot, answers))))
+        .map_err(|payload| panic_error(request, payload))?;
     let decision = outcome.decision;
     let response = review::review_response(request.version, &request.uid, &decision);
     Ok(Answered {
@@ -372,6 +418,7 @@ mod tests {
         let state = AppState {
             webhooks: TEST_WEBHOOKS,
             cluster,
+            lookups: Lookups::Snapshot,
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
             metrics: metrics.clone(),
@@ -422,6 +469,7 @@ mod tests {
         let state = AppState {
             webhooks: TEST_WEBHOOKS,
             cluster: Arc::new(ClusterState::default()),
+            lookups: Lookups::Snapshot,
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
             metrics,

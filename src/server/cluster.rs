@@ -25,7 +25,7 @@ impl ClusterState {
         self.current.load().is_some()
     }
 
-    fn set(&self, snapshot: Arc<Snapshot>) {
+    pub(super) fn set(&self, snapshot: Arc<Snapshot>) {
         self.current.store(Some(snapshot));
     }
 
@@ -78,8 +78,7 @@ impl ClusterDir {
                 for warning in &warnings {
                     tracing::warn!(dir = %self.dir.display(), "{warning}");
                 }
-                let loaded_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-                metrics.record_snapshot(&snapshot, loaded_at);
+                metrics.record_snapshot(&snapshot, unix_now());
                 tracing::info!(dir = %self.dir.display(), objects = snapshot.len(), "cluster objects loaded");
                 state.set(Arc::new(snapshot));
             }
@@ -89,6 +88,11 @@ impl ClusterDir {
             Err(error) => tracing::error!(dir = %self.dir.display(), %error, "cluster objects cannot be loaded; not ready"),
         }
     }
+}
+
+/// Now, in Unix seconds (the snapshot timestamp metric).
+pub(super) fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Poll the folder every `interval` (blocking reads run on the blocking pool).

@@ -13,23 +13,31 @@ use axum::routing::get;
 
 use super::cluster::ClusterState;
 use super::metrics::Metrics;
+use crate::cluster::live::LiveCluster;
 
 pub struct Health {
     pub cluster: Arc<ClusterState>,
+    /// Live mode: the watches, whose sync and staleness gate readiness.
+    pub live: Option<Arc<LiveCluster>>,
     pub metrics: Arc<Metrics>,
     /// Set when shutdown starts, so the Service stops sending new requests while we drain.
     pub draining: AtomicBool,
 }
 
 impl Health {
-    /// Ready when cluster objects are loaded and we are not shutting down. The serving
-    /// certificate is always loaded: the server does not start without one.
-    pub fn ready(&self) -> Result<(), &'static str> {
+    /// Ready when cluster objects are loaded and we are not shutting down; in live mode also
+    /// when every watch has synced and none has been failing longer than --max-cache-staleness
+    /// (a reconnecting watch keeps serving the last snapshot). The serving certificate is always
+    /// loaded: the server does not start without one.
+    pub fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Relaxed) {
-            return Err("shutting down");
+            return Err("shutting down".into());
+        }
+        if let Some(live) = &self.live {
+            live.readiness()?;
         }
         if !self.cluster.is_loaded() {
-            return Err("cluster objects not loaded");
+            return Err("cluster objects not loaded".into());
         }
         Ok(())
     }
@@ -41,11 +49,14 @@ pub fn router(health: Arc<Health>) -> Router {
 
 async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {
     match health.ready() {
-        Ok(()) => (StatusCode::OK, "ok"),
+        Ok(()) => (StatusCode::OK, "ok".to_owned()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
 async fn metrics(State(health): State<Arc<Health>>) -> impl IntoResponse {
+    if let Some(live) = &health.live {
+        health.metrics.record_live(&live.stats());
+    }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], health.metrics.render())
 }

@@ -2,9 +2,10 @@
 //! Names and labels follow the apiserver's admission metrics where they overlap; the dashboard
 //! reads them by these exact names.
 
-use prometheus::{Encoder as _, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::cluster::Snapshot;
+use crate::cluster::live::LiveStats;
 
 pub struct Metrics {
     registry: Registry,
@@ -21,6 +22,12 @@ pub struct Metrics {
     pub cert_not_after: Gauge,
     pub cluster_objects: IntGaugeVec,
     pub snapshot_timestamp: Gauge,
+    /// Live mode, `{kind}` of the watched kinds only (SidecarSet, Namespace, ControllerRevision,
+    /// ConfigMap): watch streams reopened, relists after 410 Gone, synced, seconds failing.
+    pub watch_reconnects: IntCounterVec,
+    pub watch_relists: IntCounterVec,
+    pub watch_synced: IntGaugeVec,
+    pub watch_failing_seconds: GaugeVec,
 }
 
 impl Metrics {
@@ -66,6 +73,29 @@ impl Metrics {
         registry.register(Box::new(build_info))?;
         registry.register(Box::new(cluster_objects.clone()))?;
         registry.register(Box::new(snapshot_timestamp.clone()))?;
+        let watch_reconnects = IntCounterVec::new(
+            Opts::new("kruise_admission_cluster_watch_reconnects_total", "Live mode: watch streams that ended and were reopened, by kind"),
+            &["kind"],
+        )?;
+        let watch_relists = IntCounterVec::new(
+            Opts::new("kruise_admission_cluster_watch_relists_total", "Live mode: full relists after 410 Gone, by kind"),
+            &["kind"],
+        )?;
+        let watch_synced = IntGaugeVec::new(
+            Opts::new("kruise_admission_cluster_watch_synced", "Live mode: 1 once the kind's initial list is done"),
+            &["kind"],
+        )?;
+        let watch_failing_seconds = GaugeVec::new(
+            Opts::new(
+                "kruise_admission_cluster_watch_failing_seconds",
+                "Live mode: how long the kind's watch has been failing (0 when healthy)",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(watch_reconnects.clone()))?;
+        registry.register(Box::new(watch_relists.clone()))?;
+        registry.register(Box::new(watch_synced.clone()))?;
+        registry.register(Box::new(watch_failing_seconds.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -76,6 +106,10 @@ impl Metrics {
             cert_not_after,
             cluster_objects,
             snapshot_timestamp,
+            watch_reconnects,
+            watch_relists,
+            watch_synced,
+            watch_failing_seconds,
         })
     }
 
@@ -88,6 +122,20 @@ impl Metrics {
             self.cluster_objects.with_label_values(&[kind.as_str()]).set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         self.snapshot_timestamp.set(loaded_at_unix);
+    }
+
+    /// Bring the live-mode watch metrics up to `stats` (called on every scrape). The library keeps
+    /// running totals; the counters are advanced by the difference.
+    pub fn record_live(&self, stats: &LiveStats) {
+        for kind in &stats.kinds {
+            let label = [kind.kind.as_str()];
+            let reconnects = self.watch_reconnects.with_label_values(&label);
+            reconnects.inc_by(kind.reconnects.saturating_sub(reconnects.get()));
+            let relists = self.watch_relists.with_label_values(&label);
+            relists.inc_by(kind.relists.saturating_sub(relists.get()));
+            self.watch_synced.with_label_values(&label).set(i64::from(kind.synced));
+            self.watch_failing_seconds.with_label_values(&label).set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));
+        }
     }
 
     /// Count an HTTP-level error (`bad_request`, `not_found`, `timeout`, ...).

@@ -1,5 +1,6 @@
 //! The HTTPS admission server: TLS with live certificate reload, the admission router, health and
-//! metrics on a second plain-HTTP port, cluster objects reloaded from a folder, graceful drain.
+//! metrics on a second plain-HTTP port, cluster objects reloaded from a folder or kept current from
+//! the API server (live mode), graceful drain.
 //!
 //! [`Server::bind`] validates the certificate and binds both ports (so a misconfiguration fails
 //! before anything is served); [`Server::run`] serves until the shutdown future resolves, then
@@ -11,6 +12,7 @@ pub mod cluster;
 pub mod deadline;
 pub mod health;
 pub mod listener;
+pub mod lookups;
 pub mod metrics;
 pub mod tls;
 
@@ -26,10 +28,12 @@ use tokio::net::TcpListener;
 
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
+use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
 use client_auth::{ClientCaFile, ReloadingVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
+use lookups::Lookups;
 use metrics::Metrics;
 use tls::{CertFiles, CertResolver};
 
@@ -43,7 +47,10 @@ pub struct ServerConfig {
     pub tls_key_file: PathBuf,
     /// CA bundle that client certificates must chain to; `None` serves any client.
     pub client_ca_file: Option<PathBuf>,
+    /// The cluster folder (folder mode, when `live` is `None`).
     pub cluster_dir: PathBuf,
+    /// Live mode: watch the API server instead of reading `cluster_dir`.
+    pub live: Option<LiveSource>,
     pub settings: Settings,
     pub max_request_bytes: usize,
     pub shutdown_grace: Duration,
@@ -58,6 +65,33 @@ pub struct ServerConfig {
 
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
 
+/// Where live mode reads the cluster.
+#[derive(Clone)]
+pub struct LiveSource {
+    pub client: kube::Client,
+    pub settings: LiveSettings,
+    /// The initial sync must finish within this, or the server stops with an error.
+    pub sync_timeout: Duration,
+    /// Bound on each live lookup; the request's own deadline bounds them as well.
+    pub lookup_timeout: Duration,
+}
+
+impl LiveSource {
+    pub fn new(client: kube::Client, settings: LiveSettings) -> Self {
+        LiveSource { client, settings, sync_timeout: Duration::from_secs(60), lookup_timeout: Duration::from_secs(5) }
+    }
+}
+
+impl std::fmt::Debug for LiveSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSource")
+            .field("settings", &self.settings)
+            .field("sync_timeout", &self.sync_timeout)
+            .field("lookup_timeout", &self.lookup_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ServerConfig {
     pub fn new(tls_cert_file: PathBuf, tls_key_file: PathBuf, cluster_dir: PathBuf) -> Self {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -68,6 +102,7 @@ impl ServerConfig {
             tls_key_file,
             client_ca_file: None,
             cluster_dir,
+            live: None,
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
@@ -90,14 +125,22 @@ pub struct Server {
     resolver: Arc<CertResolver>,
     cert_files: CertFiles,
     client_ca: Option<(ClientCaFile, Arc<ReloadingVerifier>)>,
-    cluster_dir: ClusterDir,
+    source: Source,
     cluster: Arc<ClusterState>,
     metrics: Arc<Metrics>,
 }
 
+/// Where the snapshot comes from, once started.
+enum Source {
+    Folder(ClusterDir),
+    Live { cluster: Arc<LiveCluster>, lookups: LiveLookups, sync_timeout: Duration },
+}
+
 impl Server {
     /// Load the certificate (an error names the flags to fix), load the cluster folder once (a
-    /// failure only leaves the server unready) and bind both ports.
+    /// failure only leaves the server unready) or start the live watches (an unreachable API
+    /// server or a missing CRD is an error; the sync itself is awaited by [`Server::run`]), and
+    /// bind both ports.
     pub async fn bind(config: ServerConfig) -> anyhow::Result<Server> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
         let mut cert_files = CertFiles::new(config.tls_cert_file.clone(), config.tls_key_file.clone());
@@ -122,14 +165,33 @@ impl Server {
         let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
         let cluster = Arc::new(ClusterState::default());
-        let mut cluster_dir = ClusterDir::new(config.cluster_dir.clone());
-        let (state, m) = (cluster.clone(), metrics.clone());
-        let cluster_dir = tokio::task::spawn_blocking(move || {
-            cluster_dir.poll(&state, &m);
-            cluster_dir
-        })
-        .await
-        .context("loading the cluster folder")?;
+        let source = match &config.live {
+            None => {
+                let mut cluster_dir = ClusterDir::new(config.cluster_dir.clone());
+                let (state, m) = (cluster.clone(), metrics.clone());
+                let cluster_dir = tokio::task::spawn_blocking(move || {
+                    cluster_dir.poll(&state, &m);
+                    cluster_dir
+                })
+                .await
+                .context("loading the cluster folder")?;
+                Source::Folder(cluster_dir)
+            }
+            Some(live) => {
+                let (state, m) = (cluster.clone(), metrics.clone());
+                let publish = move |snapshot: Arc<crate::cluster::Snapshot>| {
+                    m.record_snapshot(&snapshot, cluster::unix_now());
+                    state.set(snapshot);
+                };
+                let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
+                tracing::info!(kruise_namespace = %live.settings.kruise_namespace, "live cluster mode: watches started");
+                Source::Live {
+                    cluster: Arc::new(started),
+                    lookups: LiveLookups::new(live.client.clone(), live.lookup_timeout),
+                    sync_timeout: live.sync_timeout,
+                }
+            }
+        };
 
         let https = TcpListener::bind(config.listen).await.with_context(|| format!("binding --listen {}", config.listen))?;
         let metrics_listener = TcpListener::bind(config.metrics_listen)
@@ -145,7 +207,7 @@ impl Server {
             resolver,
             cert_files,
             client_ca,
-            cluster_dir,
+            source,
             cluster,
             metrics,
         })
@@ -161,15 +223,35 @@ impl Server {
         self.metrics_addr
     }
 
-    /// Serve until `shutdown` resolves, then drain for at most `shutdown_grace`.
+    /// Serve until `shutdown` resolves, then drain for at most `shutdown_grace`. In live mode the
+    /// server is unready until the caches have synced; when they cannot sync (RBAC refuses a
+    /// list, or not within the sync timeout) it shuts down and returns the reason.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, cluster_dir, cluster, metrics, .. } = self;
+        let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, source, cluster, metrics, .. } = self;
         let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver, metrics.clone(), config.reload_interval));
         let client_ca_task =
             client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
-        let cluster_task = tokio::spawn(cluster::reload_loop(cluster_dir, cluster.clone(), metrics.clone(), config.reload_interval));
+        let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
+        let (live, lookups, cluster_task) = match source {
+            Source::Folder(dir) => {
+                let task = tokio::spawn(cluster::reload_loop(dir, cluster.clone(), metrics.clone(), config.reload_interval));
+                (None, Lookups::Snapshot, task)
+            }
+            Source::Live { cluster: live, lookups, sync_timeout } => {
+                let watched = live.clone();
+                let task = tokio::spawn(async move {
+                    match watched.wait_synced(sync_timeout).await {
+                        Ok(()) => tracing::info!("live cluster caches synced"),
+                        Err(error) => {
+                            let _ = sync_failed.send(error.to_string());
+                        }
+                    }
+                });
+                (Some(live), Lookups::Live(lookups), task)
+            }
+        };
 
-        let health = Arc::new(Health { cluster: cluster.clone(), metrics: metrics.clone(), draining: false.into() });
+        let health = Arc::new(Health { cluster: cluster.clone(), live: live.clone(), metrics: metrics.clone(), draining: false.into() });
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
         let metrics_server = axum::serve(metrics_listener, health::router(health.clone()))
             .with_graceful_shutdown(async move {
@@ -181,13 +263,24 @@ impl Server {
         let app = app::router(Arc::new(app::AppState {
             webhooks: config.webhooks,
             cluster,
+            lookups,
             settings: config.settings.clone(),
             clock: config.clock.clone(),
             metrics: metrics.clone(),
             max_request_bytes: config.max_request_bytes,
         }));
         let graceful = GracefulShutdown::new();
-        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &metrics, &graceful, shutdown).await;
+        let failure = std::sync::Mutex::new(None::<String>);
+        let stop = async {
+            tokio::select! {
+                () = shutdown => {}
+                Ok(error) = sync_failure => {
+                    tracing::error!(%error, "live cluster caches cannot sync; stopping");
+                    *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+                }
+            }
+        };
+        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &metrics, &graceful, stop).await;
 
         health.draining.store(true, Ordering::Relaxed);
         let open = graceful.count();
@@ -210,6 +303,9 @@ impl Server {
         }
         cluster_task.abort();
         tracing::info!("stopped");
-        Ok(())
+        match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(error) => Err(anyhow::anyhow!(error)),
+            None => Ok(()),
+        }
     }
 }

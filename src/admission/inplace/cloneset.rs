@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::field::{FieldError, aggregate, show, show_str};
 use super::template_diff::first_offending_change;
 use super::{check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, template_spec, version};
 use crate::admission::Inputs;
+use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::workloads::{CloneSet, IntOrString, PodRef};
 use crate::cluster::Query;
@@ -89,7 +89,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     if let Some(old_value) = old_value {
         errors.extend(immutable::metadata_update(old_value, new_value));
         if immutable::spec_changed_outside(old_value, new_value, MUTABLE, &[]) {
-            errors.push(FieldError::forbidden("spec", IMMUTABLE_MESSAGE));
+            errors.push(field::forbidden("spec", IMMUTABLE_MESSAGE));
         }
         // Kruise master's v1beta1 path skips this check (spec §A.2); the released v1alpha1 runs it.
         // It keys off the new object's strategy only, and diffs the templates as sent.
@@ -98,8 +98,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
             && let Some(offence) =
                 first_offending_change(template_spec(old_value), &cs.spec.template.spec, inputs.settings.inplace_vertical_scaling)
         {
-            errors
-                .push(FieldError::forbidden("spec", format!("only allowed to update images in spec for InPlaceOnly, but found {offence}")));
+            errors.push(field::forbidden("spec", format!("only allowed to update images in spec for InPlaceOnly, but found {offence}")));
         }
     }
     validate_spec(request, (new_value, &cs), old_value, v1beta1, inputs, &mut errors);
@@ -123,18 +122,17 @@ fn validate_spec(
     check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "cloneset", errors);
     let restart = spec.template.restart_policy();
     if !restart.is_empty() && restart != "Always" {
-        errors.push(FieldError::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors
-            .push(FieldError::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in cloneset is not Supported"));
+        errors.push(field::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in cloneset is not Supported"));
     }
     scale_strategy(request, (value, cs), old, v1beta1, inputs, errors);
     update_strategy(cs, replicas, v1beta1, errors);
     if let Some(deadline) = spec.progress_deadline_seconds {
         nonnegative("spec.progressDeadlineSeconds", deadline, errors);
         if deadline != i64::from(i32::MAX) && deadline <= spec.min_ready_seconds.unwrap_or(0) {
-            errors.push(FieldError::invalid("spec.progressDeadlineSeconds", deadline.to_string(), "must be greater than minReadySeconds"));
+            errors.push(field::invalid_shown("spec.progressDeadlineSeconds", deadline.to_string(), "must be greater than minReadySeconds"));
         }
     }
 }
@@ -152,17 +150,17 @@ fn scale_strategy(
     let names: Vec<&str> = list.iter().map(String::as_str).collect();
     let dup = duplicates(&names);
     if !dup.is_empty() {
-        let value = show(&serde_json::to_value(list).unwrap_or(Value::Null));
-        errors.push(FieldError::invalid(PATH, value, format!("duplicated items [{}]", dup.join(" "))));
+        let value = field::show(&serde_json::to_value(list).unwrap_or(Value::Null));
+        errors.push(field::invalid_shown(PATH, value, format!("duplicated items [{}]", dup.join(" "))));
         return;
     }
     let ns = namespace(request, value);
     let before = old.map(listed).unwrap_or_default();
     for name in new_pods_to_delete(&names, &before, v1beta1) {
-        let fail = |detail: String| FieldError::invalid(PATH, show_str(name), detail);
+        let fail = |detail: String| field::invalid_shown(PATH, field::go_quote(name), detail);
         let pod = match inputs.answers.get(&pod_query(ns, name)) {
             Err(e) => Err(format!("find pod {name} failed: {e}")),
-            Ok([]) => Err(format!("find pod {name} failed: pods {} not found", show_str(name))),
+            Ok([]) => Err(format!("find pod {name} failed: pods {} not found", field::go_quote(name))),
             Ok([pod, ..]) => decode::<PodRef>(pod, "Pod").map_err(|e| format!("find pod {name} failed: {e}")),
         };
         match pod {
@@ -186,11 +184,11 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
     let strategy = &cs.spec.update_strategy;
     let knobs: Knobs = if v1beta1 {
         if !matches!(strategy.type_.as_str(), "RollingUpdate" | "OnDelete") {
-            errors.push(FieldError::not_supported("spec.updateStrategy.type", &strategy.type_, &["RollingUpdate", "OnDelete"]));
+            errors.push(field::not_supported("spec.updateStrategy.type", &strategy.type_, &["RollingUpdate", "OnDelete"]));
         }
         let Some(ru) = &strategy.rolling_update else { return };
         if !ru.pod_update_policy.is_empty() && !POLICIES.contains(&ru.pod_update_policy.as_str()) {
-            errors.push(FieldError::not_supported("spec.updateStrategy.rollingUpdate.podUpdatePolicy", &ru.pod_update_policy, &POLICIES));
+            errors.push(field::not_supported("spec.updateStrategy.rollingUpdate.podUpdatePolicy", &ru.pod_update_policy, &POLICIES));
         }
         (
             "spec.updateStrategy.rollingUpdate",
@@ -201,9 +199,9 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         )
     } else {
         if !POLICIES.contains(&strategy.type_.as_str()) {
-            errors.push(FieldError::invalid(
+            errors.push(field::invalid_shown(
                 "spec.updateStrategy.type",
-                show_str(&strategy.type_),
+                field::go_quote(&strategy.type_),
                 "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
             ));
         }
@@ -220,7 +218,7 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         let Some(v) = v else { return 0 };
         v.scaled(replicas, true).unwrap_or_else(|e| {
             let detail = format!("failed GetScaledValueFromIntOrPercent for {name}: {e}");
-            errors.push(FieldError::invalid(&format!("{prefix}.{name}"), show_str(&v.to_string()), detail));
+            errors.push(field::invalid_shown(format!("{prefix}.{name}"), field::go_quote(&v.to_string()), detail));
             0
         })
     };
@@ -237,12 +235,12 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         } else {
             "can not use maxSurge with strategy type InPlaceOnly"
         };
-        errors.push(FieldError::invalid(&format!("{prefix}.maxSurge"), show_str(&v.to_string()), detail));
+        errors.push(field::invalid_shown(format!("{prefix}.maxSurge"), field::go_quote(&v.to_string()), detail));
     }
     if replicas > 0 && unavailable < 1 && surge < 1 {
         let value = max_unavailable.map_or_else(|| "null".to_owned(), int_or_string_value);
-        errors.push(FieldError::invalid(
-            &format!("{prefix}.maxUnavailable"),
+        errors.push(field::invalid_shown(
+            format!("{prefix}.maxUnavailable"),
             value,
             "maxUnavailable and maxSurge should not both be less than 1",
         ));

@@ -7,12 +7,12 @@
 
 use serde_json::Value;
 
-use super::field::{FieldError, aggregate, show};
 use super::{
     decode, defaults, does_not_match, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, selector_value,
     version,
 };
 use crate::admission::Inputs;
+use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::workloads::DaemonSet;
 
@@ -40,7 +40,7 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
         errors.extend(immutable::metadata_update(old_value, new_value));
         let (mutable, message) = if v1beta1 { (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1) } else { (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1) };
         if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {
-            errors.push(FieldError::forbidden("spec", message));
+            errors.push(field::forbidden("spec", message));
         }
     }
     validate_spec(&ds, v1beta1, &mut errors);
@@ -57,10 +57,10 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
     match &spec.selector {
         None => errors.push(does_not_match(&spec.template.metadata.labels)),
         Some(selector) => match selector.matches(&spec.template.metadata.labels) {
-            Err(e) => errors.push(FieldError::invalid("spec.selector", selector_value(selector), e)),
+            Err(e) => errors.push(field::invalid_shown("spec.selector", selector_value(selector), e)),
             Ok(false) => errors.push(does_not_match(&spec.template.metadata.labels)),
             Ok(true) if selector.is_empty() => {
-                errors.push(FieldError::invalid("spec.selector", selector_value(selector), "empty selector is invalid for daemonset"))
+                errors.push(field::invalid_shown("spec.selector", selector_value(selector), "empty selector is invalid for daemonset"))
             }
             Ok(true) => {}
         },
@@ -70,11 +70,10 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
     defaults::pod_spec(&mut template_spec);
     let restart = template_spec.get("restartPolicy").and_then(Value::as_str).unwrap_or_default();
     if restart != "Always" {
-        errors.push(FieldError::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors
-            .push(FieldError::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in DaemonSet is not Supported"));
+        errors.push(field::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in DaemonSet is not Supported"));
     }
     nonnegative("spec.minReadySeconds", spec.min_ready_seconds.unwrap_or(0), errors);
     update_strategy(ds, v1beta1, errors);
@@ -82,7 +81,7 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
         nonnegative("spec.revisionHistoryLimit", limit, errors);
     }
     if spec.lifecycle.as_ref().is_some_and(|l| l.in_place_update.as_ref().is_some_and(|h| !h.is_null())) {
-        errors.push(FieldError::forbidden("spec.lifecycle.inPlaceUpdate", "inPlaceUpdate hook has not supported yet"));
+        errors.push(field::forbidden("spec.lifecycle.inPlaceUpdate", "inPlaceUpdate hook has not supported yet"));
     }
 }
 
@@ -93,7 +92,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
         "OnDelete" => {}
         "RollingUpdate" => {
             let Some(ru) = &strategy.rolling_update else {
-                errors.push(FieldError::required(RU, ""));
+                errors.push(field::required(RU, ""));
                 return;
             };
             let non_zero = |v: &Option<_>| v.as_ref().is_some_and(|v: &crate::api::workloads::IntOrString| v.int_or_percent_value() != 0);
@@ -107,26 +106,26 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
             if has_unavailable && has_surge {
                 let value = ru.max_surge.as_ref().map_or_else(|| "null".to_owned(), int_or_string_value);
-                errors.push(FieldError::invalid(&format!("{RU}.maxSurge"), value, "may not be set when maxUnavailable is non-zero"));
+                errors.push(field::invalid_shown(format!("{RU}.maxSurge"), value, "may not be set when maxUnavailable is non-zero"));
             } else if !has_unavailable && !has_surge {
-                errors.push(FieldError::required(&format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
+                errors.push(field::required(format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
             }
             match ru.type_.as_str() {
                 "" | "Standard" => {}
                 "InPlaceIfPossible" => {
                     if has_surge {
-                        errors.push(FieldError::required(&format!("{RU}.maxSurge"), "must be 0 for InPlaceIfPossible type"));
+                        errors.push(field::required(format!("{RU}.maxSurge"), "must be 0 for InPlaceIfPossible type"));
                     }
                 }
                 "Surging" if !v1beta1 => {
                     if has_unavailable {
-                        errors.push(FieldError::required(&format!("{RU}.maxUnavailable"), "must be 0 for Surging type"));
+                        errors.push(field::required(format!("{RU}.maxUnavailable"), "must be 0 for Surging type"));
                     }
                 }
                 other => {
                     let supported: &'static [&'static str] =
                         if v1beta1 { &["Standard", "InPlaceIfPossible"] } else { &["Standard", "Surging", "InPlaceIfPossible"] };
-                    errors.push(FieldError::not_supported(&format!("{RU}.type"), other, supported));
+                    errors.push(field::not_supported(format!("{RU}.type"), other, supported));
                 }
             }
             if let Some(partition) = ru.partition {
@@ -134,12 +133,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
         }
         other => {
-            let value = show(&Value::String(other.to_owned()));
-            errors.push(FieldError::NotSupported {
-                path: "spec.updateStrategy.type".into(),
-                value,
-                supported: &["RollingUpdate", "OnDelete"],
-            });
+            errors.push(field::not_supported("spec.updateStrategy.type", other, &["RollingUpdate", "OnDelete"]));
         }
     }
 }

@@ -5,7 +5,6 @@
 pub mod cloneset;
 pub mod daemonset;
 pub mod defaults;
-pub mod field;
 pub mod immutable;
 pub mod resources;
 pub mod statefulset;
@@ -16,8 +15,8 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use self::field::{FieldError, show};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use crate::admission::field::{self, FieldError};
 use crate::api::workloads::{IntOrString, LabelSelector};
 
 /// The objects of a CREATE or UPDATE this module judges: `(new, old)`, with `old` only on UPDATE.
@@ -61,44 +60,44 @@ fn version<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
 }
 
 fn labels_value(labels: &BTreeMap<String, String>) -> String {
-    show(&serde_json::to_value(labels).unwrap_or(Value::Null))
+    field::show(&serde_json::to_value(labels).unwrap_or(Value::Null))
 }
 
 fn selector_value(selector: &LabelSelector) -> String {
-    show(&serde_json::to_value(selector).unwrap_or(Value::Null))
+    field::show(&serde_json::to_value(selector).unwrap_or(Value::Null))
 }
 
 /// The selector rules CloneSet and Advanced StatefulSet share: required, well-formed, not empty,
 /// and matching the template's labels.
 fn check_selector(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>, kind: &str, errors: &mut Vec<FieldError>) {
     let Some(selector) = selector else {
-        errors.push(FieldError::required("spec.selector", ""));
+        errors.push(field::required("spec.selector", ""));
         return;
     };
     if selector.is_empty() {
-        errors.push(FieldError::invalid("spec.selector", selector_value(selector), format!("empty selector is invalid for {kind}")));
+        errors.push(field::invalid_shown("spec.selector", selector_value(selector), format!("empty selector is invalid for {kind}")));
         return;
     }
     match selector.matches(labels) {
-        Err(e) => errors.push(FieldError::invalid("spec.selector", selector_value(selector), e)),
+        Err(e) => errors.push(field::invalid_shown("spec.selector", selector_value(selector), e)),
         Ok(false) => errors.push(does_not_match(labels)),
         Ok(true) => {}
     }
 }
 
 fn does_not_match(labels: &BTreeMap<String, String>) -> FieldError {
-    FieldError::invalid("spec.template.metadata.labels", labels_value(labels), "`selector` does not match template `labels`")
+    field::invalid_shown("spec.template.metadata.labels", labels_value(labels), "`selector` does not match template `labels`")
 }
 
 /// `ValidateNonnegativeField`.
 fn nonnegative(path: &str, value: i64, errors: &mut Vec<FieldError>) {
     if value < 0 {
-        errors.push(FieldError::invalid(path, value.to_string(), "must be greater than or equal to 0"));
+        errors.push(field::invalid_shown(path, value.to_string(), "must be greater than or equal to 0"));
     }
 }
 
 fn int_or_string_value(v: &IntOrString) -> String {
-    show(&serde_json::to_value(v).unwrap_or(Value::Null))
+    field::show(&serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
 /// `ValidatePositiveIntOrPercent` (zero allowed) and, when asked, `IsNotMoreThan100Percent`.
@@ -106,10 +105,10 @@ fn positive_int_or_percent(path: &str, v: &IntOrString, at_most_100_percent: boo
     match v {
         IntOrString::Int(i) => nonnegative(path, *i, errors),
         IntOrString::String(_) => match v.percent() {
-            None => errors.push(FieldError::invalid(path, int_or_string_value(v), "must be an integer or percentage (e.g '5%')")),
-            Some(p) if p < 0 => errors.push(FieldError::invalid(path, int_or_string_value(v), "must be greater than or equal to 0")),
+            None => errors.push(field::invalid_shown(path, int_or_string_value(v), "must be an integer or percentage (e.g '5%')")),
+            Some(p) if p < 0 => errors.push(field::invalid_shown(path, int_or_string_value(v), "must be greater than or equal to 0")),
             Some(p) if at_most_100_percent && p > 100 => {
-                errors.push(FieldError::invalid(path, int_or_string_value(v), "must not be greater than 100%"))
+                errors.push(field::invalid_shown(path, int_or_string_value(v), "must not be greater than 100%"))
             }
             Some(_) => {}
         },

@@ -6,71 +6,18 @@
 
 use serde_json::Value;
 
+use crate::api::quantity;
+
 /// A parsed resource quantity in nano-units (10⁻⁹), exact for every value Kubernetes can store
 /// below about 10²⁰, which is enough to compare requests with limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Quantity(i128);
 
 impl Quantity {
-    /// Parse `resource.Quantity` text: a signed decimal number with an optional binary (`Ki`..`Ei`),
-    /// decimal (`n`, `u`, `m`, `k`, `M`..`E`) or exponent (`e3`) suffix. Numbers are accepted too.
+    /// Parse `resource.Quantity` text (or a JSON number) with the one quantity parser
+    /// (`api::quantity`), in nano-units.
     pub fn parse(value: &Value) -> Option<Quantity> {
-        match value {
-            Value::String(s) => Self::parse_str(s),
-            Value::Number(n) => Self::parse_str(&n.to_string()),
-            _ => None,
-        }
-    }
-
-    fn parse_str(s: &str) -> Option<Quantity> {
-        let s = s.trim();
-        let (negative, body) = match s.as_bytes().first()? {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
-        };
-        let number_len = body.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
-        let (number, suffix) = body.split_at(number_len);
-        let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-        if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
-            return None;
-        }
-        // mantissa × 10^-frac digits, then × the suffix, all in nano-units.
-        let digits = format!("{int_part}{frac_part}");
-        let mantissa: i128 = digits.parse().ok()?;
-        let mut exp10: i32 = 9 - i32::try_from(frac_part.len()).ok()?;
-        let mut factor2: u32 = 0;
-        match suffix {
-            "" => {}
-            "Ki" => factor2 = 10,
-            "Mi" => factor2 = 20,
-            "Gi" => factor2 = 30,
-            "Ti" => factor2 = 40,
-            "Pi" => factor2 = 50,
-            "Ei" => factor2 = 60,
-            "n" => exp10 -= 9,
-            "u" => exp10 -= 6,
-            "m" => exp10 -= 3,
-            "k" => exp10 += 3,
-            "M" => exp10 += 6,
-            "G" => exp10 += 9,
-            "T" => exp10 += 12,
-            "P" => exp10 += 15,
-            "E" => exp10 += 18,
-            other => {
-                let exp = other.strip_prefix(['e', 'E'])?;
-                exp10 = exp10.checked_add(exp.parse::<i32>().ok()?)?;
-            }
-        }
-        let mut nanos = mantissa.checked_mul(2i128.checked_pow(factor2)?)?;
-        if exp10 >= 0 {
-            nanos = nanos.checked_mul(10i128.checked_pow(u32::try_from(exp10).ok()?)?)?;
-        } else {
-            // Below a nano-unit Kubernetes rounds up.
-            let div = 10i128.checked_pow(exp10.unsigned_abs())?;
-            nanos = nanos / div + i128::from(nanos % div != 0);
-        }
-        Some(Quantity(if negative { -nanos } else { nanos }))
+        quantity::from_value(value)?.nanos().map(Quantity)
     }
 
     pub fn is_zero(self) -> bool {
@@ -177,7 +124,8 @@ mod tests {
         assert!(Quantity::parse(&json!("")).is_none());
         assert!(Quantity::parse(&json!(".")).is_none());
         assert!(Quantity::parse(&json!("1e2147483647")).is_none());
-        assert!(Quantity::parse(&json!("1e-2147483648")).is_none());
+        // Far below a nano-unit: rounded up to one, as Kubernetes rounds sub-nano values.
+        assert_eq!(Quantity::parse(&json!("1e-2147483648")), Some(q("1n")));
     }
 
     #[test]

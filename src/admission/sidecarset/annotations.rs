@@ -116,19 +116,24 @@ pub struct PodAnnotations {
     pub injected: BTreeSet<String>,
     /// Parsed `working-hotupgrade-container`; an unparsable value counts as empty.
     pub working_hot: BTreeMap<String, String>,
+    /// The pod's working-hotupgrade annotation was present but not a `{string: string}` map.
+    pub working_hot_unparsable: bool,
     pub hot_upgrade_used: bool,
 }
 
 impl PodAnnotations {
     pub fn read(annotations: Option<&Map<String, Value>>) -> Result<Self, String> {
         let get = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str);
+        let working_hot: Option<BTreeMap<String, String>> =
+            get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION).map(|w| serde_json::from_str(w).ok()).unwrap_or(Some(BTreeMap::new()));
         Ok(PodAnnotations {
             hash: parse_hash_map(HASH_ANNOTATION, get(HASH_ANNOTATION))?,
             hash_without_image: parse_hash_map(HASH_WITHOUT_IMAGE_ANNOTATION, get(HASH_WITHOUT_IMAGE_ANNOTATION))?,
             injected: get(INJECTED_LIST_ANNOTATION)
                 .map(|l| l.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                 .unwrap_or_default(),
-            working_hot: get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION).and_then(|w| serde_json::from_str(w).ok()).unwrap_or_default(),
+            working_hot_unparsable: working_hot.is_none(),
+            working_hot: working_hot.unwrap_or_default(),
             hot_upgrade_used: false,
         })
     }

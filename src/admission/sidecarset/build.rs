@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::hotupgrade;
+use super::index::SidecarSetIndex;
 use super::merge::Injected;
 use super::resources;
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
@@ -22,6 +23,7 @@ pub struct PodContext<'a> {
     /// Every container and init container name of every injected SidecarSet (resourcesPolicy).
     sidecar_names: HashSet<&'a str>,
     pod_volumes: HashSet<&'a str>,
+    index: &'a SidecarSetIndex,
 }
 
 /// The `$(NAME)` references of a `subPathExpr` (Kruise's `\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)`).
@@ -52,7 +54,7 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 }
 
 impl<'a> PodContext<'a> {
-    pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>]) -> Self {
+    pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
         let sidecar_names: HashSet<&str> =
             sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers)).map(|c| c.name.as_str()).collect();
@@ -82,7 +84,7 @@ impl<'a> PodContext<'a> {
         }
         let shared_devices = apps.iter().flat_map(|a| list(a, "volumeDevices")).cloned().collect();
         let pod_volumes = list(spec, "volumes").iter().filter_map(name_of).collect();
-        PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes }
+        PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
     }
 }
 
@@ -157,7 +159,8 @@ fn compose(
 ) -> Result<Map<String, Value>, String> {
     let mut c = sidecar.core_container();
     if let Some(policy) = &sidecar.resources_policy {
-        let computed = resources::compute(set, &sidecar.name, policy, ctx.pod, &ctx.sidecar_names)?;
+        let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
+        let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;
         c.insert("resources".into(), computed);
     }
 

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::api::quantity;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct CalcError(pub String);
 
@@ -33,37 +35,7 @@ pub fn evaluate(expr: &str, variable: &str, value: f64) -> Result<f64, CalcError
 
 /// Parse a Kubernetes quantity (`500m`, `1.5`, `128Mi`, `1e3`, `2G`) into base units.
 pub fn parse_quantity(s: &str) -> Result<f64, CalcError> {
-    let s = s.trim();
-    let digits_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
-    let (number, suffix) = s.split_at(digits_end);
-    let n: f64 = number.parse().map_err(|_| CalcError(format!("{s:?} is not a quantity")))?;
-    let factor = suffix_factor(suffix).ok_or_else(|| CalcError(format!("{s:?} is not a quantity (unknown suffix {suffix:?})")))?;
-    Ok(n * factor)
-}
-
-fn suffix_factor(suffix: &str) -> Option<f64> {
-    Some(match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => {
-            // Decimal exponent: `1e3`, `5E-2`.
-            let exp = suffix.strip_prefix(['e', 'E'])?;
-            let exp: i32 = exp.parse().ok()?;
-            10f64.powi(exp)
-        }
-    })
+    quantity::parse(s).map(|q| q.as_f64()).ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,10 +82,16 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
             {
                 i += 1;
             }
-            let suffix = &expr[suffix_start..i];
-            let factor =
-                suffix_factor(suffix).ok_or_else(|| CalcError(format!("unknown quantity suffix {suffix:?} in {:?}", &expr[start..i])))?;
-            tokens.push(Token::Num(n * factor));
+            if i == suffix_start {
+                tokens.push(Token::Num(n));
+            } else {
+                let text = &expr[start..i];
+                tokens.push(Token::Num(
+                    quantity::parse(text)
+                        .map(|q| q.as_f64())
+                        .ok_or_else(|| CalcError(format!("{text:?} is not a quantity (unknown suffix {:?})", &expr[suffix_start..i])))?,
+                ));
+            }
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {

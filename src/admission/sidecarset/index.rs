@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::matching::check_selector;
@@ -63,6 +64,9 @@ pub struct SidecarSetIndex {
     cluster: Bucket,
     /// SidecarSets that could not be read (a message each), for logs.
     unreadable: Vec<String>,
+    /// `resourcesPolicy.targetContainersNameRegex` patterns, compiled once (compiling per pod
+    /// would dominate the decision's cost).
+    name_regexes: HashMap<String, Regex>,
 }
 
 impl SidecarSetIndex {
@@ -76,6 +80,16 @@ impl SidecarSetIndex {
             }
         }
         index.sets.sort_by(|a, b| a.name().cmp(b.name()));
+        for set in &index.sets {
+            for policy in set.spec.init_containers.iter().chain(&set.spec.containers).filter_map(|c| c.resources_policy.as_ref()) {
+                let pattern = &policy.target_containers_name_regex;
+                if !index.name_regexes.contains_key(pattern)
+                    && let Ok(regex) = Regex::new(pattern)
+                {
+                    index.name_regexes.insert(pattern.clone(), regex);
+                }
+            }
+        }
         for (id, set) in index.sets.iter().enumerate() {
             let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { continue };
             if set.is_paused() {
@@ -104,6 +118,12 @@ impl SidecarSetIndex {
         ids.sort_unstable();
         ids.dedup();
         ids.into_iter().map(|id| Arc::clone(&self.sets[id as usize])).collect()
+    }
+
+    /// A compiled `targetContainersNameRegex` of a live SidecarSet (restored revisions may use
+    /// others, which are compiled on use).
+    pub fn name_regex(&self, pattern: &str) -> Option<&Regex> {
+        self.name_regexes.get(pattern)
     }
 
     pub fn len(&self) -> usize {

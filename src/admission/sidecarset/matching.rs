@@ -11,7 +11,7 @@ use crate::cluster::Snapshot;
 
 /// Pod or namespace labels, as found in `metadata.labels` (non-string values never match).
 pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
-    object.pointer("/metadata/labels").and_then(Value::as_object)
+    object.get("metadata")?.get("labels")?.as_object()
 }
 
 fn label<'a>(labels: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a str> {
@@ -50,21 +50,34 @@ pub fn selector_matches(selector: &LabelSelector, labels: Option<&Map<String, Va
         })
 }
 
+/// The pod as matching sees it: its labels and its Namespace object (read once per pod).
+pub struct PodTarget<'a> {
+    pub labels: Option<&'a Map<String, Value>>,
+    /// `None` when the Namespace is not in the snapshot.
+    pub namespace: Option<&'a Value>,
+}
+
+impl<'a> PodTarget<'a> {
+    pub fn new(pod: &'a Value, namespace: &str, cluster: &'a Snapshot) -> Self {
+        PodTarget { labels: labels_of(pod), namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n) }
+    }
+}
+
 /// Does `set` match the pod (§2 items 1–3)? `Err` only for an invalid `spec.selector`.
-pub fn matches(set: &SidecarSet, namespace: &str, pod: &Value, cluster: &Snapshot) -> Result<bool, String> {
+pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if set.is_paused() {
         return Ok(false);
     }
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
-        let Some(ns) = cluster.get("", "Namespace", "", namespace) else { return Ok(false) };
+        let Some(ns) = pod.namespace else { return Ok(false) };
         if check_selector(ns_selector).is_err() || !selector_matches(ns_selector, labels_of(ns)) {
             return Ok(false);
         }
     }
     let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { return Ok(false) };
     check_selector(selector).map_err(|e| format!("SidecarSet {} has an invalid spec.selector: {e}", set.name()))?;
-    Ok(selector_matches(selector, labels_of(pod)))
+    Ok(selector_matches(selector, pod.labels))
 }
 
 /// Drop the bases named by matched canaries (HEAD behaviour): the canary replaces them for this pod.
@@ -103,10 +116,11 @@ mod tests {
     fn empty_selector_matches_nothing_and_invalid_one_is_an_error() {
         let cluster = Snapshot::default();
         let pod = json!({"metadata": {"labels": {"app": "web"}}});
+        let target = PodTarget::new(&pod, "default", &cluster);
         let mut set = SidecarSet::default();
         set.spec.selector = Some(LabelSelector::default());
-        assert_eq!(matches(&set, "default", &pod, &cluster), Ok(false));
+        assert_eq!(matches(&set, &target), Ok(false));
         set.spec.selector = Some(sel(json!({"matchExpressions": [{"key": "app", "operator": "Like", "values": ["w"]}]})));
-        assert!(matches(&set, "default", &pod, &cluster).is_err());
+        assert!(matches(&set, &target).is_err());
     }
 }

@@ -6,7 +6,6 @@
 pub mod annotations;
 pub mod build;
 pub mod calculator;
-pub mod hash;
 pub mod hotupgrade;
 pub mod index;
 pub mod matching;
@@ -35,13 +34,15 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
         return Ok(());
     }
     let namespace = pod_namespace(pod, request);
-    let candidates = inputs.cluster.sidecarset_index().candidates(&namespace, matching::labels_of(pod));
+    let index = inputs.cluster.sidecarset_index();
+    let candidates = index.candidates(&namespace, matching::labels_of(pod));
     if candidates.is_empty() {
         return Ok(());
     }
+    let target = matching::PodTarget::new(pod, &namespace, inputs.cluster);
     let mut matched = Vec::with_capacity(candidates.len());
     for set in candidates {
-        if matching::matches(&set, &namespace, pod, inputs.cluster).map_err(AdmissionError::Internal)? {
+        if matching::matches(&set, &target).map_err(AdmissionError::Internal)? {
             matched.push(set);
         }
     }
@@ -62,7 +63,7 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
     let mut state =
         PodAnnotations::read(pod.pointer("/metadata/annotations").and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
-        let ctx = PodContext::new(pod, &sets);
+        let ctx = PodContext::new(pod, &sets, index);
         sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
     };
     if !built.iter().any(Built::injects) {
@@ -82,6 +83,12 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
             state.working_hot.insert(name.clone(), hotupgrade::working_name(name));
             state.hot_upgrade_used = true;
         }
+    }
+    if state.hot_upgrade_used && state.working_hot_unparsable {
+        warnings.push(format!(
+            "the pod's annotation {} is not a JSON map of container names; it is replaced",
+            crate::api::sidecarset::WORKING_HOTUPGRADE_CONTAINER_ANNOTATION
+        ));
     }
     apply(pod, &sets, built, &state)
 }

@@ -10,10 +10,26 @@ use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
 /// `injected` are the SidecarSets injected into this pod (their containers are never targets).
-pub fn compute(set: &SidecarSet, sidecar: &str, policy: &ResourcesPolicy, pod: &Value, injected: &HashSet<&str>) -> Result<Value, String> {
+/// `compiled` is the regex from the index when it has it.
+pub fn compute(
+    set: &SidecarSet,
+    sidecar: &str,
+    policy: &ResourcesPolicy,
+    compiled: Option<&Regex>,
+    pod: &Value,
+    injected: &HashSet<&str>,
+) -> Result<Value, String> {
     let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
-    let regex = Regex::new(&policy.target_containers_name_regex)
-        .map_err(|e| context(format!("targetContainersNameRegex {:?} is not a valid regex: {e}", policy.target_containers_name_regex)))?;
+    let compiled_here;
+    let regex = match compiled {
+        Some(r) => r,
+        None => {
+            compiled_here = Regex::new(&policy.target_containers_name_regex).map_err(|e| {
+                context(format!("targetContainersNameRegex {:?} is not a valid regex: {e}", policy.target_containers_name_regex))
+            })?;
+            &compiled_here
+        }
+    };
     let list = |key: &str| pod.pointer(&format!("/spec/{key}")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let native_init = list("initContainers").iter().filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
     let targets: Vec<&Value> = native_init

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::hash::sidecarset_hashes;
 use super::matching::{check_selector, labels_of, selector_matches};
 use crate::admission::Inputs;
+use crate::admission::sidecarset_admission::hash::sidecarset_hashes;
 use crate::api::sidecarset::{
     CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, IntOrString, REVISION_SIDECARSET_NAME_LABEL, SidecarSet,
     SidecarSetSpec, SidecarSetStatus,
@@ -94,10 +94,71 @@ fn restore(
         |k: &str| revision.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str).map(str::to_owned);
     let (hash, without_image) = match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
         (Some(h), Some(w)) => (h, w),
-        _ => sidecarset_hashes(&restored.spec).map_err(restore_error)?,
+        // Kruise recomputes them from the restored spec (§3); one hash implementation serves this
+        // and the SidecarSet mutating webhook.
+        _ => {
+            let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
+            sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?
+        }
     };
     restored.metadata.annotations.insert(HASH_ANNOTATION.into(), hash);
     restored.metadata.annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), without_image);
     restored.status.get_or_insert_with(SidecarSetStatus::default).latest_revision = revision_name.to_owned();
     Ok(Arc::new(restored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::{FixedClock, Random, Settings};
+    use crate::cluster::{Answers, Snapshot};
+    use serde_json::json;
+
+    struct Draw(f64);
+    impl Random for Draw {
+        fn uniform(&self) -> f64 {
+            self.0
+        }
+    }
+
+    /// The image the pod would get for `strategy` and `revision` with the random draw `u`.
+    fn image(strategy: Value, revision: Value, u: f64) -> Result<String, String> {
+        let set = SidecarSet::from_value(&json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "s"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "c", "image": "latest"}],
+                     "updateStrategy": strategy, "injectionStrategy": {"revision": revision}}}))?;
+        let cluster = Snapshot::from_objects([json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": "r1", "namespace": "kruise-system", "annotations": {"kruise.io/sidecarset-hash": "h", "kruise.io/sidecarset-hash-without-image": "w"}},
+            "revision": 1, "data": {"spec": {"$patch": "replace", "containers": [{"name": "c", "image": "pinned"}]}}})]);
+        let (answers, clock, settings, random) =
+            (Answers::default(), FixedClock(time::OffsetDateTime::UNIX_EPOCH), Settings::default(), Draw(u));
+        let inputs = Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let pod = json!({"metadata": {"labels": {"app": "web", "track": "stable"}}});
+        let chosen = select(&Arc::new(set), &pod, &inputs)?;
+        Ok(chosen.spec.containers[0].container["image"].as_str().unwrap_or_default().to_owned())
+    }
+
+    #[test]
+    fn revision_policies() {
+        let pin = json!({"revisionName": "r1"});
+        let partial = json!({"revisionName": "r1", "policy": "Partial"});
+        assert_eq!(image(json!({}), json!({}), 0.0).unwrap(), "latest");
+        assert_eq!(image(json!({}), pin.clone(), 0.9).unwrap(), "pinned");
+        assert_eq!(image(json!({"paused": true}), partial.clone(), 0.9).unwrap(), "pinned");
+        assert_eq!(image(json!({}), partial.clone(), 0.9).unwrap(), "latest");
+        assert_eq!(image(json!({"partition": 3}), partial.clone(), 0.0).unwrap(), "latest");
+        assert_eq!(image(json!({"partition": "100%"}), partial.clone(), 0.99).unwrap(), "pinned");
+        assert_eq!(image(json!({"partition": "0%"}), partial.clone(), 0.01).unwrap(), "latest");
+        assert_eq!(
+            image(json!({"selector": {"matchLabels": {"track": "canary"}}, "partition": "0%"}), partial.clone(), 0.5).unwrap(),
+            "pinned"
+        );
+        assert_eq!(
+            image(json!({"selector": {"matchLabels": {"track": "stable"}}, "partition": "0%"}), partial.clone(), 0.5).unwrap(),
+            "latest"
+        );
+        assert!(image(json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}}), partial.clone(), 0.5).is_err());
+        assert!(image(json!({"partition": "5"}), partial, 0.5).unwrap_err().contains("percentage"));
+        assert!(image(json!({}), json!({"revisionName": "missing"}), 0.5).unwrap_err().contains("does not exist"));
+        assert!(image(json!({}), json!({"customVersion": "v9"}), 0.5).unwrap_err().contains("no ControllerRevision"));
+    }
 }

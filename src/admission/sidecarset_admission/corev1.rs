@@ -16,9 +16,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::field::{self, FieldError};
-use super::quantity;
 use super::selector::qualified_name_errors;
+use crate::admission::field::{self, FieldError};
+use crate::api::quantity;
 
 const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const ENV_VAR_NAME: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
@@ -92,7 +92,9 @@ fn set(m: &Map<String, Value>, key: &str) -> bool {
     m.get(key).is_some_and(|v| !v.is_null())
 }
 
-const VOLUME_SOURCES: &[&str] = &[
+/// Fields of `corev1.VolumeSource` at k8s.io/api v0.32: validation requires exactly one, and
+/// defaulting gives a volume with none of them `emptyDir: {}`.
+pub const VOLUME_SOURCES: &[&str] = &[
     "hostPath",
     "emptyDir",
     "gcePersistentDisk",
@@ -497,7 +499,7 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
         let Some(map) = res.get(list).and_then(Value::as_object) else { continue };
         for (name, q) in map {
             let rp = format!("{p}.resources.{list}[{name}]");
-            let Some(value) = quantity::go_text(q, false).and_then(|t| approx(&t)) else {
+            let Some(value) = quantity::go_text(q, false).and_then(|t| quantity::parse(&t)).map(|q| q.as_f64()) else {
                 errs.push(field::invalid(rp, q, "must be a quantity"));
                 continue;
             };
@@ -520,32 +522,6 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
             ));
         }
     }
-}
-
-/// A quantity's value as a float, for comparisons only.
-fn approx(text: &str) -> Option<f64> {
-    let (num, suffix) = text.split_at(text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len()));
-    let n: f64 = num.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s => 10f64.powi(s.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(n * factor)
 }
 
 fn validate_handler(h: &Map<String, Value>, p: &str, kinds: &[&str], errs: &mut Vec<FieldError>) {

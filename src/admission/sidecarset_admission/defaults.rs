@@ -12,39 +12,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-/// Fields of `corev1.VolumeSource` at k8s.io/api v0.32: a volume with none of them gets `emptyDir: {}`.
-const VOLUME_SOURCES: &[&str] = &[
-    "hostPath",
-    "emptyDir",
-    "gcePersistentDisk",
-    "awsElasticBlockStore",
-    "gitRepo",
-    "secret",
-    "nfs",
-    "iscsi",
-    "glusterfs",
-    "persistentVolumeClaim",
-    "rbd",
-    "flexVolume",
-    "cinder",
-    "cephfs",
-    "flocker",
-    "downwardAPI",
-    "fc",
-    "azureFile",
-    "configMap",
-    "vsphereVolume",
-    "quobyte",
-    "azureDisk",
-    "photonPersistentDisk",
-    "projected",
-    "portworxVolume",
-    "scaleIO",
-    "storageos",
-    "csi",
-    "ephemeral",
-    "image",
-];
+use super::corev1::VOLUME_SOURCES;
 
 /// `0644`, the default mode of secret, configMap, downwardAPI and projected volumes.
 const DEFAULT_MODE: i64 = 0o644;
@@ -156,7 +124,7 @@ fn core_container(c: &mut Map<String, Value>) {
                 for q in list.values_mut() {
                     // Rounded up to milli-units and respelled the way Go marshals it; a value that is
                     // not a quantity is left for validation to report.
-                    if let Some(text) = super::quantity::go_text(q, true) {
+                    if let Some(text) = crate::api::quantity::go_text(q, true) {
                         *q = Value::String(text);
                     }
                 }

@@ -41,7 +41,7 @@ fn lex(input: &str) -> Result<Vec<Token>, String> {
                 tokens.push(Token::Number);
             } else {
                 let text: String = chars[start..i].iter().collect();
-                if super::quantity::parse(&text).is_none() {
+                if crate::api::quantity::parse(&text).is_none() {
                     return Err(format!("invalid quantity {text:?}"));
                 }
                 tokens.push(Token::Quantity(text));

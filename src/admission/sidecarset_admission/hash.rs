@@ -10,7 +10,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::quantity;
+use crate::api::quantity;
 
 /// How Go encodes one field's type.
 #[derive(Clone, Copy)]

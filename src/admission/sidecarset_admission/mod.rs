@@ -6,16 +6,14 @@
 pub mod corev1;
 pub mod defaults;
 pub mod expr;
-pub mod field;
 pub mod hash;
-pub mod quantity;
 pub mod selector;
 pub mod validate;
 
 use serde_json::{Map, Value};
 
-use super::Inputs;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::{Inputs, field};
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet};
 
 /// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).

@@ -13,9 +13,9 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::field::{self, FieldError};
 use super::{corev1, selector};
 use crate::admission::Inputs;
+use crate::admission::field::{self, FieldError};
 use crate::api::sidecarset::{
     BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector, REVISION_SIDECARSET_NAME_LABEL, SidecarContainer,
     SidecarSet,

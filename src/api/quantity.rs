@@ -93,7 +93,7 @@ pub fn parse(text: &str) -> Option<Quantity> {
     let digits = format!("{num_trimmed}{denom}");
     let unscaled: i128 = digits.parse().ok().filter(|v: &i128| *v < LIMIT)?;
     let (mut mantissa, mut scale) = if base == 10 {
-        (unscaled, exponent - denom.len() as i32)
+        (unscaled, exponent.checked_sub(i32::try_from(denom.len()).ok()?)?)
     } else {
         let m = unscaled.checked_mul(1i128.checked_shl(exponent as u32)?)?;
         (m, -(denom.len() as i32))
@@ -146,6 +146,23 @@ fn shift_right_up(mantissa: i128, digits: u32) -> i128 {
 }
 
 impl Quantity {
+    /// The value in nano-units (10⁻⁹), rounded away from zero below that as Kubernetes stores it;
+    /// `None` when it does not fit (exact comparisons, e.g. requests against limits).
+    pub fn nanos(&self) -> Option<i128> {
+        let shift = self.scale.checked_add(9)?;
+        if shift >= 0 {
+            self.mantissa.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)
+        } else {
+            Some(shift_right_up(self.mantissa, shift.unsigned_abs()))
+        }
+    }
+
+    /// The value in base units as a float, for arithmetic that needs no exactness (the
+    /// resourcesPolicy calculator, range checks).
+    pub fn as_f64(&self) -> f64 {
+        self.mantissa as f64 * 10f64.powi(self.scale)
+    }
+
     /// `RoundUp(scale)`: round away from zero to `10^scale` units; clears the cached text when
     /// the value had finer precision.
     pub fn round_up(&mut self, scale: i32) {
@@ -222,15 +239,19 @@ fn base1024(value: i128) -> String {
     format!("{amount}{suffix}")
 }
 
+/// A quantity given as JSON: a string, or a number (`cpu: 2` in YAML).
+pub fn from_value(value: &serde_json::Value) -> Option<Quantity> {
+    match value {
+        serde_json::Value::String(s) => parse(s),
+        serde_json::Value::Number(n) => parse(&n.to_string()),
+        _ => None,
+    }
+}
+
 /// The Go text of a quantity given as JSON (string or number), after `SetDefaults_ResourceList`'s
 /// rounding to milli-units when `milli` is set. `None` when it is not a quantity.
 pub fn go_text(value: &serde_json::Value, milli: bool) -> Option<String> {
-    let text = match value {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let mut q = parse(&text)?;
+    let mut q = from_value(value)?;
     if milli {
         q.round_up(-3);
     }

@@ -1,7 +1,7 @@
 //! Kubernetes-style field errors (`k8s.io/apimachinery/pkg/util/validation/field`), rendered the way
 //! `ErrorList.ToAggregate()` does: `<path>: <Type>: <detail>`, several joined as `[e1, e2]`,
-//! duplicates removed. Kruise's SidecarSet validator answers with these messages, so ours read the
-//! same.
+//! duplicates removed. Kruise's SidecarSet and workload validators answer with these messages,
+//! so ours read the same.
 
 use std::fmt;
 
@@ -91,6 +91,12 @@ pub fn forbidden(path: impl Into<String>, detail: impl Into<String>) -> FieldErr
 
 pub fn invalid(path: impl Into<String>, value: &Value, detail: impl Into<String>) -> FieldError {
     FieldError { path: path.into(), kind: Kind::Invalid(show(value)), detail: detail.into() }
+}
+
+/// `Invalid value` with the value already rendered (with [`show`] or [`go_quote`], or as Kruise
+/// formats it, e.g. a bare number).
+pub fn invalid_shown(path: impl Into<String>, shown: String, detail: impl Into<String>) -> FieldError {
+    FieldError { path: path.into(), kind: Kind::Invalid(shown), detail: detail.into() }
 }
 
 pub fn invalid_str(path: impl Into<String>, value: &str, detail: impl Into<String>) -> FieldError {

@@ -1,0 +1,329 @@
+//! `kruise-admission inject`: SidecarSet injection applied to the pod templates of workload
+//! manifests, like `istioctl kube-inject`, so a change can be reviewed (or applied) before any pod
+//! is created.
+//!
+//! Each template becomes a Pod (the template's metadata and spec, in the object's namespace) that
+//! goes through the very `/mutate-pod` webhook `serve` runs, as a CREATE. Only what injection
+//! writes is copied back into the template: `spec.containers`, `spec.initContainers`,
+//! `spec.volumes`, `spec.imagePullSecrets` and `metadata.annotations`. The DaemonSet-style stamp
+//! (node affinity, tolerations, `nodeName`) is a per-pod scheduling decision made when a real pod
+//! is created, so it is never written into a template. Everything else in a manifest is untouched.
+
+use std::io::{BufWriter, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use super::dry_run::parse_rfc3339;
+use super::inputs::{self, bare_object};
+use super::report::yaml;
+use super::settings::DecisionArgs;
+use crate::admission::review::Decision;
+use crate::admission::webhooks;
+use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, SystemClock};
+use crate::cluster::files::load_dir;
+use crate::cluster::{Answers, Snapshot};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// YAML documents separated by `---`.
+    Yaml,
+    /// One JSON document per line.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Manifests to inject: a file, a folder (every .yaml/.yml/.json below, in path order) or `-`
+    /// for standard input. JSON or multi-document YAML; `List` kinds keep their shape.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub filename: Vec<String>,
+    /// Folder of cluster objects (SidecarSets, Namespaces, ControllerRevisions, ...) the injection
+    /// reads. Without it no SidecarSet exists and manifests come out unchanged.
+    #[arg(long, value_name = "DIR")]
+    pub cluster_dir: Option<PathBuf>,
+    /// Fix the clock for the timestamps injection records (RFC 3339), so output is repeatable.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
+    pub now: Option<OffsetDateTime>,
+    /// The namespace of manifests that name none (what `kubectl apply` would use).
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
+    /// Seed of the random source used for percentage partitions.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+/// Where the pod template of each workload kind lives; `""` for a Pod itself.
+fn template_pointer(object: &Value) -> Option<&'static str> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    match (group, object.get("kind")?.as_str()?) {
+        ("", "Pod") => Some(""),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("batch", "Job")
+        | ("apps.kruise.io", "CloneSet" | "StatefulSet" | "DaemonSet") => Some("/spec/template"),
+        ("batch", "CronJob") => Some("/spec/jobTemplate/spec/template"),
+        _ => None,
+    }
+}
+
+/// Spec fields injection writes, copied from the mutated pod into the template.
+const SPEC_FIELDS: &[&str] = &["containers", "initContainers", "volumes", "imagePullSecrets"];
+
+/// Run `inject`. Exit status: 0 when every manifest was processed, 1 when the webhook refused a
+/// template (that manifest is written unchanged and the reason goes to stderr), 2 when an input or
+/// the cluster folder cannot be read.
+pub fn run(args: Args) -> ExitCode {
+    let snapshot = match &args.cluster_dir {
+        None => Snapshot::default(),
+        Some(dir) => match load_dir(dir) {
+            Ok((snapshot, warnings)) => {
+                for w in warnings {
+                    eprintln!("inject: warning: {w}");
+                }
+                snapshot
+            }
+            Err(e) => {
+                eprintln!("inject: cannot load --cluster-dir: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let clock: Box<dyn Clock> = match args.now {
+        Some(now) => Box::new(FixedClock(now)),
+        None => Box::new(SystemClock),
+    };
+    let random = SeededRandom::new(args.seed);
+    let settings = args.decisions.settings();
+    let injector = Injector {
+        inputs: Inputs { cluster: &snapshot, answers: &Answers::default(), clock: clock.as_ref(), random: &random, settings: &settings },
+        namespace: &args.namespace,
+    };
+
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let (mut refused, mut unreadable) = (false, false);
+    let mut first = true;
+    for argument in &args.filename {
+        let files = match inputs::expand(argument) {
+            Ok(files) => files,
+            Err(message) => {
+                eprintln!("inject: {argument}: {message}");
+                unreadable = true;
+                continue;
+            }
+        };
+        for input in files {
+            let documents = match inputs::read_text(&input).and_then(|text| parse(&text)) {
+                Ok(documents) => documents,
+                Err(message) => {
+                    eprintln!("inject: {input}: {message}");
+                    unreadable = true;
+                    continue;
+                }
+            };
+            for (index, mut document) in documents.into_iter().enumerate() {
+                let source = format!("{input}#{index}");
+                refused |= !injector.object(&mut document, &source);
+                let text = match args.output {
+                    Format::Yaml if first => yaml(&document),
+                    Format::Yaml => format!("---\n{}", yaml(&document)),
+                    Format::Json => format!("{document}\n"),
+                };
+                first = false;
+                if let Err(e) = out.write_all(text.as_bytes()) {
+                    eprintln!("inject: cannot write output: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    }
+    if let Err(e) = out.flush() {
+        eprintln!("inject: cannot write output: {e}");
+        return ExitCode::from(2);
+    }
+    if unreadable {
+        ExitCode::from(2)
+    } else if refused {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The documents of a manifest file, as written: `List` kinds are not flattened (their items are
+/// injected in place). Errors name the document and say what was expected.
+fn parse(text: &str) -> Result<Vec<Value>, String> {
+    let documents: Vec<Value> = if text.trim_start().starts_with('{') {
+        serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .enumerate()
+            .map(|(i, v)| v.map_err(|e| format!("document {i}: invalid JSON: {e}")))
+            .collect::<Result<_, _>>()?
+    } else {
+        serde_saphyr::from_multiple::<Value>(text).map_err(|e| format!("invalid YAML: {e}"))?
+    };
+    let documents: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
+    if let Some(index) = documents.iter().position(|d| !d.is_object()) {
+        return Err(format!("document {index} is not an object: expected a Kubernetes manifest"));
+    }
+    Ok(documents)
+}
+
+struct Injector<'a> {
+    inputs: Inputs<'a>,
+    /// For manifests without a namespace.
+    namespace: &'a str,
+}
+
+impl Injector<'_> {
+    /// Inject `object` (and the items of a List) in place. False when the webhook refused.
+    fn object(&self, object: &mut Value, source: &str) -> bool {
+        if let Some(Value::Array(items)) = object.get_mut("items") {
+            let mut ok = true;
+            for (i, item) in items.iter_mut().enumerate() {
+                ok &= self.object(item, &format!("{source}.items[{i}]"));
+            }
+            return ok;
+        }
+        let Some(pointer) = template_pointer(object) else { return true };
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(self.namespace).to_owned();
+        let what = format!(
+            "{} {namespace}/{}",
+            object.get("kind").and_then(Value::as_str).unwrap_or_default(),
+            object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+        );
+        let Some(template) = object.pointer_mut(pointer).filter(|t| t.is_object()) else {
+            eprintln!("inject: {source}: {what} has no pod template at {pointer}; left unchanged");
+            return true;
+        };
+        let pod = if pointer.is_empty() { template.clone() } else { pod_of(template, &namespace) };
+        let mut request = bare_object(pod, source);
+        request.namespace = namespace;
+        let (decision, mutated) = mutate_pod(&request, &self.inputs);
+        for warning in &decision.warnings {
+            eprintln!("inject: {source}: {what}: warning: {warning}");
+        }
+        let Some(mutated) = mutated.filter(|_| decision.allowed) else {
+            let message = decision.status.map(|s| format!("{} ({})", s.message, s.code)).unwrap_or_default();
+            eprintln!("inject: {source}: {what}: refused, left unchanged: {message}");
+            return false;
+        };
+        write_back(template, &mutated);
+        true
+    }
+}
+
+/// A Pod from a template: its metadata and spec, in the workload's namespace.
+fn pod_of(template: &Value, namespace: &str) -> Value {
+    let mut metadata = template.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    metadata.insert("namespace".into(), Value::String(namespace.to_owned()));
+    let mut pod = Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
+    pod.insert("metadata".into(), Value::Object(metadata));
+    pod.insert("spec".into(), template.get("spec").cloned().unwrap_or_else(|| Value::Object(Map::new())));
+    Value::Object(pod)
+}
+
+/// Run the `/mutate-pod` webhook exactly as `serve` and `dry-run` do.
+fn mutate_pod(request: &crate::admission::review::AdmissionRequest, inputs: &Inputs) -> (Decision, Option<Value>) {
+    let Some(webhook) = webhooks::by_path("/mutate-pod") else { return (Decision::allow(), None) };
+    let answers;
+    let inputs = match webhook.queries {
+        Some(queries) => {
+            answers = Answers::from_snapshot(inputs.cluster, &queries(request, inputs));
+            Inputs { answers: &answers, ..*inputs }
+        }
+        None => Inputs { ..*inputs },
+    };
+    let outcome = webhooks::run(webhook, request, &inputs);
+    (outcome.decision, outcome.mutated)
+}
+
+/// Copy what injection writes from the mutated pod into `template` (a template or a Pod).
+fn write_back(template: &mut Value, mutated: &Value) {
+    if let Some(annotations) = mutated.pointer("/metadata/annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+        && template.pointer("/metadata/annotations") != Some(annotations)
+        && let Some(target) = template.as_object_mut()
+    {
+        let metadata = target.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("annotations".into(), annotations.clone());
+        }
+    }
+    let (Some(spec), Some(new_spec)) = (template.get_mut("spec").and_then(Value::as_object_mut), mutated.get("spec")) else { return };
+    for field in SPEC_FIELDS {
+        if let Some(value) = new_spec.get(*field)
+            && spec.get(*field) != Some(value)
+        {
+            spec.insert((*field).to_owned(), value.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn templates_are_found_for_every_workload_kind() {
+        let at = |api: &str, kind: &str| template_pointer(&json!({"apiVersion": api, "kind": kind}));
+        assert_eq!(at("v1", "Pod"), Some(""));
+        for (api, kind) in [
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "ReplicaSet"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("batch/v1", "Job"),
+            ("apps.kruise.io/v1alpha1", "CloneSet"),
+            ("apps.kruise.io/v1beta1", "StatefulSet"),
+            ("apps.kruise.io/v1alpha1", "DaemonSet"),
+        ] {
+            assert_eq!(at(api, kind), Some("/spec/template"), "{api} {kind}");
+        }
+        assert_eq!(at("batch/v1", "CronJob"), Some("/spec/jobTemplate/spec/template"));
+        assert_eq!(at("v1", "Service"), None);
+        assert_eq!(at("example.com/v1", "Deployment"), None);
+    }
+
+    #[test]
+    fn only_what_injection_writes_goes_back() {
+        let mut template = json!({"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app"}], "x-unknown": 1}});
+        let mutated = json!({
+            "metadata": {"labels": {"a": "b"}, "namespace": "shop", "annotations": {"k": "v"}},
+            "spec": {
+                "containers": [{"name": "app"}, {"name": "sidecar"}], "volumes": [{"name": "v"}], "x-unknown": 1,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready"}], "affinity": {},
+            },
+        });
+        write_back(&mut template, &mutated);
+        assert_eq!(
+            template,
+            json!({
+                "metadata": {"labels": {"a": "b"}, "annotations": {"k": "v"}},
+                "spec": {"containers": [{"name": "app"}, {"name": "sidecar"}], "x-unknown": 1, "volumes": [{"name": "v"}]},
+            })
+        );
+    }
+
+    #[test]
+    fn a_pod_from_a_template_is_in_the_workloads_namespace() {
+        let pod = pod_of(&json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}), "shop");
+        assert_eq!(pod["metadata"], json!({"labels": {"app": "web"}, "namespace": "shop"}));
+        assert_eq!((pod["kind"].as_str(), pod["spec"]["containers"].as_array().map(Vec::len)), (Some("Pod"), Some(0)));
+    }
+
+    #[test]
+    fn unreadable_documents_are_named() {
+        assert!(parse("a: 1\n---\n- x\n").unwrap_err().contains("document 1 is not an object"));
+        assert!(parse("{\"a\": 1}\n{").unwrap_err().starts_with("document 1: invalid JSON"));
+        assert_eq!(parse("---\n---\nkind: A\n").unwrap().len(), 1);
+    }
+}

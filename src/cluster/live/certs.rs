@@ -1,0 +1,594 @@
+//! `--cert-mode self-managed`: one CA and serving certificate for all replicas, kept in a Secret,
+//! written to the folder the server reads its TLS files from, and the CA bundle patched into this
+//! server's own webhook configurations (Kruise's behaviour, spec §D.3).
+//!
+//! Replicas never coordinate through locks: the Secret is created with `create` (a loser gets
+//! AlreadyExists and reads the winner's), replaced with its resourceVersion as a precondition (a
+//! loser gets Conflict and reads again), and so are the webhook configurations.
+//!
+//! Differences from Kruise: ECDSA P-256 keys instead of RSA 2048 (ring cannot generate RSA), a
+//! serving certificate valid for max(1 year, 2 × --cert-renew-before) instead of 10 years, and a CA
+//! replaced early is kept in `ca.crt` (and the caBundle) next to the new one until it expires, so
+//! certificates issued by either verify during the switch.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
+use rcgen::PublicKeyData as _;
+use time::OffsetDateTime;
+use tokio::task::JoinHandle;
+
+use super::api_error::{FailureKind, classify};
+
+/// The CA's lifetime (as Kruise's).
+const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// How often the Secret, files and configurations are checked again after a good sync.
+const RESYNC: Duration = Duration::from_secs(60);
+const ATTEMPTS: usize = 5;
+
+/// Keys of the Secret (and names of the files written).
+pub const TLS_CRT: &str = "tls.crt";
+pub const TLS_KEY: &str = "tls.key";
+pub const CA_CRT: &str = "ca.crt";
+pub const CA_KEY: &str = "ca.key";
+
+#[derive(Debug, Clone)]
+pub struct CertSettings {
+    /// Namespace of this server, its Service and the Secret.
+    pub namespace: String,
+    pub secret_name: String,
+    /// The Service in front of the server; the certificate is issued for `<service>.<namespace>.svc`.
+    pub service: String,
+    pub renew_before: Duration,
+    /// Where `tls.crt`, `tls.key` and `ca.crt` are written.
+    pub cert_dir: PathBuf,
+    pub mutating_configs: Vec<String>,
+    pub validating_configs: Vec<String>,
+}
+
+impl CertSettings {
+    /// From the live flags; `cert_dir` is the folder `serve` reads `tls.crt`/`tls.key` from (its
+    /// `--cert-dir`).
+    pub fn from_options(options: &super::LiveOptions, cert_dir: PathBuf) -> Self {
+        CertSettings {
+            namespace: options.namespace.clone(),
+            secret_name: options.cert_secret.clone(),
+            service: options.service.clone(),
+            renew_before: options.cert_renew_before,
+            cert_dir,
+            mutating_configs: options.mutating_webhook_configs.clone(),
+            validating_configs: options.validating_webhook_configs.clone(),
+        }
+    }
+
+    fn dns_names(&self) -> Vec<String> {
+        let svc = format!("{}.{}.svc", self.service, self.namespace);
+        vec![svc.clone(), format!("{svc}.cluster.local"), format!("{}.{}", self.service, self.namespace), "localhost".into()]
+    }
+
+    fn serving_validity(&self) -> Duration {
+        (self.renew_before * 2).max(Duration::from_secs(365 * 86_400))
+    }
+}
+
+/// Why a certificate sync failed; the message names what to fix.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct CertError {
+    /// Set when the API refused; forbidden and not-found will not heal by retrying soon.
+    pub kind: Option<FailureKind>,
+    pub message: String,
+}
+
+impl CertError {
+    fn new(message: impl Into<String>) -> Self {
+        CertError { kind: None, message: message.into() }
+    }
+
+    fn api(err: &kube::Error, verb: &str, resource: &str, namespace: Option<&str>) -> Self {
+        let f = classify(err, verb, resource, namespace);
+        CertError { kind: Some(f.kind), message: f.message }
+    }
+
+    fn is_permanent(&self) -> bool {
+        matches!(self.kind, Some(FailureKind::Forbidden | FailureKind::Unauthorized | FailureKind::NotFound))
+    }
+}
+
+/// The PEM material kept in the Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Material {
+    /// The signing CA first, then a previous CA that is still valid.
+    ca_bundle: String,
+    ca_key: String,
+    cert: String,
+    key: String,
+}
+
+/// What one sync did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// The Secret was created or replaced by this replica.
+    pub secret_written: bool,
+    pub files_written: bool,
+    /// Webhook configurations whose caBundle was updated.
+    pub configs_patched: usize,
+    /// Expiry of the serving certificate now in use (`kruise_admission_serving_certificate_not_after_seconds`).
+    pub not_after: OffsetDateTime,
+}
+
+/// The state of the background loop, for readiness, logs and metrics.
+#[derive(Debug, Clone, Default)]
+pub struct CertStatus {
+    pub last_sync: Option<SystemTime>,
+    pub not_after: Option<OffsetDateTime>,
+    pub last_error: Option<String>,
+}
+
+pub struct CertManager {
+    client: kube::Client,
+    settings: CertSettings,
+}
+
+/// The running sync loop; dropping it stops the loop.
+pub struct CertHandle {
+    task: JoinHandle<()>,
+    status: Arc<Mutex<CertStatus>>,
+}
+
+impl Drop for CertHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CertHandle {
+    pub fn status(&self) -> CertStatus {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl CertManager {
+    pub fn new(client: kube::Client, settings: CertSettings) -> Self {
+        CertManager { client, settings }
+    }
+
+    /// Sync until the first success (at most `init_timeout`; forbidden or missing objects fail at
+    /// once), then keep syncing every minute in the background. `serve` exits non-zero on error.
+    pub async fn start(self, init_timeout: Duration) -> Result<CertHandle, CertError> {
+        let deadline = tokio::time::Instant::now() + init_timeout;
+        let mut backoff = Duration::from_millis(500);
+        let first = loop {
+            match self.sync_once().await {
+                Ok(outcome) => break outcome,
+                Err(e) if e.is_permanent() || tokio::time::Instant::now() + backoff > deadline => {
+                    return Err(CertError { kind: e.kind, message: format!("self-managed certificates: {e}") });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "self-managed certificate sync failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        };
+        let status =
+            Arc::new(Mutex::new(CertStatus { last_sync: Some(SystemTime::now()), not_after: Some(first.not_after), last_error: None }));
+        let task = tokio::spawn(self.run(Arc::clone(&status)));
+        Ok(CertHandle { task, status })
+    }
+
+    async fn run(self, status: Arc<Mutex<CertStatus>>) {
+        let mut delay = RESYNC;
+        loop {
+            tokio::time::sleep(delay).await;
+            let result = self.sync_once().await;
+            let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(outcome) => {
+                    s.last_sync = Some(SystemTime::now());
+                    s.not_after = Some(outcome.not_after);
+                    s.last_error = None;
+                    delay = RESYNC;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "self-managed certificate sync failed");
+                    s.last_error = Some(e.message);
+                    delay = (delay / 2).max(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// One pass: make sure the Secret holds a valid CA and serving certificate, put the CA bundle
+    /// into the webhook configurations, then write the files (in that order, so the API server
+    /// trusts a new CA before the server presents a certificate from it).
+    pub async fn sync_once(&self) -> Result<SyncOutcome, CertError> {
+        let now = OffsetDateTime::now_utc();
+        let (material, secret_written) = self.ensure_secret(now).await?;
+        let mut configs_patched = 0;
+        for (kind, plural, names) in [
+            ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations", &self.settings.mutating_configs),
+            ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations", &self.settings.validating_configs),
+        ] {
+            for name in names {
+                if self.ensure_ca_bundle(kind, plural, name, &material.ca_bundle).await? {
+                    configs_patched += 1;
+                }
+            }
+        }
+        let files = [(TLS_CRT, material.cert.as_bytes()), (TLS_KEY, material.key.as_bytes()), (CA_CRT, material.ca_bundle.as_bytes())];
+        let files_written = write_files(&self.settings.cert_dir, &files)
+            .map_err(|e| CertError::new(format!("cannot write the certificate files to {}: {e}", self.settings.cert_dir.display())))?;
+        let not_after = parse_certs(&material.cert).first().map_or(now, |c| c.not_after);
+        Ok(SyncOutcome { secret_written, files_written, configs_patched, not_after })
+    }
+
+    /// Read the Secret; create it when missing, replace its content when it is no longer valid.
+    async fn ensure_secret(&self, now: OffsetDateTime) -> Result<(Material, bool), CertError> {
+        let s = &self.settings;
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
+        let err = |e: &kube::Error, verb: &str| CertError::api(e, verb, &format!("secrets ({})", s.secret_name), Some(&s.namespace));
+        for _ in 0..ATTEMPTS {
+            let existing = api.get_opt(&s.secret_name).await.map_err(|e| err(&e, "get"))?;
+            let Some(mut secret) = existing else {
+                let material = issue(None, s, now)?;
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(s.secret_name.clone()),
+                        namespace: Some(s.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    type_: Some("kubernetes.io/tls".into()),
+                    data: Some(secret_data(&material)),
+                    ..Secret::default()
+                };
+                match api.create(&PostParams::default(), &secret).await {
+                    Ok(_) => return Ok((material, true)),
+                    // Another replica created it first: use theirs.
+                    Err(e) if err(&e, "create").kind == Some(FailureKind::AlreadyExists) => continue,
+                    Err(e) => return Err(err(&e, "create")),
+                }
+            };
+            let material = match stored_material(&secret) {
+                Some(m) => match verdict(&m, s, now) {
+                    Verdict::Valid => return Ok((m, false)),
+                    Verdict::RenewServing => issue(Some((&m, true)), s, now)?,
+                    Verdict::RenewCa => issue(Some((&m, false)), s, now)?,
+                },
+                // Missing keys or a Secret written by something else: start over.
+                None => issue(None, s, now)?,
+            };
+            secret.data.get_or_insert_with(BTreeMap::new).extend(secret_data(&material));
+            // The read resourceVersion stays in the object: a replica that wrote in between makes
+            // this a Conflict, and the next round reads (and probably accepts) what it wrote.
+            match api.replace(&s.secret_name, &PostParams::default(), &secret).await {
+                Ok(_) => return Ok((material, true)),
+                Err(e) if err(&e, "update").kind == Some(FailureKind::Conflict) => continue,
+                Err(e) => return Err(err(&e, "update")),
+            }
+        }
+        Err(CertError::new(format!("secret {}/{} kept changing while this replica updated it; will retry", s.namespace, s.secret_name)))
+    }
+
+    /// Set `clientConfig.caBundle` on every webhook of one configuration; write only if something
+    /// differs. Returns whether it wrote.
+    async fn ensure_ca_bundle(&self, kind: &str, plural: &str, name: &str, ca_bundle: &str) -> Result<bool, CertError> {
+        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind), plural);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let rbac = format!("{plural}.admissionregistration.k8s.io ({name})");
+        let encoded = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(ca_bundle));
+        for _ in 0..ATTEMPTS {
+            let mut config = match api.get(name).await {
+                Ok(config) => config,
+                Err(e) => {
+                    let mut error = CertError::api(&e, "get", &rbac, None);
+                    if error.kind == Some(FailureKind::NotFound) {
+                        error.message = format!(
+                            "{kind} {name:?} does not exist: install the webhook configurations, or name them with --{}-webhook-config-name",
+                            if kind.starts_with('M') { "mutating" } else { "validating" }
+                        );
+                    }
+                    return Err(error);
+                }
+            };
+            let mut changed = false;
+            if let Some(webhooks) = config.data.get_mut("webhooks").and_then(|w| w.as_array_mut()) {
+                for webhook in webhooks {
+                    let Some(client_config) = webhook.get_mut("clientConfig").and_then(|c| c.as_object_mut()) else { continue };
+                    if client_config.get("caBundle") != Some(&encoded) {
+                        client_config.insert("caBundle".into(), encoded.clone());
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                return Ok(false);
+            }
+            match api.replace(name, &PostParams::default(), &config).await {
+                Ok(_) => return Ok(true),
+                Err(e) => {
+                    let error = CertError::api(&e, "update", &rbac, None);
+                    if error.kind != Some(FailureKind::Conflict) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        Err(CertError::new(format!("{kind} {name:?} kept changing while this replica updated its caBundle; will retry")))
+    }
+}
+
+fn secret_data(m: &Material) -> BTreeMap<String, ByteString> {
+    [(CA_CRT, &m.ca_bundle), (CA_KEY, &m.ca_key), (TLS_CRT, &m.cert), (TLS_KEY, &m.key)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect()
+}
+
+fn stored_material(secret: &Secret) -> Option<Material> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| data.get(key).and_then(|b| String::from_utf8(b.0.clone()).ok());
+    Some(Material { ca_bundle: text(CA_CRT)?, ca_key: text(CA_KEY)?, cert: text(TLS_CRT)?, key: text(TLS_KEY)? })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Valid,
+    RenewServing,
+    RenewCa,
+}
+
+struct ParsedCert {
+    der: Vec<u8>,
+    subject: Vec<u8>,
+    issuer: Vec<u8>,
+    spki: Vec<u8>,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    dns_names: Vec<String>,
+}
+
+fn parse_certs(pem: &str) -> Vec<ParsedCert> {
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter_map(|p| {
+            let cert = p.parse_x509().ok()?;
+            let dns_names = cert
+                .subject_alternative_name()
+                .ok()
+                .flatten()
+                .map(|san| {
+                    san.value
+                        .general_names
+                        .iter()
+                        .filter_map(|n| match n {
+                            x509_parser::extensions::GeneralName::DNSName(d) => Some((*d).to_owned()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(ParsedCert {
+                der: p.contents.clone(),
+                subject: cert.subject().as_raw().to_vec(),
+                issuer: cert.issuer().as_raw().to_vec(),
+                spki: cert.public_key().raw.to_vec(),
+                not_before: cert.validity().not_before.to_datetime(),
+                not_after: cert.validity().not_after.to_datetime(),
+                dns_names,
+            })
+        })
+        .collect()
+}
+
+fn key_matches(key_pem: &str, cert: &ParsedCert) -> bool {
+    rcgen::KeyPair::from_pem(key_pem).is_ok_and(|k| k.subject_public_key_info() == cert.spki)
+}
+
+/// Is the stored material still good at `now`? The CA must outlive any serving certificate it
+/// would issue now; the serving certificate must be issued by it, match its key, name the
+/// Service and still be valid `renew_before` from now.
+fn verdict(m: &Material, s: &CertSettings, now: OffsetDateTime) -> Verdict {
+    let cas = parse_certs(&m.ca_bundle);
+    let Some(ca) = cas.first() else { return Verdict::RenewCa };
+    if !key_matches(&m.ca_key, ca) || ca.not_after < now + s.serving_validity() {
+        return Verdict::RenewCa;
+    }
+    let Some(cert) = parse_certs(&m.cert).into_iter().next() else { return Verdict::RenewServing };
+    let names_ok = s.dns_names().iter().all(|n| cert.dns_names.contains(n));
+    if cert.issuer != ca.subject
+        || !key_matches(&m.key, &cert)
+        || !names_ok
+        || cert.not_before > now
+        || cert.not_after < now + s.renew_before
+    {
+        return Verdict::RenewServing;
+    }
+    Verdict::Valid
+}
+
+fn gen_err(e: rcgen::Error) -> CertError {
+    CertError::new(format!("cannot generate a certificate: {e}"))
+}
+
+/// New material. `previous`: `(material, keep_ca)`: with `keep_ca` only the serving certificate
+/// is reissued; otherwise a new CA is made and the previous CA stays in the bundle while valid.
+fn issue(previous: Option<(&Material, bool)>, s: &CertSettings, now: OffsetDateTime) -> Result<Material, CertError> {
+    let (ca_bundle, ca_key_pem) = match previous {
+        Some((m, true)) => (m.ca_bundle.clone(), m.ca_key.clone()),
+        _ => {
+            let key = rcgen::KeyPair::generate().map_err(gen_err)?;
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
+            params.distinguished_name.push(rcgen::DnType::CommonName, "kruise-admission-webhook-ca");
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.key_usages =
+                vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::DigitalSignature];
+            params.not_before = now - time::Duration::hours(1);
+            params.not_after = now + CA_VALIDITY;
+            let cert = params.self_signed(&key).map_err(gen_err)?;
+            let mut bundle = cert.pem();
+            // Keep the old CA trusted until it expires: certificates it issued keep verifying
+            // while replicas switch over.
+            if let Some((m, _)) = previous
+                && let Some(old) = parse_certs(&m.ca_bundle).into_iter().next()
+                && old.not_after > now
+            {
+                bundle.push_str(&pem_block(&old.der));
+            }
+            (bundle, key.serialize_pem())
+        }
+    };
+    let ca_key = rcgen::KeyPair::from_pem(&ca_key_pem).map_err(gen_err)?;
+    let signing_ca = ca_bundle.split_inclusive("-----END CERTIFICATE-----").next().unwrap_or_default();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(signing_ca, ca_key).map_err(gen_err)?;
+    let key = rcgen::KeyPair::generate().map_err(gen_err)?;
+    let names = s.dns_names();
+    let mut params = rcgen::CertificateParams::new(names.clone()).map_err(gen_err)?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, names[0].clone());
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature, rcgen::KeyUsagePurpose::KeyEncipherment];
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + s.serving_validity();
+    let cert = params.signed_by(&key, &issuer).map_err(gen_err)?;
+    Ok(Material { ca_bundle, ca_key: ca_key_pem, cert: cert.pem(), key: key.serialize_pem() })
+}
+
+fn pem_block(der: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// Write `files` into `dir` the way Kubernetes updates a Secret volume: into a fresh hidden folder,
+/// then one atomic rename of the `..data` symlink, so a reader never sees a certificate next to
+/// another certificate's key. `dir/<name>` are symlinks into `..data`. Returns false (and writes
+/// nothing) when the files already have this content.
+pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool> {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    std::fs::create_dir_all(dir)?;
+    if files.iter().all(|(name, content)| std::fs::read(dir.join(name)).is_ok_and(|c| c == *content)) {
+        return Ok(false);
+    }
+    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let data_name = format!("..{stamp}");
+    let data_dir = dir.join(&data_name);
+    std::fs::create_dir(&data_dir)?;
+    for (name, content) in files {
+        let path = data_dir.join(name);
+        std::fs::write(&path, content)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    let previous = std::fs::read_link(dir.join("..data")).ok();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    symlink(&data_name, &tmp)?;
+    std::fs::rename(&tmp, dir.join("..data"))?;
+    for (name, _) in files {
+        let link = dir.join(name);
+        match std::fs::symlink_metadata(&link) {
+            Ok(meta) if meta.file_type().is_symlink() => continue,
+            // A plain file from another writer: replace it with the link.
+            Ok(_) => std::fs::remove_file(&link)?,
+            Err(_) => {}
+        }
+        symlink(Path::new("..data").join(name), &link)?;
+    }
+    if let Some(previous) = previous
+        && previous != Path::new(&data_name)
+    {
+        let _ = std::fs::remove_dir_all(dir.join(previous));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CertSettings {
+        CertSettings {
+            namespace: "kruise-system".into(),
+            secret_name: "certs".into(),
+            service: "kruise-webhook-service".into(),
+            renew_before: Duration::from_secs(30 * 86_400),
+            cert_dir: PathBuf::new(),
+            mutating_configs: vec![],
+            validating_configs: vec![],
+        }
+    }
+
+    #[test]
+    fn fresh_material_is_valid_and_names_the_service() {
+        let now = OffsetDateTime::now_utc();
+        let m = issue(None, &settings(), now).unwrap();
+        assert_eq!(verdict(&m, &settings(), now), Verdict::Valid);
+        let cert = parse_certs(&m.cert).remove(0);
+        assert!(cert.dns_names.contains(&"kruise-webhook-service.kruise-system.svc".to_owned()));
+        assert_eq!(cert.issuer, parse_certs(&m.ca_bundle)[0].subject);
+    }
+
+    #[test]
+    fn serving_certificate_is_renewed_before_expiry_with_the_same_ca() {
+        let now = OffsetDateTime::now_utc();
+        let s = settings();
+        let m = issue(None, &s, now).unwrap();
+        // Validity is max(1y, 2 x 30d) = 365d: 340 days later it is within renew-before.
+        let later = now + time::Duration::days(340);
+        assert_eq!(verdict(&m, &s, later), Verdict::RenewServing);
+        let renewed = issue(Some((&m, true)), &s, later).unwrap();
+        assert_eq!(renewed.ca_bundle, m.ca_bundle);
+        assert_ne!(renewed.cert, m.cert);
+        assert_eq!(verdict(&renewed, &s, later), Verdict::Valid);
+    }
+
+    #[test]
+    fn an_expiring_ca_is_replaced_and_the_old_one_stays_trusted() {
+        let now = OffsetDateTime::now_utc();
+        let s = settings();
+        let m = issue(None, &s, now).unwrap();
+        let later = now + time::Duration::days(9 * 365 + 200);
+        assert_eq!(verdict(&m, &s, later), Verdict::RenewCa);
+        let renewed = issue(Some((&m, false)), &s, later).unwrap();
+        let cas = parse_certs(&renewed.ca_bundle);
+        assert_eq!(cas.len(), 2);
+        assert_eq!(cas[1].der, parse_certs(&m.ca_bundle)[0].der);
+        assert_eq!(verdict(&renewed, &s, later), Verdict::Valid);
+    }
+
+    #[test]
+    fn mismatched_keys_and_names_are_not_valid() {
+        let now = OffsetDateTime::now_utc();
+        let s = settings();
+        let m = issue(None, &s, now).unwrap();
+        let other = issue(None, &s, now).unwrap();
+        assert_eq!(verdict(&Material { key: other.key.clone(), ..m.clone() }, &s, now), Verdict::RenewServing);
+        assert_eq!(verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now), Verdict::RenewCa);
+        let renamed = CertSettings { service: "elsewhere".into(), ..settings() };
+        assert_eq!(verdict(&m, &renamed, now), Verdict::RenewServing);
+    }
+
+    #[test]
+    fn files_are_swapped_atomically_and_only_when_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_files(dir.path(), &[("tls.crt", b"a"), ("tls.key", b"b")]).unwrap());
+        assert!(!write_files(dir.path(), &[("tls.crt", b"a"), ("tls.key", b"b")]).unwrap());
+        assert!(write_files(dir.path(), &[("tls.crt", b"c"), ("tls.key", b"d")]).unwrap());
+        assert_eq!(std::fs::read(dir.path().join("tls.crt")).unwrap(), b"c");
+        assert!(std::fs::symlink_metadata(dir.path().join("tls.key")).unwrap().file_type().is_symlink());
+        // Only the current data folder is left.
+        let hidden =
+            std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("..")).count();
+        assert_eq!(hidden, 2, "..data and one data folder");
+    }
+}

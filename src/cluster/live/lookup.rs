@@ -1,0 +1,124 @@
+//! Live lookups: a webhook's [`Query`]s answered by the API server, each with a short timeout.
+//! Failures become the `Err(String)` answer, worded so the person reading the denial knows what
+//! to fix (RBAC, a missing CRD, an unreachable API server).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::discovery::Scope;
+use serde_json::Value;
+
+use super::api_error::{FailureKind, classify, resource_name};
+use crate::cluster::query::Answer;
+use crate::cluster::{Answers, Query};
+
+/// Answers lookups against the API server. Kind-to-resource discovery is cached (a kind's
+/// resource name does not change while the process runs); answers are not.
+pub struct LiveLookups {
+    client: kube::Client,
+    timeout: Duration,
+    resources: Mutex<HashMap<GroupVersionKind, (ApiResource, Scope)>>,
+}
+
+impl LiveLookups {
+    /// `timeout` bounds each lookup, discovery included; keep it well below the webhook's
+    /// `timeoutSeconds`.
+    pub fn new(client: kube::Client, timeout: Duration) -> Self {
+        LiveLookups { client, timeout, resources: Mutex::new(HashMap::new()) }
+    }
+
+    /// Perform every query (concurrently) and collect the answers for the decision.
+    pub async fn answer(&self, queries: &[Query]) -> Answers {
+        let results = futures_util::future::join_all(queries.iter().map(|q| async move { (q.clone(), self.one(q).await) })).await;
+        let mut answers = Answers::default();
+        for (query, answer) in results {
+            answers.insert(query, answer);
+        }
+        answers
+    }
+
+    async fn one(&self, query: &Query) -> Answer {
+        match tokio::time::timeout(self.timeout, self.perform(query)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("{query}: the API server did not answer within {}ms", self.timeout.as_millis())),
+        }
+    }
+
+    async fn perform(&self, query: &Query) -> Answer {
+        let (group, version, kind) = match query {
+            Query::List { group, version, kind, .. } | Query::Get { group, version, kind, .. } => (group, version, kind),
+        };
+        let (resource, scope) = self.resource(group, version, kind).await.map_err(|e| format!("{query}: {e}"))?;
+        let rbac_name = resource_name(&resource.group, &resource.plural);
+        match query {
+            Query::List { namespace, .. } => {
+                let api: Api<DynamicObject> = match (namespace, &scope) {
+                    (Some(ns), Scope::Namespaced) => Api::namespaced_with(self.client.clone(), ns, &resource),
+                    _ => Api::all_with(self.client.clone(), &resource),
+                };
+                let mut objects = Vec::new();
+                let mut params = ListParams { limit: Some(500), ..ListParams::default() };
+                loop {
+                    let page = api
+                        .list(&params)
+                        .await
+                        .map_err(|e| format!("{query}: {}", classify(&e, "list", &rbac_name, namespace.as_deref())))?;
+                    objects.extend(page.items.into_iter().filter_map(|o| typed_value(o, &resource)));
+                    match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                        Some(token) => params.continue_token = Some(token),
+                        None => return Ok(objects),
+                    }
+                }
+            }
+            Query::Get { namespace, name, .. } => {
+                let api: Api<DynamicObject> = match scope {
+                    Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace, &resource),
+                    Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+                };
+                let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+                match api.get(name).await {
+                    Ok(object) => Ok(typed_value(object, &resource).into_iter().collect()),
+                    // Absent is an answer (as in `Answers::from_snapshot`), not a failure.
+                    Err(e) => match classify(&e, "get", &rbac_name, ns) {
+                        f if f.kind == FailureKind::NotFound => Ok(Vec::new()),
+                        f => Err(format!("{query}: {f}")),
+                    },
+                }
+            }
+        }
+    }
+
+    async fn resource(&self, group: &str, version: &str, kind: &str) -> Result<(ApiResource, Scope), String> {
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        if let Some(found) = self.lock().get(&gvk) {
+            return Ok(found.clone());
+        }
+        let api_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        let not_served = || format!("the API server does not serve {kind} in {api_version} (is its CRD installed?)");
+        let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk).await.map_err(|e| match e {
+            kube::Error::Discovery(_) => not_served(),
+            e => match classify(&e, "discover", &format!("API {api_version}"), None) {
+                f if f.kind == FailureKind::NotFound => not_served(),
+                f => f.message,
+            },
+        })?;
+        let found = (resource, caps.scope);
+        self.lock().insert(gvk, found.clone());
+        Ok(found)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, (ApiResource, Scope)>> {
+        self.resources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// JSON with apiVersion and kind set: list items of built-in types come without them.
+fn typed_value(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Value>> {
+    let mut value = serde_json::to_value(object).ok()?;
+    let map = value.as_object_mut()?;
+    map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
+    map.insert("kind".into(), Value::String(resource.kind.clone()));
+    Some(Arc::new(value))
+}

@@ -1,0 +1,370 @@
+//! Live cluster mode: the snapshot kept current from API server watches, the live lookups, and
+//! self-managed serving certificates.
+//!
+//! What `serve` calls (see the README's "Cluster modes"):
+//! - [`LiveOptions`] (flatten into the `serve` arguments) and [`LiveOptions::client`];
+//! - [`LiveCluster::start`] with a function that stores each new snapshot, then
+//!   [`LiveCluster::wait_synced`] (fail fast) and [`LiveCluster::readiness`] for `/readyz`;
+//! - [`LiveLookups::answer`] for a webhook's `queries`;
+//! - [`certs::CertManager::start`] when `--cert-mode self-managed`.
+
+pub mod api_error;
+pub mod certs;
+pub mod lookup;
+pub mod options;
+mod watch;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use kube::api::{Api, ApiResource};
+use kube::discovery::Scope;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+pub use lookup::LiveLookups;
+pub use options::{CertMode, ClusterMode, LiveOptions};
+
+use api_error::{FailureKind, classify};
+use watch::{Timing, WatchCell, WatchSpec};
+
+use crate::cluster::Snapshot;
+
+/// Why live mode cannot start. The message is one line an operator can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// Kubeconfig or in-cluster configuration missing or invalid.
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Config(String),
+    /// The API server cannot be reached or refuses us (RBAC, credentials).
+    #[error("{0}")]
+    Api(String),
+    /// A CustomResourceDefinition this server needs is not installed.
+    #[error("{0}")]
+    MissingCrd(String),
+    /// The caches did not sync within the allowed time.
+    #[error("{0}")]
+    NotSynced(String),
+}
+
+/// What live mode watches and how quickly it reacts.
+#[derive(Debug, Clone)]
+pub struct LiveSettings {
+    /// Where ControllerRevisions and the `kruise-configuration` ConfigMap live.
+    pub kruise_namespace: String,
+    /// A watch failing longer than this makes the server unready (`--max-cache-staleness`).
+    pub max_cache_staleness: Duration,
+    /// Changes arriving within this window are folded into one new snapshot.
+    pub coalesce: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// A watch that delivers nothing, not even a bookmark, for this long is reopened.
+    pub idle_timeout: Duration,
+    /// Bound on each list page and on opening a watch.
+    pub request_timeout: Duration,
+}
+
+impl Default for LiveSettings {
+    fn default() -> Self {
+        LiveSettings {
+            kruise_namespace: "kruise-system".into(),
+            max_cache_staleness: Duration::from_secs(120),
+            coalesce: Duration::from_millis(50),
+            backoff_min: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(330),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The Kruise configuration ConfigMap decisions may read.
+pub const KRUISE_CONFIGMAP: &str = "kruise-configuration";
+
+/// Counts and health of one cached kind, for metrics (`kruise_admission_cluster_objects{kind}`).
+#[derive(Debug, Clone)]
+pub struct KindStats {
+    pub kind: String,
+    pub objects: usize,
+    pub synced: bool,
+    /// Watch streams that ended and were reopened (server timeouts, dropped connections, errors).
+    pub reconnects: u64,
+    /// Full relists after a 410 Gone.
+    pub relists: u64,
+    /// How long the watch has been failing, if it is.
+    pub failing_for: Option<Duration>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LiveStats {
+    pub kinds: Vec<KindStats>,
+    /// When the current snapshot was built (`kruise_admission_cluster_snapshot_timestamp_seconds`).
+    pub snapshot_built_at: Option<SystemTime>,
+}
+
+struct Shared {
+    publish: Box<dyn Fn(Arc<Snapshot>) + Send + Sync>,
+    cells: Vec<Arc<WatchCell>>,
+    dirty: Notify,
+    synced: AtomicBool,
+    built_at: std::sync::Mutex<Option<SystemTime>>,
+}
+
+/// Watches SidecarSets, Namespaces, ControllerRevisions and the Kruise ConfigMap, and publishes
+/// an immutable [`Snapshot`] of them after every change (readers swap whole snapshots, so they
+/// never block and never see half an update). Dropping it stops the watches.
+pub struct LiveCluster {
+    shared: Arc<Shared>,
+    settings: LiveSettings,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for LiveCluster {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl LiveCluster {
+    /// Discover the SidecarSet API version the cluster serves and start the watches. Returns once
+    /// they are running, before they have synced (see [`LiveCluster::wait_synced`]). Errors: the
+    /// API server is unreachable or refuses discovery, or the SidecarSet CRD is not installed.
+    ///
+    /// `publish` receives each new snapshot (e.g. `move |s| arc_swap.store(s)`): first once every
+    /// initial list is done, then after every (coalesced) change. It must not block.
+    pub async fn start(
+        client: kube::Client,
+        settings: LiveSettings,
+        publish: impl Fn(Arc<Snapshot>) + Send + Sync + 'static,
+    ) -> Result<LiveCluster, LiveError> {
+        let sidecarset = discover_sidecarset(&client).await?;
+        let ns = settings.kruise_namespace.clone();
+        let specs = vec![
+            WatchSpec {
+                kind: "SidecarSet".into(),
+                api_version: sidecarset.api_version.clone(),
+                resource: api_error::resource_name(&sidecarset.group, &sidecarset.plural),
+                namespace: None,
+                api: Api::all_with(client.clone(), &sidecarset),
+                field_selector: None,
+                trim: std::convert::identity,
+            },
+            WatchSpec {
+                kind: "Namespace".into(),
+                api_version: "v1".into(),
+                resource: "namespaces".into(),
+                namespace: None,
+                api: Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces")),
+                field_selector: None,
+                trim: namespace_labels_only,
+            },
+            WatchSpec {
+                kind: "ControllerRevision".into(),
+                api_version: "apps/v1".into(),
+                resource: "controllerrevisions.apps".into(),
+                namespace: Some(ns.clone()),
+                api: Api::namespaced_with(
+                    client.clone(),
+                    &ns,
+                    &ApiResource::from_gvk_with_plural(&gvk("apps", "v1", "ControllerRevision"), "controllerrevisions"),
+                ),
+                field_selector: None,
+                trim: std::convert::identity,
+            },
+            WatchSpec {
+                kind: "ConfigMap".into(),
+                api_version: "v1".into(),
+                resource: "configmaps".into(),
+                namespace: Some(ns.clone()),
+                api: Api::namespaced_with(client, &ns, &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps")),
+                field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
+                trim: std::convert::identity,
+            },
+        ];
+        let shared = Arc::new(Shared {
+            publish: Box::new(publish),
+            cells: specs.iter().map(|s| Arc::new(WatchCell::new(&s.kind))).collect(),
+            dirty: Notify::new(),
+            synced: AtomicBool::new(false),
+            built_at: std::sync::Mutex::new(None),
+        });
+        let timing = Timing {
+            backoff_min: settings.backoff_min,
+            backoff_max: settings.backoff_max,
+            idle_timeout: settings.idle_timeout,
+            request_timeout: settings.request_timeout,
+            // Like client-go's reflector: a few minutes, so streams are renewed regularly.
+            watch_timeout_secs: 290,
+        };
+        let mut tasks = Vec::new();
+        for (spec, cell) in specs.into_iter().zip(shared.cells.iter().cloned()) {
+            let shared = Arc::clone(&shared);
+            tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || shared.dirty.notify_one())));
+        }
+        tasks.push(tokio::spawn(publish_changes(Arc::clone(&shared), settings.coalesce)));
+        Ok(LiveCluster { shared, settings, tasks })
+    }
+
+    /// Every initial list is done and the first snapshot is published.
+    pub fn synced(&self) -> bool {
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// Wait until [`LiveCluster::synced`], at most `timeout`. Fails early, with the reason, when an
+    /// initial list is refused (RBAC, missing resource); `serve` should exit non-zero on error.
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), LiveError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.synced() {
+                return Ok(());
+            }
+            for cell in &self.shared.cells {
+                let s = cell.lock();
+                if let Some(e) = &s.last_error
+                    && !s.listed
+                    && matches!(e.kind, FailureKind::Forbidden | FailureKind::Unauthorized | FailureKind::NotFound)
+                {
+                    return Err(LiveError::Api(format!("cannot cache {}s: {e}", cell.kind)));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(LiveError::NotSynced(format!("cluster caches did not sync within {timeout:?}: {}", self.pending())));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Whether the snapshot may be served (`/readyz`): synced, and no watch failing for longer than
+    /// `--max-cache-staleness`. The error says why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        if !self.synced() {
+            return Err(format!("cluster caches have not synced: {}", self.pending()));
+        }
+        for cell in &self.shared.cells {
+            let s = cell.lock();
+            if let Some(since) = s.failing_since
+                && since.elapsed() > self.settings.max_cache_staleness
+            {
+                let error = s.last_error.as_ref().map_or_else(String::new, |e| format!(": {e}"));
+                return Err(format!(
+                    "the {} watch has been failing for {}s, longer than --max-cache-staleness{error}",
+                    cell.kind,
+                    since.elapsed().as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> LiveStats {
+        let kinds = self
+            .shared
+            .cells
+            .iter()
+            .map(|cell| {
+                let s = cell.lock();
+                KindStats {
+                    kind: cell.kind.clone(),
+                    objects: s.objects.len(),
+                    synced: s.listed,
+                    reconnects: s.reconnects,
+                    relists: s.relists,
+                    failing_for: s.failing_since.map(|t| t.elapsed()),
+                    last_error: s.last_error.as_ref().map(ToString::to_string),
+                }
+            })
+            .collect();
+        let snapshot_built_at = *self.shared.built_at.lock().unwrap_or_else(|e| e.into_inner());
+        LiveStats { kinds, snapshot_built_at }
+    }
+
+    /// The kinds still waiting for their first list, with their last error.
+    fn pending(&self) -> String {
+        let pending: Vec<String> = self
+            .shared
+            .cells
+            .iter()
+            .filter_map(|cell| {
+                let s = cell.lock();
+                (!s.listed).then(|| match &s.last_error {
+                    Some(e) => format!("{} ({e})", cell.kind),
+                    None => cell.kind.clone(),
+                })
+            })
+            .collect();
+        if pending.is_empty() { "publishing the first snapshot".into() } else { format!("waiting for {}", pending.join(", ")) }
+    }
+}
+
+/// Rebuild and swap the snapshot after changes, folding bursts into one rebuild. Nothing is
+/// published until every kind has been listed, so a half-filled cache is never served.
+async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
+    loop {
+        shared.dirty.notified().await;
+        tokio::time::sleep(coalesce).await;
+        let mut objects: Vec<Arc<Value>> = Vec::new();
+        let mut all_listed = true;
+        for cell in &shared.cells {
+            let s = cell.lock();
+            all_listed &= s.listed;
+            objects.extend(s.objects.values().cloned());
+        }
+        if !all_listed {
+            continue;
+        }
+        (shared.publish)(Arc::new(Snapshot::from_shared(objects)));
+        *shared.built_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(SystemTime::now());
+        shared.synced.store(true, Ordering::Release);
+    }
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> kube::api::GroupVersionKind {
+    kube::api::GroupVersionKind::gvk(group, version, kind)
+}
+
+/// Decisions read only a Namespace's name and labels; the rest (annotations with last-applied
+/// configurations, status) would only cost memory.
+fn namespace_labels_only(value: Value) -> Value {
+    let meta = value.get("metadata");
+    let mut kept = serde_json::Map::new();
+    for field in ["name", "uid", "resourceVersion", "labels"] {
+        if let Some(v) = meta.and_then(|m| m.get(field)) {
+            kept.insert(field.into(), v.clone());
+        }
+    }
+    serde_json::json!({"apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept})
+}
+
+/// The SidecarSet resource the cluster serves: v1beta1 when available (Kruise 1.8+), else v1alpha1.
+async fn discover_sidecarset(client: &kube::Client) -> Result<ApiResource, LiveError> {
+    const GROUP: &str = "apps.kruise.io";
+    let missing = || {
+        LiveError::MissingCrd(format!(
+            "the API server does not serve SidecarSets ({GROUP}); install OpenKruise's CRD sidecarsets.{GROUP} before starting in live mode"
+        ))
+    };
+    let group = match kube::discovery::group(client, GROUP).await {
+        Ok(group) => group,
+        Err(kube::Error::Discovery(_)) => return Err(missing()),
+        Err(e) => {
+            let failure = classify(&e, "discover", &format!("API group {GROUP}"), None);
+            return Err(match failure.kind {
+                FailureKind::NotFound => missing(),
+                _ => LiveError::Api(failure.message),
+            });
+        }
+    };
+    for version in ["v1beta1", "v1alpha1"] {
+        if let Some((resource, caps)) = group.versioned_resources(version).into_iter().find(|(r, _)| r.kind == "SidecarSet")
+            && caps.scope == Scope::Cluster
+        {
+            return Ok(resource);
+        }
+    }
+    Err(missing())
+}

@@ -1,0 +1,265 @@
+//! One list-then-watch loop per cached resource. It keeps its objects in a [`WatchCell`] and wakes
+//! the publisher on every change.
+//!
+//! The loop is written out (instead of kube-runtime's `watcher`) because readiness needs to know
+//! exactly when a watch is healthy again: a re-opened watch stream is healthy even when no event
+//! follows, and the runtime watcher does not report that.
+
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use serde_json::Value;
+
+use super::api_error::{ApiFailure, FailureKind, classify};
+use crate::cluster::ObjectKey;
+
+/// How objects of one resource are fetched and what is kept of them.
+pub(super) struct WatchSpec {
+    /// Kind as shown in stats and messages (`SidecarSet`).
+    pub kind: String,
+    pub api_version: String,
+    /// RBAC name (`sidecarsets.apps.kruise.io`), for messages.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub api: Api<DynamicObject>,
+    pub field_selector: Option<String>,
+    /// Drop what decisions never read (e.g. everything but a Namespace's labels).
+    pub trim: fn(Value) -> Value,
+}
+
+/// Timing of the loops; tests shorten it.
+#[derive(Debug, Clone)]
+pub(super) struct Timing {
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// A watch that delivers nothing (not even a bookmark) for this long is considered dead.
+    pub idle_timeout: Duration,
+    /// Bound on a list page or on opening a watch: an API server that accepts the connection
+    /// and never answers must not leave the cache silently frozen.
+    pub request_timeout: Duration,
+    /// Asked of the API server per watch request; it closes the stream after it.
+    pub watch_timeout_secs: u32,
+}
+
+/// The state of one watch, shared with the publisher and readiness checks. Locked only briefly,
+/// never across an `.await`.
+#[derive(Debug, Default)]
+pub(super) struct WatchState {
+    pub objects: BTreeMap<ObjectKey, Arc<Value>>,
+    /// The initial list completed at least once.
+    pub listed: bool,
+    pub reconnects: u64,
+    pub relists: u64,
+    /// Since when the watch has been failing (cleared when a list or watch request succeeds).
+    pub failing_since: Option<Instant>,
+    pub last_error: Option<ApiFailure>,
+}
+
+pub(super) struct WatchCell {
+    pub kind: String,
+    state: Mutex<WatchState>,
+}
+
+impl WatchCell {
+    pub fn new(kind: &str) -> Self {
+        WatchCell { kind: kind.to_owned(), state: Mutex::new(WatchState::default()) }
+    }
+
+    /// The state, even if a holder panicked (the maps stay consistent: every edit is one insert or
+    /// one replace).
+    pub fn lock(&self) -> MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn fail(&self, failure: ApiFailure) {
+        tracing::warn!(kind = %self.kind, error = %failure, "cluster watch failing");
+        let mut s = self.lock();
+        s.failing_since.get_or_insert_with(Instant::now);
+        s.last_error = Some(failure);
+    }
+
+    fn healthy(&self) {
+        self.lock().failing_since = None;
+    }
+}
+
+struct Backoff {
+    next: Duration,
+    timing: Timing,
+}
+
+impl Backoff {
+    fn new(timing: &Timing) -> Self {
+        Backoff { next: timing.backoff_min, timing: timing.clone() }
+    }
+
+    fn reset(&mut self) {
+        self.next = self.timing.backoff_min;
+    }
+
+    async fn wait(&mut self) {
+        // Jitter spreads replicas that lost the API server at the same moment.
+        let jitter = self.next.mul_f64(rand::random::<f64>() * 0.2);
+        tokio::time::sleep(self.next + jitter).await;
+        self.next = (self.next * 2).min(self.timing.backoff_max);
+    }
+}
+
+/// Why a watch stream ended.
+enum End {
+    /// Closed by the server (its timeout) or idle: re-watch from the last resourceVersion.
+    Closed,
+    /// 410: the resourceVersion is too old; relist.
+    Gone,
+    Failed(ApiFailure),
+}
+
+/// Run forever: list, watch, re-watch, relist on 410. `changed` is called after every change to
+/// the cell's objects.
+pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, changed: impl Fn()) {
+    let mut backoff = Backoff::new(&timing);
+    loop {
+        let listed =
+            tokio::time::timeout(timing.request_timeout, list(&spec)).await.unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
+        let mut resource_version = match listed {
+            Ok((objects, rv)) => {
+                {
+                    let mut s = cell.lock();
+                    s.objects = objects;
+                    s.listed = true;
+                    s.failing_since = None;
+                }
+                changed();
+                backoff.reset();
+                rv
+            }
+            Err(failure) => {
+                cell.fail(failure);
+                backoff.wait().await;
+                continue;
+            }
+        };
+        // Watch until the resourceVersion expires, then relist.
+        loop {
+            let params = WatchParams {
+                field_selector: spec.field_selector.clone(),
+                timeout: Some(timing.watch_timeout_secs),
+                bookmarks: true,
+                ..WatchParams::default()
+            };
+            let opening = tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, &resource_version)).await;
+            let stream = match opening {
+                Ok(Ok(stream)) => stream,
+                Err(_) => {
+                    cell.fail(timed_out(&spec, "watch", &timing));
+                    backoff.wait().await;
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
+                    if failure.kind == FailureKind::Gone {
+                        break;
+                    }
+                    cell.fail(failure);
+                    backoff.wait().await;
+                    continue;
+                }
+            };
+            cell.healthy();
+            let opened = Instant::now();
+            let mut stream = pin!(stream);
+            let end = loop {
+                let event = match tokio::time::timeout(timing.idle_timeout, stream.next()).await {
+                    Err(_) | Ok(None) => break End::Closed,
+                    Ok(Some(Err(e))) => break End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref())),
+                    Ok(Some(Ok(event))) => event,
+                };
+                match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        if let Some(rv) = &o.metadata.resource_version {
+                            resource_version.clone_from(rv);
+                        }
+                        if let Some((key, value)) = keyed(&spec, o) {
+                            cell.lock().objects.insert(key, Arc::new(value));
+                            changed();
+                        }
+                    }
+                    WatchEvent::Deleted(o) => {
+                        if let Some(rv) = &o.metadata.resource_version {
+                            resource_version.clone_from(rv);
+                        }
+                        if let Some((key, _)) = keyed(&spec, o) {
+                            cell.lock().objects.remove(&key);
+                            changed();
+                        }
+                    }
+                    WatchEvent::Bookmark(b) => resource_version = b.metadata.resource_version,
+                    WatchEvent::Error(status) if status.code == 410 => break End::Gone,
+                    WatchEvent::Error(status) => {
+                        break End::Failed(classify(&kube::Error::Api(status), "watch", &spec.resource, spec.namespace.as_deref()));
+                    }
+                }
+            };
+            cell.lock().reconnects += 1;
+            match end {
+                End::Gone => break,
+                End::Failed(failure) => {
+                    cell.fail(failure);
+                    backoff.wait().await;
+                }
+                // A server that closes every stream at once must not turn this into a busy loop.
+                End::Closed if opened.elapsed() < Duration::from_secs(1) => backoff.wait().await,
+                End::Closed => backoff.reset(),
+            }
+        }
+        tracing::info!(kind = %cell.kind, "resourceVersion expired; relisting");
+        cell.lock().relists += 1;
+    }
+}
+
+fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
+    let scope = spec.namespace.as_deref().map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
+    ApiFailure {
+        kind: FailureKind::Unreachable,
+        message: format!("{verb} {} {scope}: the API server did not answer within {}s", spec.resource, timing.request_timeout.as_secs()),
+    }
+}
+
+/// The full list, page by page, and the resourceVersion to watch from.
+async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, String), ApiFailure> {
+    let mut objects = BTreeMap::new();
+    let mut params = ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
+    loop {
+        let page = spec.api.list(&params).await.map_err(|e| classify(&e, "list", &spec.resource, spec.namespace.as_deref()))?;
+        let continue_token = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+        let resource_version = page.metadata.resource_version.clone().unwrap_or_default();
+        for o in page.items {
+            if let Some((key, value)) = keyed(spec, o) {
+                objects.insert(key, Arc::new(value));
+            }
+        }
+        match continue_token {
+            Some(token) => params.continue_token = Some(token),
+            None => return Ok((objects, resource_version)),
+        }
+    }
+}
+
+/// The object as decisions see it: JSON with apiVersion and kind set (list items of built-in
+/// types come without them), trimmed to what is read.
+fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> {
+    let mut value = serde_json::to_value(object).ok()?;
+    let map = value.as_object_mut()?;
+    // Field ownership bookkeeping is often the largest part of an object and no decision reads it.
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    map.insert("apiVersion".into(), Value::String(spec.api_version.clone()));
+    map.insert("kind".into(), Value::String(spec.kind.clone()));
+    let value = (spec.trim)(value);
+    Some((ObjectKey::of(&value)?, value))
+}
