@@ -11,6 +11,7 @@ use super::certs;
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
+use crate::server::listener::DEFAULT_MAX_CONNECTIONS;
 use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -35,6 +36,11 @@ pub struct ServeArgs {
     /// Private key of --tls-cert-file (PEM).
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
+    /// Require client certificates signed by a CA in this PEM bundle (the apiserver presents one
+    /// when its admission configuration names a kubeconfig with a client certificate). Reloaded
+    /// when the file changes. Without it any client is served.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
     /// Folder of the generated or self-managed CA and serving certificate (used without
     /// --tls-cert-file; must be writable).
     #[arg(long, default_value = "certs")]
@@ -53,6 +59,10 @@ pub struct ServeArgs {
     /// Largest accepted request body, in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// Most open HTTPS connections (TLS handshakes included); further connections are closed at
+    /// once and counted as `kruise_admission_http_errors_total{reason="connection_limit"}`.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// How long in-flight requests may run after SIGTERM/SIGINT (Go duration, e.g. 25s).
     #[arg(long, default_value = "25s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -93,6 +103,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.metrics_listen = args.metrics_listen;
         config.settings = args.decisions.settings();
         config.max_request_bytes = args.max_request_bytes;
+        config.limits.max_connections = args.max_connections;
+        config.client_ca_file = args.client_ca_file.clone();
         config.shutdown_grace = args.shutdown_grace;
         if let (ClusterMode::Live, Some(client)) = (args.live.cluster_mode, client) {
             let settings = LiveSettings {

@@ -9,6 +9,11 @@ use std::time::Duration;
 /// The apiserver's default `timeoutSeconds` for admissionregistration.k8s.io/v1.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The apiserver's largest `timeoutSeconds`. A `?timeout=` above it did not come from an apiserver;
+/// it is capped so that a client cannot hold a request (and its connection) open for hours by
+/// trickling the body under a huge deadline.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The room left for the answer to travel back: 10% of the timeout, at least 100 ms.
 fn margin(timeout: Duration) -> Duration {
     (timeout / 10).max(Duration::from_millis(100))
@@ -22,7 +27,8 @@ pub fn from_query(query: Option<&str>) -> Duration {
         .find_map(|pair| pair.strip_prefix("timeout="))
         .and_then(parse_go_duration)
         .filter(|d| !d.is_zero())
-        .unwrap_or(DEFAULT_TIMEOUT);
+        .unwrap_or(DEFAULT_TIMEOUT)
+        .min(MAX_TIMEOUT);
     timeout.saturating_sub(margin(timeout)).max(Duration::from_millis(1))
 }
 
@@ -76,5 +82,6 @@ mod tests {
         assert_eq!(from_query(Some("timeout=500ms")), Duration::from_millis(400));
         assert_eq!(from_query(None), Duration::from_secs(9));
         assert_eq!(from_query(Some("timeout=garbage")), Duration::from_secs(9));
+        assert_eq!(from_query(Some("timeout=1000h")), Duration::from_secs(27), "capped at the apiserver's 30 s maximum");
     }
 }

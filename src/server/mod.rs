@@ -7,6 +7,7 @@
 //! stops accepting, lets in-flight requests finish within the grace period and returns.
 
 pub mod app;
+pub mod client_auth;
 pub mod cluster;
 pub mod deadline;
 pub mod health;
@@ -28,6 +29,7 @@ use tokio::net::TcpListener;
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
+use client_auth::{ClientCaFile, ReloadingVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -43,6 +45,8 @@ pub struct ServerConfig {
     pub metrics_listen: SocketAddr,
     pub tls_cert_file: PathBuf,
     pub tls_key_file: PathBuf,
+    /// CA bundle that client certificates must chain to; `None` serves any client.
+    pub client_ca_file: Option<PathBuf>,
     /// The cluster folder (folder mode, when `live` is `None`).
     pub cluster_dir: PathBuf,
     /// Live mode: watch the API server instead of reading `cluster_dir`.
@@ -96,6 +100,7 @@ impl ServerConfig {
             metrics_listen: loopback,
             tls_cert_file,
             tls_key_file,
+            client_ca_file: None,
             cluster_dir,
             live: None,
             settings: Settings::default(),
@@ -119,6 +124,7 @@ pub struct Server {
     tls: Arc<rustls::ServerConfig>,
     resolver: Arc<CertResolver>,
     cert_files: CertFiles,
+    client_ca: Option<(ClientCaFile, Arc<ReloadingVerifier>)>,
     source: Source,
     cluster: Arc<ClusterState>,
     metrics: Arc<Metrics>,
@@ -148,7 +154,15 @@ impl Server {
         metrics.cert_not_after.set(not_after as f64);
         tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
-        let tls = Arc::new(tls::server_config(resolver.clone()).context("building the TLS configuration")?);
+        let client_ca = match &config.client_ca_file {
+            Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
+            None => None,
+        };
+        let verifier = client_ca.as_ref().map(|(_, v)| v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>);
+        if let Some((file, _)) = &client_ca {
+            tracing::info!(client_ca = %file.path.display(), "client certificates required");
+        }
+        let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
         let cluster = Arc::new(ClusterState::default());
         let source = match &config.live {
@@ -192,6 +206,7 @@ impl Server {
             tls,
             resolver,
             cert_files,
+            client_ca,
             source,
             cluster,
             metrics,
@@ -212,8 +227,10 @@ impl Server {
     /// server is unready until the caches have synced; when they cannot sync (RBAC refuses a
     /// list, or not within the sync timeout) it shuts down and returns the reason.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let Server { config, https, metrics_listener, tls, resolver, cert_files, source, cluster, metrics, .. } = self;
+        let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, source, cluster, metrics, .. } = self;
         let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver, metrics.clone(), config.reload_interval));
+        let client_ca_task =
+            client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
         let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
         let (live, lookups, cluster_task) = match source {
             Source::Folder(dir) => {
@@ -249,7 +266,7 @@ impl Server {
             lookups,
             settings: config.settings.clone(),
             clock: config.clock.clone(),
-            metrics,
+            metrics: metrics.clone(),
             max_request_bytes: config.max_request_bytes,
         }));
         let graceful = GracefulShutdown::new();
@@ -263,7 +280,7 @@ impl Server {
                 }
             }
         };
-        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &graceful, stop).await;
+        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &metrics, &graceful, stop).await;
 
         health.draining.store(true, Ordering::Relaxed);
         let open = graceful.count();
@@ -281,6 +298,9 @@ impl Server {
             metrics_task.abort();
         }
         cert_task.abort();
+        if let Some(task) = client_ca_task {
+            task.abort();
+        }
         cluster_task.abort();
         tracing::info!("stopped");
         match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {

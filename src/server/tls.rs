@@ -91,12 +91,19 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The rustls server configuration: TLS 1.2 and 1.3 only, ALPN `h2` then `http/1.1`.
-pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, rustls::Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+/// The rustls server configuration: TLS 1.2 and 1.3 only, ALPN `h2` then `http/1.1`; client
+/// certificates required and verified when `client_auth` is given.
+pub fn server_config(
+    resolver: Arc<CertResolver>,
+    client_auth: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match client_auth {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }

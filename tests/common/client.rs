@@ -48,6 +48,8 @@ pub struct TlsClient {
     server_name: ServerName<'static>,
     roots: Arc<rustls::RootCertStore>,
     versions: &'static [&'static rustls::SupportedProtocolVersion],
+    /// PEM certificate chain and key presented when the server asks for a client certificate.
+    client_cert: Option<Arc<(Vec<u8>, Vec<u8>)>>,
 }
 
 impl TlsClient {
@@ -63,12 +65,19 @@ impl TlsClient {
             server_name: ServerName::try_from("localhost").expect("valid name"),
             roots: Arc::new(roots),
             versions: rustls::DEFAULT_VERSIONS,
+            client_cert: None,
         }
     }
 
     /// Offer only these TLS versions.
     pub fn with_versions(mut self, versions: &'static [&'static rustls::SupportedProtocolVersion]) -> Self {
         self.versions = versions;
+        self
+    }
+
+    /// Present this client certificate (PEM chain and key).
+    pub fn with_client_cert(mut self, cert_pem: &[u8], key_pem: &[u8]) -> Self {
+        self.client_cert = Some(Arc::new((cert_pem.to_vec(), key_pem.to_vec())));
         self
     }
 
@@ -85,9 +94,15 @@ impl TlsClient {
     /// A verified TLS stream with nothing spoken on it yet, for tests that write raw bytes
     /// (slow or broken HTTP clients).
     pub async fn connect_raw(&self, proto: Proto) -> std::io::Result<TlsStream<TcpStream>> {
-        let mut config = rustls::ClientConfig::builder_with_protocol_versions(self.versions)
-            .with_root_certificates(self.roots.clone())
-            .with_no_client_auth();
+        let builder = rustls::ClientConfig::builder_with_protocol_versions(self.versions).with_root_certificates(self.roots.clone());
+        let mut config = match &self.client_cert {
+            None => builder.with_no_client_auth(),
+            Some(pair) => {
+                let chain = CertificateDer::pem_slice_iter(&pair.0).collect::<Result<Vec<_>, _>>().expect("client certificate PEM");
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&pair.1).expect("client key PEM");
+                builder.with_client_auth_cert(chain, key).map_err(std::io::Error::other)?
+            }
+        };
         config.alpn_protocols = vec![proto.alpn().to_vec()];
         let tcp = TcpStream::connect(self.addr).await?;
         // As the apiserver's Go client does; with Nagle on, HTTP/2's separate HEADERS and DATA

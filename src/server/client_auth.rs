@@ -1,0 +1,193 @@
+//! Client-certificate authentication (`--client-ca-file`): every connection must present a
+//! certificate chaining to one of the CAs in the file, as the apiserver does when its admission
+//! configuration names a client certificate. The CA file is re-read like the serving certificate,
+//! so rotating the apiserver's client CA needs no restart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+
+use super::tls::provider;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientCaError {
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("{0} holds no usable PEM CA certificate")]
+    Empty(PathBuf),
+    #[error("{path}: {error}")]
+    Invalid { path: PathBuf, error: String },
+}
+
+/// A verifier for the CAs in `pem`: client certificates are required (mandatory auth).
+fn verifier(path: &std::path::Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, ClientCaError> {
+    let invalid = |error: String| ClientCaError::Invalid { path: path.to_owned(), error };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots.add(cert.map_err(|e| invalid(e.to_string()))?).map_err(|e| invalid(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(ClientCaError::Empty(path.to_owned()));
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        // The hints would have to outlive a CA swap (the trait lends them by reference). An empty
+        // list is valid TLS; Go's client (the apiserver) then sends its one certificate anyway.
+        .clear_root_hint_subjects()
+        .build()
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// Delegates to the verifier built from the current CA file; [`ReloadingVerifier::set`] swaps it.
+#[derive(Debug)]
+pub struct ReloadingVerifier {
+    current: ArcSwap<Arc<dyn ClientCertVerifier>>,
+}
+
+impl ReloadingVerifier {
+    pub fn set(&self, verifier: Arc<dyn ClientCertVerifier>) {
+        self.current.store(Arc::new(verifier));
+    }
+}
+
+impl ClientCertVerifier for ReloadingVerifier {
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.current.load().verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current.load().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current.load().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.current.load().supported_verify_schemes()
+    }
+}
+
+/// The CA file and what was last read from it.
+pub struct ClientCaFile {
+    pub path: PathBuf,
+    last: Vec<u8>,
+}
+
+impl ClientCaFile {
+    /// Read the file for startup: any problem is an error naming `--client-ca-file`.
+    pub fn load(path: PathBuf) -> Result<(ClientCaFile, Arc<ReloadingVerifier>), ClientCaError> {
+        let pem = std::fs::read(&path).map_err(|error| ClientCaError::Read { path: path.clone(), error })?;
+        let current = verifier(&path, &pem)?;
+        let reloading = Arc::new(ReloadingVerifier { current: ArcSwap::from_pointee(current) });
+        Ok((ClientCaFile { path, last: pem }, reloading))
+    }
+
+    /// `Ok(Some(..))` when the file changed into a usable CA set, `Ok(None)` when unchanged, `Err`
+    /// when it changed into something unusable (reported once per change).
+    pub fn poll(&mut self) -> Result<Option<Arc<dyn ClientCertVerifier>>, ClientCaError> {
+        let pem = std::fs::read(&self.path).map_err(|error| ClientCaError::Read { path: self.path.clone(), error })?;
+        if pem == self.last {
+            return Ok(None);
+        }
+        let result = verifier(&self.path, &pem);
+        self.last = pem;
+        result.map(Some)
+    }
+}
+
+/// Re-read the CA file every `interval`; keep the previous CAs when the new file is unusable.
+pub async fn reload_loop(mut file: ClientCaFile, verifier: Arc<ReloadingVerifier>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut read_error_logged = false;
+    loop {
+        ticker.tick().await;
+        let Ok((returned, result)) = tokio::task::spawn_blocking(move || {
+            let r = file.poll();
+            (file, r)
+        })
+        .await
+        else {
+            return;
+        };
+        file = returned;
+        match result {
+            Ok(None) => read_error_logged = false,
+            Ok(Some(new)) => {
+                read_error_logged = false;
+                verifier.set(new);
+                tracing::info!(client_ca = %file.path.display(), "client CA reloaded");
+            }
+            Err(e @ ClientCaError::Read { .. }) => {
+                if !read_error_logged {
+                    tracing::error!(error = %e, "client CA not reloaded; keeping the previous one");
+                    read_error_logged = true;
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "new client CA rejected; keeping the previous one"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unusable_files_are_refused_with_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        assert!(matches!(ClientCaFile::load(path.clone()), Err(ClientCaError::Read { .. })));
+        std::fs::write(&path, "not PEM").unwrap();
+        let error = ClientCaFile::load(path.clone()).err().unwrap();
+        assert!(matches!(error, ClientCaError::Empty(_)) && error.to_string().contains("ca.crt"), "{error}");
+    }
+
+    #[test]
+    fn poll_reports_changes_once() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, _) = crate::cli::certs::ensure(dir.path(), &[]).unwrap();
+        let (mut file, _) = ClientCaFile::load(paths.ca_cert.clone()).unwrap();
+        assert!(file.poll().unwrap().is_none());
+        std::fs::write(&paths.ca_cert, "garbage").unwrap();
+        assert!(file.poll().is_err());
+        assert!(file.poll().unwrap().is_none(), "the same bad file is reported once");
+        let other = tempfile::tempdir().unwrap();
+        let (other_paths, _) = crate::cli::certs::ensure(other.path(), &[]).unwrap();
+        std::fs::copy(&other_paths.ca_cert, &paths.ca_cert).unwrap();
+        assert!(file.poll().unwrap().is_some());
+    }
+}
