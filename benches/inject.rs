@@ -1,4 +1,4 @@
-//! `decide` for `/mutate-pod` (the pure decision: `webhooks::run`, i.e. clone, injection, stamp and
+//! `decide` for `/mutate-pod` (the pure decision the server answers: `webhooks::decide`, i.e. pre-check, copy, injection, stamp and
 //! diff) on realistic pods built from `shared/fixtures/workloads/` (the smallest template, the
 //! kube-prometheus Grafana pod, the largest template, and the Grafana pod with 2,000 env vars and
 //! 200 more volumes) against 0, 10, 1,000 and 10,000 SidecarSets of which 3 match; and the
@@ -60,7 +60,7 @@ fn mutate_pod(c: &mut Criterion) {
             let inputs = fixed.inputs(&snapshot);
             check_injects(webhook, &request, &inputs, total);
             group.bench_with_input(BenchmarkId::new(name, total), &inputs, |b, inputs| {
-                b.iter(|| black_box(webhooks::run(webhook, black_box(&request), inputs)))
+                b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), inputs)))
             });
         }
     }
@@ -71,7 +71,7 @@ fn mutate_pod(c: &mut Criterion) {
     let _ = snapshot.sidecarset_index();
     let inputs = fixed.inputs(&snapshot);
     assert!(webhooks::run(webhook, &request, &inputs).decision.patch.is_empty());
-    group.bench_function("typical/10000-none-match", |b| b.iter(|| black_box(webhooks::run(webhook, black_box(&request), &inputs))));
+    group.bench_function("typical/10000-none-match", |b| b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs))));
     group.finish();
 }
 
@@ -83,7 +83,7 @@ fn sidecarset_admission(c: &mut Criterion) {
     let request = decode_review(support::sidecarset_review()).expect("review");
     let outcome = webhooks::run(webhook, &request, &inputs);
     assert!(outcome.decision.allowed && !outcome.decision.patch.is_empty(), "{:?}", outcome.decision.status);
-    c.bench_function("sidecarset-admission/mutate", |b| b.iter(|| black_box(webhooks::run(webhook, black_box(&request), &inputs))));
+    c.bench_function("sidecarset-admission/mutate", |b| b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs))));
 }
 
 criterion_group!(benches, mutate_pod, sidecarset_admission);

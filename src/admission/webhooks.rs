@@ -294,13 +294,21 @@ pub fn matching(request: &AdmissionRequest) -> impl Iterator<Item = &'static Web
 /// The outcome of one webhook call: the decision and, for mutating webhooks, the object after it.
 pub struct Outcome {
     pub decision: Decision,
-    /// `None` for validators, denials, and mutators whose pre-check said the object is left as it is
-    /// (it was not copied).
     pub mutated: Option<Value>,
 }
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
 pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    run_with(webhook, request, inputs, true)
+}
+
+/// The decision alone, what `serve` answers: like [`run`], but an object a mutator's pre-check
+/// leaves unchanged is not even copied.
+pub fn decide(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Decision {
+    run_with(webhook, request, inputs, false).decision
+}
+
+fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
     if !inputs.settings.enabled(webhook.capability) {
         let warning =
             format!("{} is disabled on this server (--disable-capability {}); allowed unchanged", webhook.name, webhook.capability.name());
@@ -309,7 +317,9 @@ pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Ou
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
         Handler::MutateIf(may_mutate, mutate) => match &request.object {
-            Some(object) if !may_mutate(request, object, inputs) => Outcome { decision: Decision::allow(), mutated: None },
+            Some(object) if !may_mutate(request, object, inputs) => {
+                Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.clone()) }
+            }
             _ => run_mutator(mutate, request, inputs),
         },
         Handler::Validate(validate) => Outcome {

@@ -250,7 +250,7 @@ fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, 
     let Some(snapshot) = state.cluster.snapshot() else {
         return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
     };
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    let decision = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let no_answers = Answers::default();
         let mut inputs = Inputs {
             cluster: &snapshot,
@@ -263,10 +263,9 @@ fn decide(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Answered, 
         if let Some(answers) = &answers {
             inputs.answers = answers;
         }
-        webhooks::run(webhook, &request, &inputs)
+        webhooks::decide(webhook, &request, &inputs)
     }))
     .map_err(|payload| panic_error(&request, payload))?;
-    let decision = outcome.decision;
     let response = review::review_response(request.version, &request.uid, &decision);
     Ok(Answered {
         body: serde_json::to_vec(&response).unwrap_or_default(),
