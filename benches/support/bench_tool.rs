@@ -51,19 +51,22 @@ fn main() -> anyhow::Result<()> {
             let total: usize = total.parse().context("TOTAL must be a number")?;
             let dir = PathBuf::from(dir);
             std::fs::create_dir_all(&dir)?;
-            let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("sidecarsets.yaml"))?);
-            // JSON documents are YAML; one file keeps the folder's change check cheap.
-            for set in support::fleet(&support::typical_pod(), total) {
-                writeln!(out, "---\n{set}")?;
+            // JSON documents are YAML; few files keep the folder's change check cheap, and 1,000 a
+            // file stays below the YAML reader's per-file document budget.
+            for (i, chunk) in support::fleet(&support::typical_pod(), total).chunks(1000).enumerate() {
+                let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("sidecarsets-{i:02}.yaml")))?);
+                for set in chunk {
+                    writeln!(out, "---\n{set}")?;
+                }
+                out.flush()?;
             }
-            out.flush()?;
         }
         ["review", pod] => {
-            let Some((_, pod)) = support::pods().into_iter().find(|(n, _)| n == pod) else { bail!("unknown pod {pod}") };
+            let Some(pod) = support::pod(pod) else { bail!("unknown pod {pod}") };
             println!("{}", support::pod_review(&pod));
         }
         [what @ ("decide" | "decide-unchecked" | "bytes"), pod, total, iters] => {
-            let Some((_, pod)) = support::pods().into_iter().find(|(n, _)| n == pod) else { bail!("unknown pod {pod}") };
+            let Some(pod) = support::pod(pod) else { bail!("unknown pod {pod}") };
             let snapshot = support::snapshot(&pod, total.parse()?);
             let body = serde_json::to_vec(&support::pod_review(&pod))?;
             let request = decode_review(serde_json::from_slice(&body)?)?;

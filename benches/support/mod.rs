@@ -83,8 +83,22 @@ pub fn synthetic_pod() -> Value {
 }
 
 /// The pods the benches run on, by name.
+pub const POD_NAMES: [&str; 4] = ["small", "typical", "largest", "env2000"];
+
+/// One of [`POD_NAMES`].
+pub fn pod(name: &str) -> Option<Value> {
+    match name {
+        "small" => Some(small_pod()),
+        "typical" => Some(typical_pod()),
+        "largest" => Some(largest_pod()),
+        "env2000" => Some(synthetic_pod()),
+        _ => None,
+    }
+}
+
+/// Every pod of [`POD_NAMES`], by name.
 pub fn pods() -> Vec<(&'static str, Value)> {
-    vec![("small", small_pod()), ("typical", typical_pod()), ("largest", largest_pod()), ("env2000", synthetic_pod())]
+    POD_NAMES.iter().filter_map(|n| Some((*n, pod(n)?))).collect()
 }
 
 /// Three SidecarSets that match `pod` (the example log agent, envoy-style proxy and hot-upgrade
