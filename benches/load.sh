@@ -14,6 +14,7 @@
 # Usage: benches/load.sh            (about 4 minutes after the build)
 # Knobs: DURATION=10s CONNECTIONS=16 H2_CONNECTIONS=2 H2_STREAMS=8 SETS=1000 OUT=target/load
 #        SKIP_DECIDE=1 (no criterion run for the decide plot)  SKIP_BUILD=1
+#        SKIP_THROUGHPUT=1 (only memory, latency against SidecarSets and the summary of an earlier run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -106,6 +107,8 @@ EOF
 }
 
 # --- throughput: full /mutate-pod vs our floor vs the Go floor, same run ---------------------------
+SERVE=https://localhost:$PORT/mutate-pod
+if [ -z "${SKIP_THROUGHPUT:-}" ]; then
 say "starting the servers (SidecarSets: $SETS)"
 serve "$OUT/cluster-$SETS"
 "$TOOL" floor "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$FLOOR_PORT" 2>"$OUT/floor.log" &
@@ -115,7 +118,6 @@ PIDS+=($!)
 wait_tls "$FLOOR_PORT"
 wait_tls "$GO_PORT"
 
-SERVE=https://localhost:$PORT/mutate-pod
 for http in h1 h2; do
     say "throughput, $http, $DURATION each"
     load "floor-$http" "https://localhost:$FLOOR_PORT/floor" "$OUT/review-typical.json" "$http"
@@ -131,6 +133,7 @@ load "typical-h1-half" "$SERVE" "$OUT/review-typical.json" h1 -q "$HALF" --laten
 load "floor-h1-half" "https://localhost:$FLOOR_PORT/floor" "$OUT/review-typical.json" h1 -q "$HALF" --latency-correction
 echo "$HALF" >"$OUT/half-rate"
 stop "$SERVE_PID"
+fi
 
 # --- memory and latency against the number of SidecarSets -----------------------------------------
 say "RSS and latency against the number of SidecarSets"
