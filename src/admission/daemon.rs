@@ -68,6 +68,12 @@ pub fn stamp(pod: &mut Value, _inputs: &Inputs, warnings: &mut Vec<String>) -> R
     Ok(())
 }
 
+/// Whether [`stamp`] would change `pod` or warn about it (the trigger alone; cheap).
+pub fn triggers(pod: &Value) -> bool {
+    let mut warnings = Vec::new();
+    plan(pod, &mut warnings) != Plan::Nothing || !warnings.is_empty()
+}
+
 /// The trigger: which node (if any) the pod names, and who owns it.
 fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
     let annotation = |key: &str| pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str);

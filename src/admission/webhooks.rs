@@ -33,9 +33,16 @@ pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, Admis
 /// The live lookups a validator needs answered before it decides (none for most).
 pub type Queries = fn(&AdmissionRequest, &Inputs) -> Vec<Query>;
 
+/// A mutator's pre-check: `false` only when the mutator would certainly change nothing and say
+/// nothing (no error, no warning), so `run` answers "allowed, no patch" without copying the object.
+pub type MayMutate = fn(&AdmissionRequest, &Value, &Inputs) -> bool;
+
 #[derive(Debug, Clone, Copy)]
 pub enum Handler {
     Mutate(Mutator),
+    /// A mutator with its pre-check. Copying a large object and diffing it back costs more than
+    /// most mutations, and most objects sent to some webhooks (pods) are left unchanged.
+    MutateIf(MayMutate, Mutator),
     Validate(Validator),
 }
 
@@ -101,7 +108,7 @@ pub struct Webhook {
 impl Webhook {
     pub fn kind(&self) -> WebhookKind {
         match self.handler {
-            Handler::Mutate(_) => WebhookKind::Mutating,
+            Handler::Mutate(_) | Handler::MutateIf(..) => WebhookKind::Mutating,
             Handler::Validate(_) => WebhookKind::Validating,
         }
     }
@@ -157,7 +164,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         name: "mpod.kb.io",
         path: "/mutate-pod",
         rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
-        handler: Handler::Mutate(pod::mutate),
+        handler: Handler::MutateIf(pod::may_mutate, pod::mutate),
         queries: None,
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
@@ -292,6 +299,16 @@ pub struct Outcome {
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
 pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    run_with(webhook, request, inputs, true)
+}
+
+/// The decision alone, what `serve` answers: like [`run`], but an object a mutator's pre-check
+/// leaves unchanged is not even copied.
+pub fn decide(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Decision {
+    run_with(webhook, request, inputs, false).decision
+}
+
+fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
     if !inputs.settings.enabled(webhook.capability) {
         let warning =
             format!("{} is disabled on this server (--disable-capability {}); allowed unchanged", webhook.name, webhook.capability.name());
@@ -299,6 +316,12 @@ pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Ou
     }
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
+        Handler::MutateIf(may_mutate, mutate) => match &request.object {
+            Some(object) if !may_mutate(request, object, inputs) => {
+                Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.clone()) }
+            }
+            _ => run_mutator(mutate, request, inputs),
+        },
         Handler::Validate(validate) => Outcome {
             decision: Decision::from_result(validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() })),
             mutated: None,

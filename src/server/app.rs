@@ -310,9 +310,8 @@ fn decide(
     snapshot: &Snapshot,
     answers: &Answers,
 ) -> Result<Answered, HttpError> {
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::run(webhook, request, &inputs(state, snapshot, answers))))
+    let decision = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::decide(webhook, request, &inputs(state, snapshot, answers))))
         .map_err(|payload| panic_error(request, payload))?;
-    let decision = outcome.decision;
     let response = review::review_response(request.version, &request.uid, &decision);
     Ok(Answered {
         body: serde_json::to_vec(&response).unwrap_or_default(),

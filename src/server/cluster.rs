@@ -25,13 +25,16 @@ impl ClusterState {
         self.current.load().is_some()
     }
 
-    pub(super) fn set(&self, snapshot: Arc<Snapshot>) {
+    /// Make `snapshot` the one requests decide against. Its SidecarSet index is built here, before
+    /// any request can see the snapshot, so no request pays for building it.
+    pub fn publish(&self, snapshot: Arc<Snapshot>) {
+        let _ = snapshot.sidecarset_index();
         self.current.store(Some(snapshot));
     }
 
     #[cfg(test)]
     pub(crate) fn set_for_tests(&self, snapshot: Arc<Snapshot>) {
-        self.set(snapshot);
+        self.publish(snapshot);
     }
 }
 
@@ -80,7 +83,7 @@ impl ClusterDir {
                 }
                 metrics.record_snapshot(&snapshot, unix_now());
                 tracing::info!(dir = %self.dir.display(), objects = snapshot.len(), "cluster objects loaded");
-                state.set(Arc::new(snapshot));
+                state.publish(Arc::new(snapshot));
             }
             Err(error) if state.is_loaded() => {
                 tracing::error!(dir = %self.dir.display(), %error, "cluster objects not reloaded; keeping the last good snapshot");

@@ -181,7 +181,7 @@ impl Server {
                 let (state, m) = (cluster.clone(), metrics.clone());
                 let publish = move |snapshot: Arc<crate::cluster::Snapshot>| {
                     m.record_snapshot(&snapshot, cluster::unix_now());
-                    state.set(snapshot);
+                    state.publish(snapshot);
                 };
                 let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
                 tracing::info!(kruise_namespace = %live.settings.kruise_namespace, "live cluster mode: watches started");

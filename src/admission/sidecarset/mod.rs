@@ -30,26 +30,12 @@ use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, Sid
 /// Inject the matching SidecarSets into `pod` (a CREATE; the caller has gated subresources and
 /// other operations). Warnings are for things Kruise only logs.
 pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
-    if !is_active(pod) {
-        return Ok(());
-    }
-    let namespace = pod_namespace(pod, request);
-    let index = inputs.cluster.sidecarset_index();
-    let candidates = index.candidates(&namespace, matching::labels_of(pod));
-    if candidates.is_empty() {
-        return Ok(());
-    }
-    let target = matching::PodTarget::new(pod, &namespace, inputs.cluster);
-    let mut matched = Vec::with_capacity(candidates.len());
-    for set in candidates {
-        if matching::matches(&set, &target).map_err(AdmissionError::Internal)? {
-            matched.push(set);
-        }
-    }
+    let mut matched = selecting(request, pod, inputs)?;
     matching::replace_canary_bases(&mut matched);
     if matched.is_empty() {
         return Ok(());
     }
+    let index = inputs.cluster.sidecarset_index();
     let sets = matched.iter().map(|s| revision::select(s, pod, inputs)).collect::<Result<Vec<_>, _>>().map_err(AdmissionError::Internal)?;
 
     // patchPodMetadata first, so transferEnv fieldRefs on annotations see the patched values.
@@ -91,6 +77,33 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
         ));
     }
     apply(pod, &sets, built, &state)
+}
+
+/// Whether [`inject`] has anything to do for `pod`: some SidecarSet selects it, or checking one
+/// fails (an error `inject` reports). Only the index and the selectors are read, so callers can
+/// skip copying the pod when it is `false` (most pods of a cluster).
+pub fn selects(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> bool {
+    !selecting(request, pod, inputs).is_ok_and(|sets| sets.is_empty())
+}
+
+/// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
+fn selecting(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> Result<Vec<Arc<SidecarSet>>, AdmissionError> {
+    if !is_active(pod) {
+        return Ok(Vec::new());
+    }
+    let namespace = pod_namespace(pod, request);
+    let candidates = inputs.cluster.sidecarset_index().candidates(&namespace, matching::labels_of(pod));
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let target = matching::PodTarget::new(pod, &namespace, inputs.cluster);
+    let mut matched = Vec::with_capacity(candidates.len());
+    for set in candidates {
+        if matching::matches(&set, &target).map_err(AdmissionError::Internal)? {
+            matched.push(set);
+        }
+    }
+    Ok(matched)
 }
 
 /// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject (§1).
