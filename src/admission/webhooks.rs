@@ -69,6 +69,7 @@ pub enum Capability {
     /// `/mutate-pod`: SidecarSet injection and the DaemonSet-style stamp.
     PodMutation,
     /// SidecarSet defaulting, hashing and validation.
+    #[value(name = "sidecarset-admission")]
     SidecarSetAdmission,
     /// In-place-only rules on CloneSet, Advanced StatefulSet and Advanced DaemonSet.
     WorkloadRules,

@@ -54,6 +54,15 @@ mod tests {
         args: DecisionArgs,
     }
 
+    /// The chart renders `--disable-capability=<Capability::name()>`; every such value must parse.
+    #[test]
+    fn every_capability_name_is_a_flag_value() {
+        for capability in Capability::ALL {
+            let s = Cli::parse_from(["x", "--disable-capability", capability.name()]).args.settings();
+            assert!(!s.enabled(capability), "{}", capability.name());
+        }
+    }
+
     #[test]
     fn flags_become_settings() {
         let s = Cli::parse_from(["x"]).args.settings();
