@@ -17,28 +17,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-/// A review the server must answer with 200 and `allowed` (a plain pod CREATE).
-fn good_review(uid: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
-        }
-    })
-}
-
 /// The check after every case: a good review over a new HTTP/1.1 and a new HTTP/2 connection.
 async fn alive(client: &TlsClient, case: &str) {
     for proto in BOTH {
         let attempt =
-            tokio::time::timeout(Duration::from_secs(10), client.post_json(proto, "/mutate-pod", good_review("alive").to_string()));
+            tokio::time::timeout(Duration::from_secs(10), client.post_json(proto, "/mutate-pod", common::good_review("alive").to_string()));
         let reply = attempt.await.unwrap_or_else(|_| panic!("after {case}: no answer over {proto:?} within 10 s"));
         assert_eq!(reply.status, StatusCode::OK, "after {case} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
         assert_eq!(reply.json()["response"]["uid"], "alive", "after {case}");
@@ -73,7 +56,7 @@ const OK: Expect = Expect::Review { uid: "h1", allowed: true, code: None };
 const BAD: Expect = Expect::Http(StatusCode::BAD_REQUEST);
 
 fn with(edit: impl Fn(&mut Value)) -> Vec<u8> {
-    let mut review = good_review("h1");
+    let mut review = common::good_review("h1");
     edit(&mut review);
     review.to_string().into_bytes()
 }
@@ -84,12 +67,12 @@ fn nested(depth: usize) -> String {
 
 /// The good review with `raw` spliced in as `request.object.spec.x` (unknown fields survive).
 fn with_raw_spec_field(raw: &str) -> Vec<u8> {
-    let text = good_review("h1").to_string();
+    let text = common::good_review("h1").to_string();
     text.replacen("\"spec\":{", &format!("\"spec\":{{\"x\":{raw},"), 1).into_bytes()
 }
 
 fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
-    let good = good_review("h1").to_string().into_bytes();
+    let good = common::good_review("h1").to_string().into_bytes();
     let mut invalid_utf8_in_string = with(|r| r["request"]["object"]["metadata"]["name"] = json!("pXXp"));
     let at = invalid_utf8_in_string.windows(4).position(|w| w == b"pXXp").expect("marker") + 1;
     invalid_utf8_in_string[at] = 0xC3; // a lead byte followed by ASCII: invalid UTF-8
@@ -212,7 +195,7 @@ async fn malformed_bodies_get_their_expected_answer() {
 async fn wrong_methods_media_types_and_paths() {
     let server = TestServer::start().await;
     let client = server.client();
-    let body = good_review("h1").to_string();
+    let body = common::good_review("h1").to_string();
     let cases: &[(&str, Method, &str, Option<&str>, StatusCode)] = &[
         ("GET instead of POST", Method::GET, "/mutate-pod", None, StatusCode::METHOD_NOT_ALLOWED),
         ("DELETE instead of POST", Method::DELETE, "/mutate-pod", Some("application/json"), StatusCode::METHOD_NOT_ALLOWED),
@@ -254,7 +237,7 @@ async fn raw_http1(client: &TlsClient, request: &[u8]) -> Option<u16> {
 async fn broken_http1_framing() {
     let server = TestServer::start().await;
     let client = server.client();
-    let body = good_review("h1").to_string();
+    let body = common::good_review("h1").to_string();
     let many_headers: String = (0..1000).map(|i| format!("x-h{i}: v\r\n")).collect();
     let cases: Vec<(&str, String, Option<u16>)> = vec![
         // Request smuggling: both framings at once is refused, never answered twice.
@@ -300,7 +283,7 @@ async fn broken_http1_framing() {
 
     // Two pipelined requests in one write: two answers, in order.
     let one = |uid: &str| {
-        let b = good_review(uid).to_string();
+        let b = common::good_review(uid).to_string();
         format!("POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len())
     };
     let mut tls = client.connect_raw(Proto::Http1).await.unwrap();
@@ -359,7 +342,7 @@ async fn a_100_mb_body_is_refused_without_being_read() {
 /// A pod with a DaemonSet target-node annotation (so the answer carries a patch) grown to `bytes`
 /// with environment variables.
 fn etcd_sized_pod(uid: &str, bytes: usize) -> Value {
-    let mut review = good_review(uid);
+    let mut review = common::good_review(uid);
     review["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": "worker-1"});
     let env: Vec<Value> = (0..bytes / 100).map(|i| json!({"name": format!("VAR_{i:06}"), "value": "v".repeat(70)})).collect();
     review["request"]["object"]["spec"]["containers"][0]["env"] = Value::Array(env);
@@ -512,7 +495,7 @@ async fn slow_clients_are_cut_off() {
         let (tx, body) = channel_body();
         let request = conn.builder(Method::POST, "/mutate-pod?timeout=2s").header("content-type", "application/json").body(body).unwrap();
         let feeder = tokio::spawn(async move {
-            for byte in good_review("slow").to_string().into_bytes() {
+            for byte in common::good_review("slow").to_string().into_bytes() {
                 if tx.send(Bytes::from(vec![byte])).await.is_err() {
                     break;
                 }
@@ -533,7 +516,7 @@ async fn slow_clients_are_cut_off() {
 async fn abrupt_disconnects_mid_request() {
     let server = TestServer::start().await;
     let client = server.client();
-    let body = good_review("cut").to_string();
+    let body = common::good_review("cut").to_string();
     let head = format!("POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
     let cuts: Vec<(&str, String)> = vec![
         ("disconnect mid-headers", head[..head.len() / 2].to_owned()),
@@ -581,7 +564,7 @@ async fn abrupt_disconnects_mid_request() {
 }
 
 fn body_prefix() -> Vec<u8> {
-    good_review("h2cut").to_string().as_bytes()[..40].to_vec()
+    common::good_review("h2cut").to_string().as_bytes()[..40].to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -603,8 +586,9 @@ async fn two_thousand_idle_connections_do_not_block_service() {
     alive(&client, "2,000 idle connections").await;
     assert!(started.elapsed() < Duration::from_secs(5), "good reviews took {:?} with 2,000 idle connections", started.elapsed());
     // The idle TLS connections still work too.
-    let reply =
-        idle_tls[1].request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(good_review("idle").to_string())).await;
+    let reply = idle_tls[1]
+        .request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("idle").to_string()))
+        .await;
     assert_eq!(reply.unwrap().status, StatusCode::OK);
     drop(idle_tcp);
     drop(idle_tls);

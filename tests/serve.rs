@@ -12,25 +12,8 @@ use hyper::{Method, StatusCode};
 use kruise_admission::cluster::files::read_documents;
 use serde_json::{Value, json};
 
-/// A review the server must answer with 200 and `allowed` (a plain pod CREATE).
-fn good_review(uid: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
-        }
-    })
-}
-
 async fn assert_still_serving(client: &TlsClient, proto: Proto) {
-    let reply = client.post_json(proto, "/mutate-pod", good_review("after").to_string()).await;
+    let reply = client.post_json(proto, "/mutate-pod", common::good_review("after").to_string()).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
     assert_eq!(reply.json()["response"]["uid"], "after");
 }
@@ -86,7 +69,8 @@ async fn every_recorded_review_gets_a_well_formed_answer_over_http1_and_http2() 
                 answered += 1;
             }
             // The same connection keeps working after every answer, good or bad.
-            let again = conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(good_review("again").to_string()));
+            let again =
+                conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("again").to_string()));
             assert_eq!(again.await.unwrap().status, StatusCode::OK, "{name} over {proto:?}: connection reusable");
         }
     }
@@ -110,7 +94,7 @@ async fn the_served_certificate_verifies_for_localhost_and_127_0_0_1() {
 async fn body_limit_answers_413_and_the_server_keeps_serving() {
     let server = TestServer::start_with(|c| c.max_request_bytes = 64 * 1024).await;
     let client = server.client();
-    let mut big = good_review("big");
+    let mut big = common::good_review("big");
     big["request"]["object"]["metadata"]["annotations"] = json!({"filler": "x".repeat(80 * 1024)});
     for proto in BOTH {
         let reply = client.post_json(proto, "/mutate-pod", big.to_string()).await;
@@ -130,7 +114,7 @@ async fn body_limit_answers_413_and_the_server_keeps_serving() {
         assert_eq!(conn.send(request).await.unwrap().status, StatusCode::PAYLOAD_TOO_LARGE, "{proto:?} streamed");
         feeder.await.unwrap();
         assert_still_serving(&client, proto).await;
-        big = good_review("big");
+        big = common::good_review("big");
         big["request"]["object"]["metadata"]["annotations"] = json!({"filler": "x".repeat(80 * 1024)});
     }
     server.stop().await.unwrap();
@@ -153,7 +137,7 @@ async fn malformed_inputs_get_their_expected_answer() {
     let server = TestServer::start().await;
     let client = server.client();
     let with = |edit: &dyn Fn(&mut Value)| {
-        let mut review = good_review("m1");
+        let mut review = common::good_review("m1");
         edit(&mut review);
         review.to_string().into_bytes()
     };
@@ -291,7 +275,7 @@ async fn malformed_inputs_get_their_expected_answer() {
 async fn huge_strings_within_the_limit_are_answered() {
     let server = TestServer::start().await;
     let client = server.client();
-    let mut review = good_review("huge");
+    let mut review = common::good_review("huge");
     review["request"]["object"]["metadata"]["name"] = json!("n".repeat(5 << 20));
     for proto in BOTH {
         let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
@@ -309,9 +293,9 @@ async fn health_readiness_and_metrics() {
     assert_eq!(http_get(server.metrics, "/readyz").await, (StatusCode::OK, "ok".into()));
 
     let client = server.client();
-    let reply = client.post_json(Proto::Http2, "/mutate-pod", good_review("metrics").to_string()).await;
+    let reply = client.post_json(Proto::Http2, "/mutate-pod", common::good_review("metrics").to_string()).await;
     assert_eq!(reply.status, StatusCode::OK);
-    let mut bad = good_review("denied");
+    let mut bad = common::good_review("denied");
     bad["request"]["object"]["spec"] = json!("not a spec");
     assert_eq!(client.post_json(Proto::Http1, "/mutate-pod", bad.to_string()).await.json()["response"]["allowed"], false);
     assert_eq!(client.post_json(Proto::Http1, "/nowhere", "{}").await.status, StatusCode::NOT_FOUND);
@@ -340,7 +324,7 @@ async fn not_ready_until_cluster_objects_load_then_reloaded_on_change() {
     let server = TestServer::start_with(|c| c.cluster_dir = c.cluster_dir.join("missing")).await;
     let (status, text) = http_get(server.metrics, "/readyz").await;
     assert_eq!((status, text.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "cluster objects not loaded"));
-    let reply = server.client().post_json(Proto::Http1, "/mutate-pod", good_review("early").to_string()).await;
+    let reply = server.client().post_json(Proto::Http1, "/mutate-pod", common::good_review("early").to_string()).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
 
     let folder = server.cluster_dir.join("missing");
@@ -410,7 +394,7 @@ async fn many_concurrent_http2_streams_on_one_connection() {
             let mut stream = conn.h2_stream().unwrap();
             tokio::spawn(async move {
                 let uid = format!("stream-{i}");
-                let body = Bytes::from(good_review(&uid).to_string());
+                let body = Bytes::from(common::good_review(&uid).to_string());
                 let reply = stream.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.unwrap();
                 assert_eq!(reply.status, StatusCode::OK);
                 assert_eq!(reply.json()["response"]["uid"], uid.as_str());
@@ -469,7 +453,7 @@ async fn a_panicking_or_slow_decision_gets_500_or_504_and_the_connection_keeps_w
     let client = server.client();
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
-        let body = Bytes::from(good_review("p").to_string());
+        let body = Bytes::from(common::good_review("p").to_string());
         let reply = conn.request(Method::POST, "/panic", Some("application/json"), body.clone()).await.unwrap();
         assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR, "{proto:?}");
         assert!(reply.json()["error"].as_str().is_some_and(|e| e.contains("see the server log")));

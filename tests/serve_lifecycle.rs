@@ -15,22 +15,6 @@ use hyper::{Method, StatusCode};
 use kruise_admission::cli::certs::{self, CertPaths};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
-use serde_json::{Value, json};
-
-fn review(uid: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
-        }
-    })
-}
 
 fn der(pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem.as_bytes()).expect("PEM certificate")
@@ -77,7 +61,7 @@ impl Load {
                         let uid = format!("load-{w}-{i}");
                         let result = async {
                             let mut conn = client.connect(proto).await.map_err(|e| e.to_string())?;
-                            let body = Bytes::from(review(&uid).to_string());
+                            let body = Bytes::from(common::good_review(&uid).to_string());
                             let reply = conn
                                 .request(Method::POST, "/mutate-pod", Some("application/json"), body)
                                 .await
@@ -201,7 +185,7 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
     let mut in_flight = Vec::new();
     for proto in BOTH {
         let uid = format!("in-flight-{proto:?}");
-        let body = review(&uid).to_string().into_bytes();
+        let body = common::good_review(&uid).to_string().into_bytes();
         let (first, second) = body.split_at(body.len() / 2);
         let mut conn = client.connect(proto).await.unwrap();
         let (tx, request_body) = channel_body();

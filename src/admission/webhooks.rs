@@ -117,15 +117,15 @@ impl Webhook {
     /// Would the apiserver send `request` to this webhook? Matches group, version, resource
     /// (with subresource) and operation like `rules[]` with `matchPolicy: Exact`.
     pub fn matches(&self, request: &AdmissionRequest) -> bool {
-        let resource = if request.sub_resource.is_empty() {
-            request.resource.resource.clone()
-        } else {
-            format!("{}/{}", request.resource.resource, request.sub_resource)
+        // `pods` matches the main resource only, `pods/eviction` that subresource only.
+        let names_request = |rule_resource: &&str| match rule_resource.split_once('/') {
+            None => request.sub_resource.is_empty() && *rule_resource == request.resource.resource,
+            Some((resource, sub)) => resource == request.resource.resource && sub == request.sub_resource,
         };
         self.rules.iter().any(|rule| {
             rule.groups.contains(&request.resource.group.as_str())
                 && rule.versions.contains(&request.resource.version.as_str())
-                && rule.resources.contains(&resource.as_str())
+                && rule.resources.iter().any(names_request)
                 && rule.operations.contains(&request.operation)
         })
     }

@@ -27,5 +27,23 @@ pub fn recorded_reviews() -> Vec<PathBuf> {
     files
 }
 
+/// A plain pod CREATE review the server must answer with 200 and `allowed`: the "still serving?"
+/// probe of the server tests.
+pub fn good_review(uid: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default",
+            "operation": "CREATE",
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+        }
+    })
+}
+
 pub mod client;
 pub mod server;
