@@ -9,3 +9,11 @@ pub mod cli;
 pub mod cluster;
 pub mod deploy;
 pub mod server;
+
+/// mimalloc for every binary that links this crate (the server, the CLI, tests, benches), so what
+/// the benches measure is what `serve` runs. A mutating decision is allocation-bound: it copies and
+/// diffs JSON trees of a few thousand nodes, and glibc malloc spent about 60% of `decide`'s
+/// instructions (callgrind, docs/PERFORMANCE.md). `--no-default-features` measures without it.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
