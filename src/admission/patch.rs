@@ -59,7 +59,7 @@ fn diff_value(from: &Value, to: &Value, path: &mut String, ops: &mut Vec<PatchOp
     match (from, to) {
         (Value::Object(a), Value::Object(b)) => diff_object(a, b, path, ops),
         (Value::Array(a), Value::Array(b)) => diff_array(a, b, path, ops),
-        _ if from == to => {}
+        _ if same(from, to) => {}
         _ => ops.push(PatchOp::Replace { path: path.clone(), value: to.clone() }),
     }
 }
@@ -83,20 +83,54 @@ fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) ->
 }
 
 fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String, ops: &mut Vec<PatchOp>) {
-    for (key, old) in a {
+    // A mutated copy keeps the original's key order, so keys pair up by position and need no
+    // hashing; only the keys after the first mismatch are looked up (same output order either way:
+    // `a`'s keys first, then the keys only `b` has).
+    let common = a.keys().zip(b.keys()).take_while(|(x, y)| x == y).count();
+    for ((key, old), new) in a.iter().zip(b.values()).take(common) {
+        if !same(old, new) {
+            with_token(path, key, |p| diff_value(old, new, p, ops));
+        }
+    }
+    for (key, old) in a.iter().skip(common) {
         match b.get(key) {
             None => with_token(path, key, |p| ops.push(PatchOp::Remove { path: p.clone() })),
             Some(new) => {
-                if old != new {
+                if !same(old, new) {
                     with_token(path, key, |p| diff_value(old, new, p, ops));
                 }
             }
         }
     }
-    for (key, new) in b {
+    for (key, new) in b.iter().skip(common) {
         if !a.contains_key(key) {
             with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: new.clone() }));
         }
+    }
+}
+
+/// `a == b`, but maps whose keys come in the same order (a mutated copy and its original) are
+/// compared by position: serde_json's map equality hashes every key to look it up, which was the
+/// largest single cost of diffing a pod.
+pub fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            if x.len() != y.len() {
+                return false;
+            }
+            for ((kx, vx), (ky, vy)) in x.iter().zip(y) {
+                if kx != ky {
+                    // Another order: the map's own, order-insensitive equality decides.
+                    return x == y;
+                }
+                if !same(vx, vy) {
+                    return false;
+                }
+            }
+            true
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(vx, vy)| same(vx, vy)),
+        _ => a == b,
     }
 }
 
@@ -132,9 +166,9 @@ fn identities(items: &[Value]) -> Option<Vec<Identity<'_>>> {
 }
 
 fn diff_array(a: &[Value], b: &[Value], path: &mut String, ops: &mut Vec<PatchOp>) {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let prefix = a.iter().zip(b).take_while(|(x, y)| same(x, y)).count();
     let (a_rest, b_rest) = (&a[prefix..], &b[prefix..]);
-    let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| x == y).count();
+    let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, y)).count();
     let old = &a_rest[..a_rest.len() - suffix];
     let new = &b_rest[..b_rest.len() - suffix];
     if old.is_empty() && new.is_empty() {
@@ -173,7 +207,7 @@ fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, op
             with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: new[i].clone() }));
             i += 1;
         } else if i < new.len() && j < old.len() {
-            if old[j] != new[i] {
+            if !same(&old[j], &new[i]) {
                 with_index(path, at, |p| diff_value(&old[j], &new[i], p, ops));
             }
             i += 1;
@@ -190,7 +224,7 @@ fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, op
 fn diff_pairwise(old: &[Value], new: &[Value], base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
     let common = old.len().min(new.len());
     for k in 0..common {
-        if old[k] != new[k] {
+        if !same(&old[k], &new[k]) {
             with_index(path, base + k, |p| diff_value(&old[k], &new[k], p, ops));
         }
     }
@@ -259,6 +293,44 @@ mod tests {
         check(json!({"a": 1, "b": {"c": [1, 2]}}), json!({"b": "x", "d": null}));
         check(json!([1, 2, 3, 4]), json!([1, 4]));
         check(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]), json!([{"name": "c"}]));
+    }
+
+    /// Small JSON documents, with few key names so that maps share keys, reorder and collide.
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0..3i64).prop_map(Value::from),
+            "[ab]".prop_map(Value::from)
+        ];
+        leaf.prop_recursive(4, 40, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(("[a-d]", inner), 0..4).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The same document with every map's keys in reverse order (equal to it under `==`).
+    fn reversed(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect()),
+            Value::Array(items) => Value::Array(items.iter().map(reversed).collect()),
+            other => other.clone(),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn same_is_equality_and_diffs_apply(a in arb_value(), b in arb_value()) {
+            proptest::prop_assert_eq!(same(&a, &b), a == b);
+            let r = reversed(&a);
+            proptest::prop_assert!(same(&a, &r) && same(&r, &a));
+            proptest::prop_assert_eq!(same(&r, &b), r == b);
+            check(a.clone(), b.clone());
+            check(r, b);
+        }
     }
 
     #[test]
