@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::Inputs;
 use super::review::AdmissionError;
-use crate::api::keys;
+use crate::api::{at, keys};
 
 /// The default daemon tolerations in upstream's order (§C.2); the last one only for hostNetwork pods.
 const DEFAULT_TOLERATIONS: [(&str, &str); 6] = [
@@ -76,7 +76,7 @@ pub fn triggers(pod: &Value) -> bool {
 
 /// The trigger: which node (if any) the pod names, and who owns it.
 fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
-    let annotation = |key: &str| pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
+    let annotation = |key: &str| at(pod, &["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
     let (daemon_owned, broadcast_owned) = owners(pod);
     let target = match annotation(keys::TARGET_NODE_ANNOTATION) {
         Some("") => {
@@ -85,7 +85,7 @@ fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
         }
         other => other,
     };
-    let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
+    let node_name = at(pod, &["spec", "nodeName"]).and_then(Value::as_str).filter(|n| !n.is_empty());
     let opted_in = daemon_owned || annotation(keys::DAEMON_SCHEDULING_ANNOTATION) == Some("true");
     match target.or(node_name.filter(|_| opted_in)) {
         Some(node) => Plan::Pin { node: node.to_owned(), tolerations: !broadcast_owned },
@@ -96,7 +96,7 @@ fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
 
 /// (owned by an apps/v1 or apps.kruise.io DaemonSet, owned by an apps.kruise.io BroadcastJob).
 fn owners(pod: &Value) -> (bool, bool) {
-    let refs = pod.pointer("/metadata/ownerReferences").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let refs = at(pod, &["metadata", "ownerReferences"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let (mut daemon, mut broadcast) = (false, false);
     for owner in refs {
         let kind = owner.get("kind").and_then(Value::as_str).unwrap_or_default();

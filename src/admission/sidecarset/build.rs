@@ -10,16 +10,17 @@ use super::hotupgrade;
 use super::index::SidecarSetIndex;
 use super::merge::Injected;
 use super::resources;
+use crate::api::at;
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 pub struct PodContext<'a> {
     pub pod: &'a Value,
     /// Mounts of the app containers (not earlier sidecars), container then mount order.
-    shared_mounts: Vec<Value>,
+    shared_mounts: Vec<&'a Value>,
     /// Env vars the shared mounts' `subPathExpr` refer to, from the same app container.
-    subpath_env: Vec<Value>,
-    shared_devices: Vec<Value>,
+    subpath_env: Vec<&'a Value>,
+    shared_devices: Vec<&'a Value>,
     /// Every container and init container name of every injected SidecarSet (resourcesPolicy).
     sidecar_names: HashSet<&'a str>,
     pod_volumes: HashSet<&'a str>,
@@ -73,16 +74,16 @@ impl<'a> PodContext<'a> {
         let mut subpath_env = Vec::new();
         for app in &apps {
             for mount in list(app, "volumeMounts") {
-                shared_mounts.push(mount.clone());
+                shared_mounts.push(mount);
                 let Some(expr) = mount.get("subPathExpr").and_then(Value::as_str) else { continue };
                 for var_name in subpath_vars(expr) {
                     if let Some(var) = list(app, "env").iter().find(|e| name_of(e) == Some(var_name)) {
-                        subpath_env.push(var.clone());
+                        subpath_env.push(var);
                     }
                 }
             }
         }
-        let shared_devices = apps.iter().flat_map(|a| list(a, "volumeDevices")).cloned().collect();
+        let shared_devices = apps.iter().flat_map(|a| list(a, "volumeDevices")).collect();
         let pod_volumes = list(spec, "volumes").iter().filter_map(name_of).collect();
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
     }
@@ -150,10 +151,10 @@ fn emit(
 }
 
 /// §5.1 steps 2–5 for one sidecar.
-fn compose(
+fn compose<'a>(
     set: &SidecarSet,
     sidecar: &SidecarContainer,
-    ctx: &PodContext,
+    ctx: &PodContext<'a>,
     volumes: &mut Vec<Value>,
     warnings: &mut Vec<String>,
 ) -> Result<Map<String, Value>, String> {
@@ -165,9 +166,9 @@ fn compose(
     }
 
     // Volumes the sidecar's own mounts and devices reference, from the SidecarSet's declarations.
-    let own_mounts: Vec<Value> = c.get("volumeMounts").and_then(Value::as_array).cloned().unwrap_or_default();
-    let own_devices: Vec<Value> = c.get("volumeDevices").and_then(Value::as_array).cloned().unwrap_or_default();
-    for reference in own_mounts.iter().chain(&own_devices).filter_map(name_of) {
+    let mut mounts = take_list(&mut c, "volumeMounts");
+    let mut devices = take_list(&mut c, "volumeDevices");
+    for reference in mounts.iter().chain(&devices).filter_map(name_of) {
         match set.spec.volumes.iter().find(|v| name_of(v) == Some(reference)) {
             Some(volume) => volumes.push(volume.clone()),
             None if ctx.pod_volumes.contains(reference) => {}
@@ -180,49 +181,52 @@ fn compose(
     }
 
     // Mounts: own, then shared ones whose mountPath is free (earlier shared entries win).
-    let (mut mounts, mut devices) = (own_mounts, own_devices);
-    let path = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
-    let mut used: HashSet<String> =
-        mounts.iter().filter_map(|m| path(m, "mountPath")).chain(devices.iter().filter_map(|d| path(d, "devicePath"))).collect();
-    if sidecar.shares_volumes() {
-        for m in &ctx.shared_mounts {
-            if let Some(p) = path(m, "mountPath")
-                && used.insert(p)
-            {
-                mounts.push(m.clone());
-            }
-        }
-    }
-    if sidecar.shares_volume_devices() {
-        for d in &ctx.shared_devices {
-            if let Some(p) = path(d, "devicePath")
-                && used.insert(p)
-            {
-                devices.push(d.clone());
-            }
-        }
-    }
+    let (shared_mounts, shared_devices) = {
+        let mut used: HashSet<&str> = mounts
+            .iter()
+            .filter_map(|m| str_field(m, "mountPath"))
+            .chain(devices.iter().filter_map(|d| str_field(d, "devicePath")))
+            .collect();
+        let mut free = |items: &[&'a Value], key: &str| -> Vec<Value> {
+            items.iter().filter(|v| str_field(v, key).is_some_and(|p| used.insert(p))).map(|v| (*v).clone()).collect()
+        };
+        let shared_mounts = if sidecar.shares_volumes() { free(&ctx.shared_mounts, "mountPath") } else { Vec::new() };
+        let shared_devices = if sidecar.shares_volume_devices() { free(&ctx.shared_devices, "devicePath") } else { Vec::new() };
+        (shared_mounts, shared_devices)
+    };
+    mounts.extend(shared_mounts);
+    devices.extend(shared_devices);
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
-    let mut env: Vec<Value> = c.get("env").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut env = take_list(&mut c, "env");
     env.push(json!({"name": IS_INJECTED_ENV, "value": "true"}));
     let mut extra = transferred_env(set, sidecar, ctx, warnings);
     if sidecar.shares_volumes() {
-        extra.extend(ctx.subpath_env.iter().cloned());
+        extra.extend(ctx.subpath_env.iter().copied());
     }
-    let mut names: HashSet<String> = env.iter().filter_map(name_of).map(str::to_owned).collect();
-    for var in extra {
-        if let Some(n) = name_of(&var)
-            && names.insert(n.to_owned())
-        {
-            env.push(var);
-        }
-    }
+    let extra: Vec<Value> = {
+        let mut names: HashSet<&str> = env.iter().filter_map(name_of).collect();
+        extra.into_iter().filter(|var| name_of(var).is_some_and(|n| names.insert(n))).cloned().collect()
+    };
+    env.extend(extra);
 
     c.insert("env".into(), Value::Array(env));
     set_list(&mut c, "volumeMounts", mounts);
     set_list(&mut c, "volumeDevices", devices);
     Ok(c)
+}
+
+fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key)?.as_str()
+}
+
+/// The list at `key`, taken out of the container (its key stays where it was, so putting the list
+/// back keeps the container's field order); empty when absent or not a list.
+fn take_list(c: &mut Map<String, Value>, key: &str) -> Vec<Value> {
+    match c.get_mut(key) {
+        Some(Value::Array(items)) => std::mem::take(items),
+        _ => Vec::new(),
+    }
 }
 
 fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
@@ -234,8 +238,8 @@ fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
 }
 
 /// §5.5: env vars copied from a pod container named directly or through a label/annotation.
-fn transferred_env(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodContext, warnings: &mut Vec<String>) -> Vec<Value> {
-    let containers = ctx.pod.pointer("/spec/containers").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+fn transferred_env<'a>(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodContext<'a>, warnings: &mut Vec<String>) -> Vec<&'a Value> {
+    let containers = at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let mut out = Vec::new();
     for entry in &sidecar.transfer_env {
         let Some(source) = source_name(entry, ctx.pod) else {
@@ -263,7 +267,7 @@ fn transferred_env(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodContex
         env_names.dedup();
         for name in env_names {
             match list(container, "env").iter().find(|e| name_of(e) == Some(name)) {
-                Some(var) => out.push(var.clone()),
+                Some(var) => out.push(var),
                 None => warnings.push(format!(
                     "SidecarSet {}: container {} transferEnv: container {source:?} has no env var {name:?}",
                     set.name(),

@@ -25,6 +25,7 @@ use self::build::{Built, PodContext};
 use self::merge::Injected;
 use super::Inputs;
 use super::review::{AdmissionError, AdmissionRequest};
+use crate::api::at;
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
 
 /// Inject the matching SidecarSets into `pod` (a CREATE; the caller has gated subresources and
@@ -47,7 +48,7 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
     }
 
     let mut state =
-        PodAnnotations::read(pod.pointer("/metadata/annotations").and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
+        PodAnnotations::read(at(pod, &["metadata", "annotations"]).and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
         let ctx = PodContext::new(pod, &sets, index);
         sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
@@ -108,13 +109,13 @@ fn selecting(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> Result
 
 /// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject (§1).
 fn is_active(pod: &Value) -> bool {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    !matches!(phase, Some("Succeeded" | "Failed")) && pod.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
+    let phase = at(pod, &["status", "phase"]).and_then(Value::as_str);
+    !matches!(phase, Some("Succeeded" | "Failed")) && at(pod, &["metadata", "deletionTimestamp"]).is_none_or(Value::is_null)
 }
 
 /// The pod's namespace, else the request's, else `default` (§1).
 fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
-    let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let ns = at(pod, &["metadata", "namespace"]).and_then(Value::as_str).unwrap_or_default();
     let ns = if ns.is_empty() { request.namespace.as_str() } else { ns };
     if ns.is_empty() { "default".into() } else { ns.into() }
 }

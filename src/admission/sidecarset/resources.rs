@@ -6,6 +6,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::calculator::{evaluate, parse_quantity};
+use crate::api::at;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
@@ -30,7 +31,7 @@ pub fn compute(
             &compiled_here
         }
     };
-    let list = |key: &str| pod.pointer(&format!("/spec/{key}")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let list = |key: &str| at(pod, &["spec", key]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let native_init = list("initContainers").iter().filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
     let targets: Vec<&Value> = native_init
         .chain(list("containers"))
@@ -74,7 +75,7 @@ fn has_word(expr: &str, word: &str) -> bool {
 fn aggregate(targets: &[&Value], kind: &str, resource: &str, mode: &str) -> Result<Option<f64>, String> {
     let mut acc = 0.0f64;
     for c in targets {
-        let q = match c.pointer(&format!("/resources/{kind}/{resource}")) {
+        let q = match at(c, &["resources", kind, resource]) {
             None | Some(Value::Null) if kind == "limits" => return Ok(None),
             None | Some(Value::Null) => continue,
             Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
