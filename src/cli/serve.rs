@@ -84,12 +84,23 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
+/// Threads of the blocking pool (see `run`).
+const BLOCKING_THREADS: usize = 8;
+
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
     std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    // Every parse and decision runs on the blocking pool (so the internal deadline can fire while
+    // one runs). Capped so a burst of huge objects queues instead of starting hundreds of threads,
+    // each holding its object and an allocator heap (tokio's default is 512); with 2 cores, 8
+    // threads already keep both busy (docs/RELIABILITY.md has the soak's RSS with the cap).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async move {
         // Both live mode and self-managed certificates talk to the API server.
         let client = match (args.live.cluster_mode, args.live.cert_mode) {
