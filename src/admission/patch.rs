@@ -34,6 +34,14 @@ impl PatchOp {
         PatchOp::Add { path: path.into(), value }
     }
 
+    /// The path and value of an `add` or `replace`.
+    fn value_slot(&mut self) -> Option<(&str, &mut Value)> {
+        match self {
+            PatchOp::Add { path, value } | PatchOp::Replace { path, value } => Some((path, value)),
+            PatchOp::Remove { .. } => None,
+        }
+    }
+
     pub fn path(&self) -> &str {
         match self {
             PatchOp::Add { path, .. } | PatchOp::Remove { path } | PatchOp::Replace { path, .. } => path,
@@ -49,6 +57,28 @@ pub fn escape_token(token: &str) -> std::borrow::Cow<'_, str> {
 
 /// The patch that turns `from` into `to`.
 pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
+    let mut ops = walk(from, to);
+    for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
+        *value = to.pointer(path).cloned().unwrap_or_default();
+    }
+    ops
+}
+
+/// [`diff`] for a `to` the caller no longer needs: the values of `add` and `replace` operations
+/// (injected containers, mostly) are moved out of it instead of copied.
+pub fn diff_into(from: &Value, mut to: Value) -> Vec<PatchOp> {
+    let mut ops = walk(from, &to);
+    for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
+        *value = to.pointer_mut(path).map(std::mem::take).unwrap_or_default();
+    }
+    ops
+}
+
+/// The operations, with `null` where `add` and `replace` values go. The path of such an operation
+/// is also where its value sits in `to` (an array index counts the elements before it in the
+/// patched array, which are `to`'s), and no operation lies inside another's value, so the callers
+/// above fill them in by path.
+fn walk(from: &Value, to: &Value) -> Vec<PatchOp> {
     let mut ops = Vec::new();
     let mut path = String::new();
     diff_value(from, to, &mut path, &mut ops);
@@ -60,7 +90,7 @@ fn diff_value(from: &Value, to: &Value, path: &mut String, ops: &mut Vec<PatchOp
         (Value::Object(a), Value::Object(b)) => diff_object(a, b, path, ops),
         (Value::Array(a), Value::Array(b)) => diff_array(a, b, path, ops),
         _ if same(from, to) => {}
-        _ => ops.push(PatchOp::Replace { path: path.clone(), value: to.clone() }),
+        _ => ops.push(PatchOp::Replace { path: path.clone(), value: Value::Null }),
     }
 }
 
@@ -102,9 +132,9 @@ fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String
             }
         }
     }
-    for (key, new) in b.iter().skip(common) {
+    for key in b.keys().skip(common) {
         if !a.contains_key(key) {
-            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: new.clone() }));
+            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
         }
     }
 }
@@ -204,7 +234,7 @@ fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, op
             with_index(path, at, |p| ops.push(PatchOp::Remove { path: p.clone() }));
             j += 1;
         } else if i < new.len() && !in_old.contains(&new_ids[i]) {
-            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: new[i].clone() }));
+            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
             i += 1;
         } else if i < new.len() && j < old.len() {
             if !same(&old[j], &new[i]) {
@@ -232,8 +262,8 @@ fn diff_pairwise(old: &[Value], new: &[Value], base: usize, path: &mut String, o
     for k in (common..old.len()).rev() {
         with_index(path, base + k, |p| ops.push(PatchOp::Remove { path: p.clone() }));
     }
-    for (k, item) in new.iter().enumerate().skip(common) {
-        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: item.clone() }));
+    for k in common..new.len() {
+        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
     }
 }
 
@@ -244,6 +274,7 @@ mod tests {
 
     fn check(from: Value, to: Value) -> Vec<PatchOp> {
         let ops = diff(&from, &to);
+        assert_eq!(diff_into(&from, to.clone()), ops, "moving the values must give the same patch");
         let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&ops).unwrap()).unwrap();
         let mut doc = from.clone();
         json_patch::patch(&mut doc, &patch).unwrap();

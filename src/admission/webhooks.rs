@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::patch::diff;
+use super::patch::{diff, diff_into};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::{Inputs, inplace, pod, protection, sidecarset_admission};
 use crate::cluster::Query;
@@ -316,12 +316,12 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
         return Outcome { decision: Decision { warnings: vec![warning], ..Decision::allow() }, mutated: None };
     }
     let mut outcome = match webhook.handler {
-        Handler::Mutate(mutate) => run_mutator(mutate, request, inputs),
+        Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
         Handler::MutateIf(may_mutate, mutate) => match &request.object {
             Some(object) if !may_mutate(request, object, inputs) => {
                 Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.clone()) }
             }
-            _ => run_mutator(mutate, request, inputs),
+            _ => run_mutator(mutate, request, inputs, want_object),
         },
         Handler::Validate(validate) => Outcome {
             decision: Decision::from_result(validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() })),
@@ -336,7 +336,9 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
     outcome
 }
 
-fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+/// `want_object`: return the mutated object too (`dry-run`, tests); otherwise the patch takes its
+/// new values from it instead of copying them.
+fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
     let Some(original) = request.object.as_ref() else {
         return if request.operation == Operation::Delete {
             Outcome { decision: Decision::allow(), mutated: None }
@@ -348,8 +350,8 @@ fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs) -> 
     let mut object = original.clone();
     match mutate(request, &mut object, inputs) {
         Ok(warnings) => {
-            let patch = diff(original, &object);
-            Outcome { decision: Decision { warnings, patch, ..Decision::allow() }, mutated: Some(object) }
+            let (patch, mutated) = if want_object { (diff(original, &object), Some(object)) } else { (diff_into(original, object), None) };
+            Outcome { decision: Decision { warnings, patch, ..Decision::allow() }, mutated }
         }
         Err(err) => Outcome { decision: Decision::deny(&err), mutated: None },
     }
