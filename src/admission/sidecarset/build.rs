@@ -16,14 +16,16 @@ use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, Tran
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 pub struct PodContext<'a> {
     pub pod: &'a Value,
-    /// Mounts of the app containers (not earlier sidecars), container then mount order.
+    /// Mounts of the app containers (not earlier sidecars), container then mount order, the first
+    /// of each `mountPath` (later ones with the same path are never shared).
     shared_mounts: Vec<&'a Value>,
     /// Env vars the shared mounts' `subPathExpr` refer to, from the same app container.
     subpath_env: Vec<&'a Value>,
+    /// Likewise for `volumeDevices`, the first of each `devicePath`.
     shared_devices: Vec<&'a Value>,
     /// Every container and init container name of every injected SidecarSet (resourcesPolicy).
     sidecar_names: HashSet<&'a str>,
-    pod_volumes: HashSet<&'a str>,
+    pod_volumes: Vec<&'a str>,
     index: &'a SidecarSetIndex,
 }
 
@@ -72,9 +74,12 @@ impl<'a> PodContext<'a> {
         let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();
+        let mut seen = HashSet::new();
         for app in &apps {
             for mount in list(app, "volumeMounts") {
-                shared_mounts.push(mount);
+                if str_field(mount, "mountPath").is_some_and(|p| seen.insert(p)) {
+                    shared_mounts.push(mount);
+                }
                 let Some(expr) = mount.get("subPathExpr").and_then(Value::as_str) else { continue };
                 for var_name in subpath_vars(expr) {
                     if let Some(var) = list(app, "env").iter().find(|e| name_of(e) == Some(var_name)) {
@@ -83,7 +88,12 @@ impl<'a> PodContext<'a> {
                 }
             }
         }
-        let shared_devices = apps.iter().flat_map(|a| list(a, "volumeDevices")).collect();
+        seen.clear();
+        let shared_devices = apps
+            .iter()
+            .flat_map(|a| list(a, "volumeDevices"))
+            .filter(|d| str_field(d, "devicePath").is_some_and(|p| seen.insert(p)))
+            .collect();
         let pod_volumes = list(spec, "volumes").iter().filter_map(name_of).collect();
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
     }
@@ -171,7 +181,7 @@ fn compose<'a>(
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
         match set.spec.volumes.iter().find(|v| name_of(v) == Some(reference)) {
             Some(volume) => volumes.push(volume.clone()),
-            None if ctx.pod_volumes.contains(reference) => {}
+            None if ctx.pod_volumes.contains(&reference) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
                 set.name(),
@@ -180,19 +190,28 @@ fn compose<'a>(
         }
     }
 
-    // Mounts: own, then shared ones whose mountPath is free (earlier shared entries win).
+    // Mounts: own, then shared ones whose path is free (earlier shared entries win: the context
+    // keeps the first of each path). Mount and device paths are one namespace: a shared device
+    // whose path a mount uses is not shared either. The sidecar's own paths are few, so a list.
     let (shared_mounts, shared_devices) = {
-        let mut used: HashSet<&str> = mounts
+        let own: Vec<&str> = mounts
             .iter()
             .filter_map(|m| str_field(m, "mountPath"))
             .chain(devices.iter().filter_map(|d| str_field(d, "devicePath")))
             .collect();
-        let mut free = |items: &[&'a Value], key: &str| -> Vec<Value> {
-            items.iter().filter(|v| str_field(v, key).is_some_and(|p| used.insert(p))).map(|v| (*v).clone()).collect()
+        let free = |v: &Value, key: &str| str_field(v, key).is_some_and(|p| !own.contains(&p));
+        let shared_mounts: Vec<&Value> = if sidecar.shares_volumes() {
+            ctx.shared_mounts.iter().copied().filter(|m| free(m, "mountPath")).collect()
+        } else {
+            Vec::new()
         };
-        let shared_mounts = if sidecar.shares_volumes() { free(&ctx.shared_mounts, "mountPath") } else { Vec::new() };
-        let shared_devices = if sidecar.shares_volume_devices() { free(&ctx.shared_devices, "devicePath") } else { Vec::new() };
-        (shared_mounts, shared_devices)
+        let taken_by_mount = |d: &Value| shared_mounts.iter().any(|m| str_field(m, "mountPath") == str_field(d, "devicePath"));
+        let shared_devices: Vec<Value> = if sidecar.shares_volume_devices() {
+            ctx.shared_devices.iter().filter(|d| free(d, "devicePath") && !taken_by_mount(d)).map(|d| (*d).clone()).collect()
+        } else {
+            Vec::new()
+        };
+        (shared_mounts.into_iter().cloned().collect::<Vec<Value>>(), shared_devices)
     };
     mounts.extend(shared_mounts);
     devices.extend(shared_devices);
