@@ -317,6 +317,33 @@ fn source_name(entry: &TransferEnvVar, pod: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// Spec §5.1: own mounts, then each shared mount whose mountPath is used by no mount or device
+    /// of the sidecar, earlier shared entries winning; devices likewise against devices and mounts.
+    #[test]
+    fn shared_mounts_and_devices_are_compared_by_path() {
+        let pod = serde_json::json!({"spec": {"containers": [
+            {"name": "a", "volumeMounts": [{"name": "v1", "mountPath": "/data"}, {"name": "v2", "mountPath": "/own"}],
+             "volumeDevices": [{"name": "d1", "devicePath": "/dev/x"}]},
+            {"name": "b", "volumeMounts": [{"name": "v3", "mountPath": "/data"}, {"name": "v4", "mountPath": "/dev/y"}],
+             "volumeDevices": [{"name": "d2", "devicePath": "/dev/x"}, {"name": "d3", "devicePath": "/dev/y"}, {"name": "d4", "devicePath": "/dev/z"}]}
+        ], "volumes": [{"name": "v1"}, {"name": "v2"}, {"name": "v3"}, {"name": "v4"}, {"name": "own"}]}});
+        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
+            "name": "side", "image": "i", "volumeMounts": [{"name": "own", "mountPath": "/own"}],
+            "volumeDevices": [{"name": "own", "devicePath": "/dev/z"}],
+            "shareVolumePolicy": {"type": "enabled"}, "shareVolumeDevicePolicy": {"type": "enabled"}}]}}))
+        .unwrap();
+        let sets = [Arc::new(set)];
+        let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
+        let ctx = PodContext::new(&pod, &sets, &index);
+        let built = build(&sets[0], &ctx, &mut Vec::new()).unwrap();
+        let c = &built.containers[0].container;
+        let names = |key: &str| c[key].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        // /data from a (not b's v3), /own is the sidecar's, /dev/y from b's mount.
+        assert_eq!(names("volumeMounts"), ["own", "v1", "v4"]);
+        // /dev/x from a (not b's d2); /dev/y is a mount now; /dev/z is the sidecar's.
+        assert_eq!(names("volumeDevices"), ["own", "d1"]);
+    }
+
     #[test]
     fn subpath_references() {
         assert_eq!(subpath_vars("logs/$(POD_NAME)/$(a.b-c)"), ["POD_NAME", "a.b-c"]);
