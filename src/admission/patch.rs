@@ -59,7 +59,7 @@ pub fn escape_token(token: &str) -> std::borrow::Cow<'_, str> {
 pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
     let mut ops = walk(from, to);
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = to.pointer(path).cloned().unwrap_or_default();
+        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).cloned().unwrap_or_default();
     }
     ops
 }
@@ -69,9 +69,31 @@ pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
 pub fn diff_into(from: &Value, mut to: Value) -> Vec<PatchOp> {
     let mut ops = walk(from, &to);
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = to.pointer_mut(path).map(std::mem::take).unwrap_or_default();
+        *value = tokens(path).try_fold(&mut to, |v, token| child_mut(v, &token)).map(std::mem::take).unwrap_or_default();
     }
     ops
+}
+
+/// The unescaped reference tokens of a JSON pointer we wrote (`Value::pointer` allocates two
+/// strings per token; ours escape only when a key has `~` or `/`).
+fn tokens(path: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+    path.split('/').skip(1).map(|t| if t.contains('~') { t.replace("~1", "/").replace("~0", "~").into() } else { t.into() })
+}
+
+fn child<'v>(v: &'v Value, token: &str) -> Option<&'v Value> {
+    match v {
+        Value::Object(map) => map.get(token),
+        Value::Array(items) => items.get(token.parse::<usize>().ok()?),
+        _ => None,
+    }
+}
+
+fn child_mut<'v>(v: &'v mut Value, token: &str) -> Option<&'v mut Value> {
+    match v {
+        Value::Object(map) => map.get_mut(token),
+        Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
+        _ => None,
+    }
 }
 
 /// The operations, with `null` where `add` and `replace` values go. The path of such an operation
