@@ -195,7 +195,7 @@ enum Identity<'a> {
 
 fn identity(v: &Value) -> Option<Identity<'_>> {
     match v {
-        Value::Object(m) => m.get("name").and_then(Value::as_str).map(Identity::Name),
+        Value::Object(_) => crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name),
         Value::Array(_) => None,
         Value::String(s) => Some(Identity::Scalar(format!("s{s}"))),
         other => Some(Identity::Scalar(other.to_string())),

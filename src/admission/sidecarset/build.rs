@@ -10,8 +10,8 @@ use super::hotupgrade;
 use super::index::SidecarSetIndex;
 use super::merge::Injected;
 use super::resources;
-use crate::api::at;
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
+use crate::api::{at, field};
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 pub struct PodContext<'a> {
@@ -25,7 +25,7 @@ pub struct PodContext<'a> {
     shared_devices: Vec<&'a Value>,
     /// Every container and init container name of every injected SidecarSet (resourcesPolicy).
     sidecar_names: HashSet<&'a str>,
-    pod_volumes: Vec<&'a str>,
+    pod_volumes: &'a [Value],
     index: &'a SidecarSetIndex,
 }
 
@@ -45,11 +45,11 @@ fn subpath_vars(expr: &str) -> Vec<&str> {
 }
 
 fn name_of(v: &Value) -> Option<&str> {
-    v.get("name")?.as_str()
+    field(v, "name")?.as_str()
 }
 
 fn list<'v>(v: &'v Value, key: &str) -> &'v [Value] {
-    v.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+    field(v, key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
 }
 
 fn is_earlier_sidecar(container: &Value) -> bool {
@@ -74,13 +74,13 @@ impl<'a> PodContext<'a> {
         let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::with_capacity(apps.iter().map(|a| list(a, "volumeMounts").len()).sum());
         for app in &apps {
             for mount in list(app, "volumeMounts") {
                 if str_field(mount, "mountPath").is_some_and(|p| seen.insert(p)) {
                     shared_mounts.push(mount);
                 }
-                let Some(expr) = mount.get("subPathExpr").and_then(Value::as_str) else { continue };
+                let Some(expr) = str_field(mount, "subPathExpr") else { continue };
                 for var_name in subpath_vars(expr) {
                     if let Some(var) = list(app, "env").iter().find(|e| name_of(e) == Some(var_name)) {
                         subpath_env.push(var);
@@ -94,7 +94,7 @@ impl<'a> PodContext<'a> {
             .flat_map(|a| list(a, "volumeDevices"))
             .filter(|d| str_field(d, "devicePath").is_some_and(|p| seen.insert(p)))
             .collect();
-        let pod_volumes = list(spec, "volumes").iter().filter_map(name_of).collect();
+        let pod_volumes = list(spec, "volumes");
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
     }
 }
@@ -181,7 +181,7 @@ fn compose<'a>(
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
         match set.spec.volumes.iter().find(|v| name_of(v) == Some(reference)) {
             Some(volume) => volumes.push(volume.clone()),
-            None if ctx.pod_volumes.contains(&reference) => {}
+            None if ctx.pod_volumes.iter().any(|v| name_of(v) == Some(reference)) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
                 set.name(),
@@ -236,7 +236,7 @@ fn compose<'a>(
 }
 
 fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
-    v.get(key)?.as_str()
+    field(v, key)?.as_str()
 }
 
 /// The list at `key`, taken out of the container (its key stays where it was, so putting the list
