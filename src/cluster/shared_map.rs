@@ -140,22 +140,6 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
         }
         Some(value)
     }
-
-    /// Entries from the first key `>= from`, in key order.
-    pub fn range_from<'a, Q: Ord + ?Sized>(&'a self, from: &Q) -> impl Iterator<Item = (&'a K, &'a V)> + 'a
-    where
-        K: Borrow<Q>,
-    {
-        let (c, found) = self.position(from);
-        let start = match found {
-            Ok(i) | Err(i) => i,
-        };
-        self.chunks
-            .iter()
-            .skip(c)
-            .enumerate()
-            .flat_map(move |(n, chunk)| chunk[if n == 0 { start } else { 0 }..].iter().map(|(k, v)| (k, v)))
-    }
 }
 
 impl<K: Ord + Clone, V: Clone> FromIterator<(K, V)> for SharedMap<K, V> {
@@ -223,7 +207,6 @@ mod tests {
             }
             map.check();
             prop_assert!(map.iter().eq(model.iter()));
-            prop_assert_eq!(map.range_from(&300).next(), model.range(300..).next());
             // Earlier clones are untouched by later edits.
             for (shared, expected) in snapshots {
                 shared.check();

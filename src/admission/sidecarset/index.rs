@@ -221,7 +221,8 @@ impl SidecarSetIndex {
             bucket.collect(labels, &mut found);
         }
         self.cluster.collect(labels, &mut found);
-        found.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // Each bucket list is already in name order: a run-adaptive (stable) sort merges them.
+        found.sort_by(|a, b| a.0.cmp(b.0));
         found.dedup_by(|a, b| a.0 == b.0);
         found.into_iter().map(|(_, set)| Arc::clone(set)).collect()
     }
