@@ -322,7 +322,10 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
                     s.dirty.clear();
                     objects.extend(s.objects.values().cloned());
                 }
-                Snapshot::from_shared(objects)
+                let first = Snapshot::from_shared(objects);
+                // Built once here; every later snapshot derives its index from this one.
+                let _ = first.sidecarset_index();
+                first
             }
             Some(previous) => {
                 let mut changes = Vec::new();
