@@ -99,13 +99,17 @@ impl Bucket {
         }
     }
 
-    fn collect<'a>(&'a self, labels: Option<&Map<String, Value>>, out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>) {
+    /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
+    fn collect<'a>(&'a self, labels: Option<&Map<String, Value>>, out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>) -> usize {
+        let mut lists = usize::from(!self.fallback.is_empty());
         out.extend(self.fallback.iter());
         for (k, v) in labels.into_iter().flatten() {
             if let Some(members) = v.as_str().and_then(|v| self.by_label.get(k.as_str())?.get(v)) {
+                lists += 1;
                 out.extend(members.iter());
             }
         }
+        lists
     }
 }
 
@@ -217,13 +221,14 @@ impl SidecarSetIndex {
     /// The SidecarSets that could match a pod in `namespace` with `labels`, in name order, each once.
     pub fn candidates(&self, namespace: &str, labels: Option<&Map<String, Value>>) -> Vec<Arc<SidecarSet>> {
         let mut found = Vec::new();
-        if let Some(bucket) = self.namespaced.get(namespace) {
-            bucket.collect(labels, &mut found);
+        let mut lists = self.namespaced.get(namespace).map_or(0, |bucket| bucket.collect(labels, &mut found));
+        lists += self.cluster.collect(labels, &mut found);
+        // Each list is in name order and holds a SidecarSet once: with one list (most pods) that is
+        // the answer; several are merged by a run-adaptive (stable) sort.
+        if lists > 1 {
+            found.sort_by(|a, b| a.0.cmp(b.0));
+            found.dedup_by(|a, b| a.0 == b.0);
         }
-        self.cluster.collect(labels, &mut found);
-        // Each bucket list is already in name order: a run-adaptive (stable) sort merges them.
-        found.sort_by(|a, b| a.0.cmp(b.0));
-        found.dedup_by(|a, b| a.0 == b.0);
         found.into_iter().map(|(_, set)| Arc::clone(set)).collect()
     }
 

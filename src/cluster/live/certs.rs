@@ -138,7 +138,7 @@ pub struct CertStatus {
 }
 
 /// A view of the loop's [`CertStatus`] that the server keeps for its metrics.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CertStatusView(Arc<Mutex<CertStatus>>);
 
 impl CertStatusView {
