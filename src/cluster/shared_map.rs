@@ -162,13 +162,6 @@ impl<K: Ord + Clone, V: Clone> FromIterator<(K, V)> for SharedMap<K, V> {
     }
 }
 
-impl<K: PartialEq, V: PartialEq> PartialEq for SharedMap<K, V> {
-    /// Same entries, however they are chunked.
-    fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.iter().eq(other.iter())
-    }
-}
-
 #[cfg(test)]
 impl<K: Ord, V> SharedMap<K, V> {
     /// How many chunks both maps hold (the same `Arc`).
