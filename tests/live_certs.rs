@@ -1,7 +1,9 @@
 //! `--cert-mode self-managed` against the loopback stand-in API server (`fake_apiserver`): one CA
-//! for all replicas, renewal, files a TLS client accepts, and caBundle patching that writes only
-//! when something differs.
+//! for all replicas, renewal, files a TLS client accepts, caBundle patching that writes only when
+//! something differs, and failed renewals (counted, retried with backoff, the certificate in use
+//! kept). Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
 
+mod common;
 mod fake_apiserver;
 
 use std::path::Path;
@@ -9,8 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
+use common::client::http_get;
+use common::server::TestServer;
 use fake_apiserver::{FakeApiServer, pem_to_der};
-use kruise_admission::cluster::live::certs::{CertManager, CertSettings};
+use hyper::StatusCode;
+use kruise_admission::cluster::live::certs::{CertManager, CertSettings, CertTiming};
 use serde_json::{Value, json};
 
 const NS: &str = "kruise-system";
@@ -150,19 +155,11 @@ async fn ca_bundle_patching_is_idempotent_and_keeps_other_fields() {
     assert_eq!(ca_bundles(&server), vec![ca; 3]);
 }
 
-#[tokio::test]
-async fn an_expiring_serving_certificate_is_renewed_with_the_same_ca() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
-    let dir = tempfile::tempdir().unwrap();
-    let manager = CertManager::new(server.client(), settings(dir.path()));
-    manager.sync_once().await.unwrap();
-    let ca = secret_text(&server, "ca.crt");
-    // Replace the serving certificate with one from the same CA that expires in 10 days, inside
-    // the 30-day --cert-renew-before window.
-    let ca_key = rcgen::KeyPair::from_pem(&secret_text(&server, "ca.key")).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca, ca_key).unwrap();
+/// Replace the Secret's serving certificate with one from the same CA that expires in 10 days,
+/// inside the 30-day --cert-renew-before window; returns it.
+fn store_expiring_serving_cert(server: &FakeApiServer) -> String {
+    let ca_key = rcgen::KeyPair::from_pem(&secret_text(server, "ca.key")).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&secret_text(server, "ca.crt"), ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
     params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(10);
@@ -172,6 +169,19 @@ async fn an_expiring_serving_certificate_is_renewed_with_the_same_ca() {
     secret["data"]["tls.crt"] = json!(b64(&short));
     secret["data"]["tls.key"] = json!(b64(&key.serialize_pem()));
     server.apply(secret);
+    short
+}
+
+#[tokio::test]
+async fn an_expiring_serving_certificate_is_renewed_with_the_same_ca() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await;
+    install_configs(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let manager = CertManager::new(server.client(), settings(dir.path()));
+    manager.sync_once().await.unwrap();
+    let ca = secret_text(&server, "ca.crt");
+    let short = store_expiring_serving_cert(&server);
     let configs_before = server.writes("mutatingwebhookconfigurations");
 
     let outcome = manager.sync_once().await.unwrap();
@@ -207,4 +217,93 @@ async fn start_fails_fast_on_missing_configurations_and_forbidden_secrets() {
     let handle = CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.unwrap();
     let status = handle.status();
     assert!(status.not_after.is_some() && status.last_error.is_none());
+}
+
+/// The value of an unlabelled sample in a Prometheus text page.
+fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_failed_renewal_is_counted_and_retried_with_backoff_and_keeps_the_certificate_in_use() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await;
+    install_configs(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let timing =
+        CertTiming { resync: Duration::from_millis(100), retry_min: Duration::from_millis(200), retry_max: Duration::from_millis(800) };
+    let handle = CertManager::new(server.client(), settings(dir.path())).with_timing(timing).start(Duration::from_secs(30)).await.unwrap();
+    let ca = secret_text(&server, "ca.crt");
+    let in_use = std::fs::read_to_string(dir.path().join("tls.crt")).unwrap();
+    // A server whose /metrics shows the loop's status, as `serve --cert-mode self-managed` wires it.
+    let status = handle.status_view();
+    let web = TestServer::start_with(move |config| config.cert_status = Some(status)).await;
+
+    // The stored certificate now needs renewing, and the API server refuses Secret writes.
+    server.forbid("update", "secrets");
+    let updates_before = server.requests("update", "secrets");
+    store_expiring_serving_cert(&server);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = server.requests("update", "secrets") - updates_before;
+    let status = handle.status();
+    // Without backoff (every 100 ms) this would be about 20; with 200, 400, 800, 800 ms about 4.
+    assert!((2..=6).contains(&attempts), "renewal retried with backoff: {attempts} attempts in 2 s");
+    assert!(status.failures >= 2, "{status:?}");
+    let error = status.last_error.clone().unwrap_or_default();
+    assert!(error.contains("forbidden") && error.contains("update on secrets (kruise-admission-certs)"), "{error}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), in_use, "the valid certificate in use is kept");
+    handshake(dir.path(), &ca).await.unwrap();
+    let (code, page) = http_get(web.metrics, "/metrics").await;
+    assert_eq!(code, StatusCode::OK);
+    let counted = sample(&page, "kruise_admission_certificate_renewal_failures_total").unwrap_or_default();
+    assert!(counted >= 2.0, "failures counted in the metric: {counted}");
+
+    // Writes allowed again: the next retry renews, with the same CA.
+    server.allow("update", "secrets");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(dir.path().join("tls.crt")).unwrap() == in_use {
+        assert!(std::time::Instant::now() < deadline, "renewed once the Secret can be written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), secret_text(&server, "tls.crt"));
+    handshake(dir.path(), &ca).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(handle.status().last_error.is_none());
+    web.stop().await.unwrap();
+}
+
+/// Poll `/readyz` until it answers `code`, for at most 5 s; returns the body.
+async fn wait_readyz(addr: std::net::SocketAddr, code: StatusCode) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, body) = http_get(addr, "/readyz").await;
+        if status == code {
+            return body;
+        }
+        assert!(std::time::Instant::now() < deadline, "/readyz stayed {status} ({body}), expected {code}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_expired_serving_certificate_makes_the_server_unready_until_a_valid_one_loads() {
+    let web = TestServer::start().await;
+    wait_readyz(web.metrics, StatusCode::OK).await;
+
+    // The files are replaced by a pair that expired yesterday (e.g. a rotation that never ran).
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
+    params.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    let expired = params.self_signed(&key).unwrap();
+    std::fs::write(&web.certs.key, key.serialize_pem()).unwrap();
+    std::fs::write(&web.certs.cert, expired.pem()).unwrap();
+    let why = wait_readyz(web.metrics, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert!(why.contains("serving certificate expired at"), "{why}");
+
+    let (cert, key) = kruise_admission::cli::certs::issue_from_ca(&web.certs, &[]).unwrap();
+    std::fs::write(&web.certs.key, key).unwrap();
+    std::fs::write(&web.certs.cert, cert).unwrap();
+    assert_eq!(wait_readyz(web.metrics, StatusCode::OK).await, "ok");
+    web.stop().await.unwrap();
 }

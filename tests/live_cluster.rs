@@ -197,6 +197,37 @@ async fn a_stale_resource_version_relists() {
 }
 
 #[tokio::test]
+async fn a_change_decodes_only_the_changed_sidecarset_and_a_relist_none() {
+    let server = FakeApiServer::start().await;
+    seed(&server);
+    server.apply(sidecarset("another", "agent:1"));
+    let (live, target) = started(&server).await;
+    let labels = json!({"app": "web"});
+    let candidates = |s: &Snapshot| s.sidecarset_index().candidates("shop", labels.as_object());
+    let before = candidates(&target.load());
+    assert_eq!(before.iter().map(|s| s.name()).collect::<Vec<_>>(), ["another", "sidecar"]);
+
+    server.apply(sidecarset("sidecar", "envoy:2"));
+    wait_for("the change", || image(&target.load(), "sidecar").as_deref() == Some("envoy:2")).await;
+    let after = candidates(&target.load());
+    assert!(Arc::ptr_eq(&before[0], &after[0]), "the unchanged SidecarSet is shared, not decoded again");
+    assert_eq!(after[1].spec.containers[0].container["image"], "envoy:2");
+
+    // A relist that finds nothing new re-reads every object (and publishes a new snapshot), but
+    // decodes none of them again.
+    let published = target.load_full();
+    server.compact();
+    server.drop_watches();
+    server.compact();
+    wait_for("the relist", || live.stats().kinds.iter().find(|k| k.kind == "SidecarSet").unwrap().relists >= 1).await;
+    wait_for("the SidecarSet list", || server.requests("list", "sidecarsets") >= 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!Arc::ptr_eq(&target.load_full(), &published), "the relist published a new snapshot");
+    let relisted = candidates(&target.load());
+    assert!(relisted.iter().zip(&after).all(|(a, b)| Arc::ptr_eq(a, b)), "equal objects after a relist are not refiled");
+}
+
+#[tokio::test]
 async fn a_watch_that_cannot_recover_turns_unready_after_the_staleness_limit() {
     let server = FakeApiServer::start().await;
     seed(&server);

@@ -108,8 +108,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             _ => Some(args.live.client().await?),
         };
         // Self-managed files are written before the server loads them; the handle keeps them renewed.
-        let (cert, key, _cert_sync) = serving_certificate(&args, client.as_ref()).await?;
+        let (cert, key, cert_sync) = serving_certificate(&args, client.as_ref()).await?;
         let mut config = ServerConfig::new(cert, key, args.cluster_dir.clone());
+        config.cert_status = cert_sync.as_ref().map(CertHandle::status_view);
         config.listen = args.listen;
         config.metrics_listen = args.metrics_listen;
         config.settings = args.decisions.settings();

@@ -7,7 +7,8 @@
 pub mod files;
 pub mod live;
 pub mod query;
+pub mod shared_map;
 pub mod snapshot;
 
 pub use query::{Answers, Query};
-pub use snapshot::{ObjectKey, Snapshot, TypeKey};
+pub use snapshot::{Change, ObjectKey, Snapshot, TypeKey};

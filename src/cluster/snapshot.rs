@@ -1,11 +1,13 @@
 //! An immutable set of cluster objects, indexed by type, namespace and name.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::shared_map::SharedMap;
 use crate::admission::sidecarset::index::SidecarSetIndex;
+use crate::api::sidecarset::{GROUP as SIDECARSET_GROUP, KIND as SIDECARSET_KIND};
 
 /// An object type: API group (empty for core) and kind. Versions are not part of the key: one
 /// object is one object whatever version it was written in.
@@ -22,10 +24,11 @@ impl TypeKey {
 
     /// From an object's `apiVersion` (`apps.kruise.io/v1beta1`, `v1`) and `kind`.
     pub fn of(object: &Value) -> Option<Self> {
-        let api_version = object.get("apiVersion")?.as_str()?;
-        let kind = object.get("kind")?.as_str()?;
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        Some(TypeKey::new(group, kind))
+        Some(TypeKey::from_api_version(object.get("apiVersion")?.as_str()?, object.get("kind")?.as_str()?))
+    }
+
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        TypeKey::new(api_version.rsplit_once('/').map_or("", |(g, _)| g), kind)
     }
 }
 
@@ -46,11 +49,24 @@ impl ObjectKey {
     }
 }
 
+/// One object added or replaced (`object: Some`) or deleted (`None`), for [`Snapshot::apply`].
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub type_key: TypeKey,
+    pub key: ObjectKey,
+    pub object: Option<Arc<Value>>,
+}
+
 /// The objects a decision may read. Built once, then shared read-only (`Arc<Snapshot>`).
+///
+/// Each type's objects are a [`SharedMap`], so the next snapshot of a live cluster
+/// ([`Snapshot::apply`]) shares every object, and every chunk of the maps, that did not change.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    objects: HashMap<TypeKey, BTreeMap<ObjectKey, Arc<Value>>>,
-    /// Built on first use, then shared by every request that reads this snapshot.
+    /// No empty maps: a type without objects has no entry.
+    objects: HashMap<TypeKey, SharedMap<ObjectKey, Arc<Value>>>,
+    /// Built on first use (or derived from the previous snapshot's by [`Snapshot::apply`]), then
+    /// shared by every request that reads this snapshot.
     sidecarsets: OnceLock<SidecarSetIndex>,
 }
 
@@ -61,15 +77,47 @@ impl Snapshot {
         Snapshot::from_shared(objects.into_iter().map(Arc::new))
     }
 
-    /// Like [`Snapshot::from_objects`], from objects that are already shared: live mode rebuilds a
-    /// snapshot on every change from its caches, and sharing the objects keeps that a pointer copy.
+    /// Like [`Snapshot::from_objects`], from objects that are already shared.
     pub fn from_shared(objects: impl IntoIterator<Item = Arc<Value>>) -> Self {
-        let mut snapshot = Snapshot::default();
+        let mut by_type: HashMap<TypeKey, Vec<(ObjectKey, Arc<Value>)>> = HashMap::new();
         for object in objects {
             let (Some(t), Some(k)) = (TypeKey::of(&object), ObjectKey::of(&object)) else { continue };
-            snapshot.objects.entry(t).or_default().insert(k, object);
+            by_type.entry(t).or_default().push((k, object));
         }
-        snapshot
+        let objects = by_type.into_iter().map(|(t, entries)| (t, entries.into_iter().collect())).collect();
+        Snapshot { objects, sidecarsets: OnceLock::new() }
+    }
+
+    /// This snapshot with `changes` applied in order, sharing everything they do not touch. When
+    /// this snapshot's SidecarSet index is built, the new snapshot's is derived from it by the
+    /// SidecarSets that changed (an object replaced by an equal one is not a change); otherwise
+    /// it is built on first use. The cost follows the size of the changes, not of the snapshot.
+    pub fn apply(&self, changes: impl IntoIterator<Item = Change>) -> Snapshot {
+        let mut objects = self.objects.clone();
+        let mut changed_sets: Vec<(ObjectKey, Option<Arc<Value>>)> = Vec::new();
+        for Change { type_key, key, object } in changes {
+            let map = objects.entry(type_key.clone()).or_default();
+            let previous = match &object {
+                Some(object) => map.insert(key.clone(), Arc::clone(object)),
+                None => map.remove(&key),
+            };
+            if map.is_empty() {
+                objects.remove(&type_key);
+            }
+            let same = match (&previous, &object) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same && type_key.group == SIDECARSET_GROUP && type_key.kind == SIDECARSET_KIND {
+                changed_sets.push((key, object));
+            }
+        }
+        let next = Snapshot { objects, sidecarsets: OnceLock::new() };
+        if let Some(index) = self.sidecarsets.get() {
+            let _ = next.sidecarsets.set(index.apply(changed_sets.iter().map(|(k, o)| (k, o.as_deref()))));
+        }
+        next
     }
 
     pub fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<&Arc<Value>> {
@@ -79,12 +127,12 @@ impl Snapshot {
 
     /// All objects of a type, in namespace then name order; `namespace: Some(ns)` narrows to one.
     pub fn list<'a>(&'a self, group: &str, kind: &str, namespace: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
-        self.objects
-            .get(&TypeKey::new(group, kind))
-            .into_iter()
-            .flat_map(|m| m.iter())
-            .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .map(|(_, v)| v)
+        self.entries(group, kind).filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns)).map(|(_, v)| v)
+    }
+
+    /// All objects of a type with their keys, in namespace then name order.
+    pub fn entries<'a>(&'a self, group: &str, kind: &str) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+        self.objects.get(&TypeKey::new(group, kind)).into_iter().flat_map(SharedMap::iter)
     }
 
     /// The SidecarSets of this snapshot, indexed for pod matching. Built on first use (an edge may
@@ -95,7 +143,7 @@ impl Snapshot {
 
     /// Number of objects, for metrics and logs.
     pub fn len(&self) -> usize {
-        self.objects.values().map(BTreeMap::len).sum()
+        self.objects.values().map(SharedMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {

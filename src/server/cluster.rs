@@ -25,8 +25,10 @@ impl ClusterState {
         self.current.load().is_some()
     }
 
-    /// Make `snapshot` the one requests decide against. Its SidecarSet index is built here, before
-    /// any request can see the snapshot, so no request pays for building it.
+    /// Make `snapshot` the one requests decide against, in one atomic swap (a reader holds either
+    /// the previous snapshot or this one, never a mix). Its SidecarSet index is built here, before
+    /// any request can see the snapshot, so no request pays for building it; live mode's
+    /// snapshots come with theirs already derived from the previous one (`Snapshot::apply`).
     pub fn publish(&self, snapshot: Arc<Snapshot>) {
         let _ = snapshot.sidecarset_index();
         self.current.store(Some(snapshot));

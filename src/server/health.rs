@@ -13,26 +13,34 @@ use axum::routing::get;
 
 use super::cluster::ClusterState;
 use super::metrics::Metrics;
+use super::tls::CertResolver;
 use crate::cluster::live::LiveCluster;
+use crate::cluster::live::certs::CertStatusView;
 
 pub struct Health {
     pub cluster: Arc<ClusterState>,
+    /// The serving certificate: an expired one makes the server unready until a valid one loads.
+    pub certificate: Arc<CertResolver>,
     /// Live mode: the watches, whose sync and staleness gate readiness.
     pub live: Option<Arc<LiveCluster>>,
     pub metrics: Arc<Metrics>,
+    /// `--cert-mode self-managed`: the renewal loop's status, for its metrics.
+    pub cert_status: Option<CertStatusView>,
     /// Set when shutdown starts, so the Service stops sending new requests while we drain.
     pub draining: AtomicBool,
 }
 
 impl Health {
-    /// Ready when cluster objects are loaded and we are not shutting down; in live mode also
-    /// when every watch has synced and none has been failing longer than --max-cache-staleness
-    /// (a reconnecting watch keeps serving the last snapshot). The serving certificate is always
-    /// loaded: the server does not start without one.
+    /// Ready when cluster objects are loaded, the serving certificate has not expired and we are
+    /// not shutting down; in live mode also when every watch has synced and none has been failing
+    /// longer than --max-cache-staleness (a reconnecting watch keeps serving the last snapshot).
+    /// A certificate is always loaded: the server does not start without one.
     pub fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Relaxed) {
             return Err("shutting down".into());
         }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.certificate.check_unexpired(i64::try_from(now).unwrap_or(i64::MAX))?;
         if let Some(live) = &self.live {
             live.readiness()?;
         }
@@ -57,6 +65,9 @@ async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {
 async fn metrics(State(health): State<Arc<Health>>) -> impl IntoResponse {
     if let Some(live) = &health.live {
         health.metrics.record_live(&live.stats());
+    }
+    if let Some(status) = &health.cert_status {
+        health.metrics.record_cert_status(&status.get());
     }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], health.metrics.render())
 }

@@ -2,10 +2,13 @@
 //! Names and labels follow the apiserver's admission metrics where they overlap; the dashboard
 //! reads them by these exact names.
 
-use prometheus::{Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use crate::cluster::Snapshot;
 use crate::cluster::live::LiveStats;
+use crate::cluster::live::certs::CertStatus;
 
 pub struct Metrics {
     registry: Registry,
@@ -28,6 +31,8 @@ pub struct Metrics {
     pub watch_relists: IntCounterVec,
     pub watch_synced: IntGaugeVec,
     pub watch_failing_seconds: GaugeVec,
+    /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
+    pub cert_renewal_failures: IntCounter,
 }
 
 impl Metrics {
@@ -96,6 +101,11 @@ impl Metrics {
         registry.register(Box::new(watch_relists.clone()))?;
         registry.register(Box::new(watch_synced.clone()))?;
         registry.register(Box::new(watch_failing_seconds.clone()))?;
+        let cert_renewal_failures = IntCounter::new(
+            "kruise_admission_certificate_renewal_failures_total",
+            "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
+        )?;
+        registry.register(Box::new(cert_renewal_failures.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -110,6 +120,7 @@ impl Metrics {
             watch_relists,
             watch_synced,
             watch_failing_seconds,
+            cert_renewal_failures,
         })
     }
 
@@ -136,6 +147,11 @@ impl Metrics {
             self.watch_synced.with_label_values(&label).set(i64::from(kind.synced));
             self.watch_failing_seconds.with_label_values(&label).set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));
         }
+    }
+
+    /// Bring the self-managed certificate metrics up to `status` (called on every scrape).
+    pub fn record_cert_status(&self, status: &CertStatus) {
+        self.cert_renewal_failures.inc_by(status.failures.saturating_sub(self.cert_renewal_failures.get()));
     }
 
     /// Count an HTTP-level error (`bad_request`, `not_found`, `timeout`, ...).

@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
+use crate::cluster::live::certs::CertStatusView;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
 use client_auth::{ClientCaFile, ReloadingVerifier};
 use cluster::{ClusterDir, ClusterState};
@@ -51,6 +52,8 @@ pub struct ServerConfig {
     pub cluster_dir: PathBuf,
     /// Live mode: watch the API server instead of reading `cluster_dir`.
     pub live: Option<LiveSource>,
+    /// `--cert-mode self-managed`: the renewal loop's status (its failures are a metric).
+    pub cert_status: Option<CertStatusView>,
     pub settings: Settings,
     pub max_request_bytes: usize,
     pub shutdown_grace: Duration,
@@ -103,6 +106,7 @@ impl ServerConfig {
             client_ca_file: None,
             cluster_dir,
             live: None,
+            cert_status: None,
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
@@ -228,7 +232,7 @@ impl Server {
     /// list, or not within the sync timeout) it shuts down and returns the reason.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, source, cluster, metrics, .. } = self;
-        let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver, metrics.clone(), config.reload_interval));
+        let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver.clone(), metrics.clone(), config.reload_interval));
         let client_ca_task =
             client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
         let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
@@ -251,7 +255,14 @@ impl Server {
             }
         };
 
-        let health = Arc::new(Health { cluster: cluster.clone(), live: live.clone(), metrics: metrics.clone(), draining: false.into() });
+        let health = Arc::new(Health {
+            cluster: cluster.clone(),
+            certificate: resolver.clone(),
+            live: live.clone(),
+            metrics: metrics.clone(),
+            cert_status: config.cert_status.clone(),
+            draining: false.into(),
+        });
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
         let metrics_server = axum::serve(metrics_listener, health::router(health.clone()))
             .with_graceful_shutdown(async move {

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -73,15 +74,37 @@ pub fn fingerprint(key: &CertifiedKey) -> String {
 #[derive(Debug)]
 pub struct CertResolver {
     current: ArcSwap<CertifiedKey>,
+    /// The current certificate's notAfter (Unix seconds), for readiness.
+    not_after: AtomicI64,
 }
 
 impl CertResolver {
     pub fn new(key: Arc<CertifiedKey>) -> Self {
-        CertResolver { current: ArcSwap::new(key) }
+        let resolver = CertResolver { current: ArcSwap::new(Arc::clone(&key)), not_after: AtomicI64::new(i64::MAX) };
+        resolver.set(key);
+        resolver
     }
 
     pub fn set(&self, key: Arc<CertifiedKey>) {
+        // Loading already parsed it; a certificate that cannot be parsed has no known end.
+        self.not_after.store(not_after(&key).unwrap_or(i64::MAX), Ordering::Relaxed);
         self.current.store(key);
+    }
+
+    /// `Err` with the reason when the certificate being served has expired at `now_unix`: the
+    /// API server would refuse every handshake, so the replica must not count as ready.
+    pub fn check_unexpired(&self, now_unix: i64) -> Result<(), String> {
+        let not_after = self.not_after.load(Ordering::Relaxed);
+        if now_unix < not_after {
+            return Ok(());
+        }
+        let when = time::OffsetDateTime::from_unix_timestamp(not_after)
+            .ok()
+            .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+            .unwrap_or_else(|| not_after.to_string());
+        Err(format!(
+            "the serving certificate expired at {when}; replace the --tls-cert-file/--tls-key-file pair (or let the cert mode renew it)"
+        ))
     }
 }
 
@@ -216,6 +239,17 @@ mod tests {
         assert_ne!(fingerprint(&first), fingerprint(&second));
         assert!(not_after > time::OffsetDateTime::now_utc().unix_timestamp());
         assert_eq!(fingerprint(&second).len(), 32 * 3 - 1);
+    }
+
+    #[test]
+    fn an_expired_certificate_is_reported_until_a_valid_one_is_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = pair(dir.path());
+        let (key, not_after) = CertFiles::new(paths.cert.clone(), paths.key.clone()).load().unwrap();
+        let resolver = CertResolver::new(key);
+        assert!(resolver.check_unexpired(not_after - 1).is_ok());
+        let error = resolver.check_unexpired(not_after).unwrap_err();
+        assert!(error.contains("serving certificate expired at"), "{error}");
     }
 
     #[test]

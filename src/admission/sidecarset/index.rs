@@ -1,5 +1,6 @@
-//! The SidecarSet index, built once per [`Snapshot`] (lazily, then shared): a pod looks only at the
-//! SidecarSets that could match it, never at all of them.
+//! The SidecarSet index of a [`Snapshot`]: a pod looks only at the SidecarSets that could match it,
+//! never at all of them. Built from scratch for a folder, kept up to date from the previous
+//! snapshot's index in live mode (a change of one SidecarSet decodes and refiles only that one).
 //!
 //! Two levels, like Kruise's `namespace` field index plus a label index on top:
 //! - namespace: a SidecarSet whose namespaceSelector pins `kubernetes.io/metadata.name` (matchLabels,
@@ -13,7 +14,6 @@
 //! Paused SidecarSets and those with a nil or empty selector can never match and are left out.
 //! The index is only a pre-filter: every candidate is still checked in full by `matching`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use regex::Regex;
@@ -21,123 +21,240 @@ use serde_json::{Map, Value};
 
 use super::matching::check_selector;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
-use crate::cluster::Snapshot;
+use crate::cluster::shared_map::SharedMap;
+use crate::cluster::{ObjectKey, Snapshot};
 
-#[derive(Debug, Default)]
+/// A SidecarSet's place in the index: its name, then its object's namespace (empty: SidecarSets
+/// are cluster-scoped, but a folder may hold anything). Name order is the order of injection.
+type SetKey = (String, String);
+
+/// SidecarSets filed in one place, in name order.
+type Members = SharedMap<SetKey, Arc<SidecarSet>>;
+
+#[derive(Debug, Clone, Default)]
 struct Bucket {
-    by_label: HashMap<String, HashMap<String, Vec<u32>>>,
-    fallback: Vec<u32>,
+    /// label key -> label value -> the SidecarSets whose selector requires that pair.
+    by_label: SharedMap<String, SharedMap<String, Members>>,
+    fallback: Members,
+}
+
+/// Where a selector files a SidecarSet inside a bucket.
+enum Slot<'a> {
+    /// Under one label key, for each of these values.
+    Label(&'a str, Vec<&'a str>),
+    Fallback,
+}
+
+fn slot(selector: &LabelSelector) -> Slot<'_> {
+    let valid = check_selector(selector).is_ok();
+    if valid && let Some((k, v)) = selector.match_labels.iter().next() {
+        return Slot::Label(k, vec![v]);
+    }
+    if valid && let Some(r) = selector.match_expressions.iter().find(|r| r.operator == "In") {
+        return Slot::Label(&r.key, r.values.iter().map(String::as_str).collect());
+    }
+    Slot::Fallback
+}
+
+/// Add (`Some`) or remove (`None`) `key` in `members`.
+fn edit(members: &mut Members, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
+    match set {
+        Some(set) => {
+            members.insert(key.clone(), Arc::clone(set));
+        }
+        None => {
+            members.remove(key);
+        }
+    }
 }
 
 impl Bucket {
-    fn add(&mut self, id: u32, selector: &LabelSelector) {
-        let valid = check_selector(selector).is_ok();
-        if valid && let Some((k, v)) = selector.match_labels.iter().next() {
-            self.by_label.entry(k.clone()).or_default().entry(v.clone()).or_default().push(id);
-            return;
-        }
-        if valid && let Some(r) = selector.match_expressions.iter().find(|r| r.operator == "In") {
-            let values = self.by_label.entry(r.key.clone()).or_default();
-            for v in &r.values {
-                values.entry(v.clone()).or_default().push(id);
-            }
-            return;
-        }
-        self.fallback.push(id);
+    fn is_empty(&self) -> bool {
+        self.by_label.is_empty() && self.fallback.is_empty()
     }
 
-    fn collect(&self, labels: Option<&Map<String, Value>>, out: &mut Vec<u32>) {
-        out.extend_from_slice(&self.fallback);
-        for (k, v) in labels.into_iter().flatten() {
-            if let Some(ids) = v.as_str().and_then(|v| self.by_label.get(k)?.get(v)) {
-                out.extend_from_slice(ids);
+    /// File (`Some`) or unfile (`None`) a SidecarSet; entries left empty are dropped, so an index
+    /// edited into some state is the index built from scratch for that state.
+    fn edit(&mut self, slot: &Slot<'_>, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
+        let (label, values) = match slot {
+            Slot::Fallback => return edit(&mut self.fallback, key, set),
+            Slot::Label(label, values) => (*label, values),
+        };
+        if set.is_some() && !self.by_label.contains_key(label) {
+            self.by_label.insert(label.to_owned(), SharedMap::default());
+        }
+        let Some(by_value) = self.by_label.get_mut(label) else { return };
+        for value in values {
+            if set.is_some() && !by_value.contains_key(*value) {
+                by_value.insert((*value).to_owned(), SharedMap::default());
+            }
+            let Some(members) = by_value.get_mut(*value) else { continue };
+            edit(members, key, set);
+            if members.is_empty() {
+                by_value.remove(*value);
             }
         }
+        if by_value.is_empty() {
+            self.by_label.remove(label);
+        }
+    }
+
+    /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
+    fn collect<'a>(&'a self, labels: Option<&Map<String, Value>>, out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>) -> usize {
+        let mut lists = usize::from(!self.fallback.is_empty());
+        out.extend(self.fallback.iter());
+        for (k, v) in labels.into_iter().flatten() {
+            if let Some(members) = v.as_str().and_then(|v| self.by_label.get(k.as_str())?.get(v)) {
+                lists += 1;
+                out.extend(members.iter());
+            }
+        }
+        lists
     }
 }
 
-/// SidecarSets of one snapshot, in name order, with the buckets that point into them.
-#[derive(Debug, Default)]
+/// The SidecarSets of one snapshot with the buckets that file them. Cloning it is cheap (its maps
+/// share their entries), so the index of the next snapshot is this one plus the SidecarSets that
+/// changed: [`SidecarSetIndex::apply`].
+#[derive(Debug, Clone, Default)]
 pub struct SidecarSetIndex {
-    sets: Vec<Arc<SidecarSet>>,
-    namespaced: HashMap<String, Bucket>,
+    /// Every SidecarSet object: decoded, or why it cannot be (kept for logs).
+    sets: SharedMap<SetKey, Result<Arc<SidecarSet>, String>>,
+    readable: usize,
+    namespaced: SharedMap<String, Bucket>,
     cluster: Bucket,
-    /// SidecarSets that could not be read (a message each), for logs.
-    unreadable: Vec<String>,
     /// `resourcesPolicy.targetContainersNameRegex` patterns, compiled once (compiling per pod
-    /// would dominate the decision's cost).
-    name_regexes: HashMap<String, Regex>,
+    /// would dominate the decision's cost), with how many containers of decoded SidecarSets use
+    /// each (a pattern no longer used is dropped).
+    name_regexes: SharedMap<String, (Regex, usize)>,
 }
 
 impl SidecarSetIndex {
+    /// The index of every SidecarSet of `snapshot`: the same edits [`SidecarSetIndex::apply`]
+    /// makes, from an empty index.
     pub fn build(snapshot: &Snapshot) -> Self {
         let mut index = SidecarSetIndex::default();
-        // `list` yields name order (cluster-scoped objects share the empty namespace).
-        for object in snapshot.list(GROUP, KIND, None) {
-            match SidecarSet::from_value(object) {
-                Ok(set) => index.sets.push(Arc::new(set)),
-                Err(e) => index.unreadable.push(e),
-            }
+        for (key, object) in snapshot.entries(GROUP, KIND) {
+            index.insert(key, object);
         }
-        index.sets.sort_by(|a, b| a.name().cmp(b.name()));
-        for set in &index.sets {
-            for policy in set.spec.init_containers.iter().chain(&set.spec.containers).filter_map(|c| c.resources_policy.as_ref()) {
-                let pattern = &policy.target_containers_name_regex;
-                if !index.name_regexes.contains_key(pattern)
-                    && let Ok(regex) = Regex::new(pattern)
-                {
-                    index.name_regexes.insert(pattern.clone(), regex);
-                }
-            }
-        }
-        for (id, set) in index.sets.iter().enumerate() {
-            let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { continue };
-            if set.is_paused() {
-                continue;
-            }
-            let id = id as u32;
-            match namespaces_of(set.spec.namespace_selector.as_ref()) {
-                Some(namespaces) => {
-                    for ns in namespaces {
-                        index.namespaced.entry(ns.to_owned()).or_default().add(id, selector);
-                    }
-                }
-                None => index.cluster.add(id, selector),
+        index
+    }
+
+    /// This index with SidecarSet objects added or replaced (`Some`) and deleted (`None`), in
+    /// order. Only those are decoded and refiled; everything else is shared with `self`.
+    pub fn apply<'a>(&self, changes: impl IntoIterator<Item = (&'a ObjectKey, Option<&'a Value>)>) -> Self {
+        let mut index = self.clone();
+        for (key, object) in changes {
+            match object {
+                Some(object) => index.insert(key, object),
+                None => index.remove(&set_key(key)),
             }
         }
         index
     }
 
+    fn insert(&mut self, key: &ObjectKey, object: &Value) {
+        let key = set_key(key);
+        self.remove(&key);
+        let set = SidecarSet::from_value(object).map(Arc::new);
+        if let Ok(set) = &set {
+            self.readable += 1;
+            self.file(&key, set, true);
+        }
+        self.sets.insert(key, set);
+    }
+
+    fn remove(&mut self, key: &SetKey) {
+        if let Some(Ok(set)) = self.sets.remove(key) {
+            self.readable -= 1;
+            self.file(key, &set, false);
+        }
+    }
+
+    /// File (`add`) or unfile a decoded SidecarSet: its buckets and its compiled patterns.
+    /// Unfiling recomputes the places from the same decoded set, so it finds what filing made.
+    fn file(&mut self, key: &SetKey, set: &Arc<SidecarSet>, add: bool) {
+        for policy in set.spec.init_containers.iter().chain(&set.spec.containers).filter_map(|c| c.resources_policy.as_ref()) {
+            let pattern = policy.target_containers_name_regex.as_str();
+            match (self.name_regexes.get(pattern).map(|(_, uses)| *uses), add) {
+                (Some(1), false) => {
+                    self.name_regexes.remove(pattern);
+                }
+                (Some(_), _) => {
+                    if let Some((_, uses)) = self.name_regexes.get_mut(pattern) {
+                        *uses = if add { *uses + 1 } else { *uses - 1 };
+                    }
+                }
+                // An invalid pattern is reported when a pod meets it.
+                (None, true) => {
+                    if let Ok(regex) = Regex::new(pattern) {
+                        self.name_regexes.insert(pattern.to_owned(), (regex, 1));
+                    }
+                }
+                (None, false) => {}
+            }
+        }
+        // Paused SidecarSets and nil or empty selectors never match: not filed.
+        let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { return };
+        if set.is_paused() {
+            return;
+        }
+        let slot = slot(selector);
+        let filed = add.then_some(set);
+        match namespaces_of(set.spec.namespace_selector.as_ref()) {
+            Some(namespaces) => {
+                for ns in namespaces {
+                    if add && !self.namespaced.contains_key(ns) {
+                        self.namespaced.insert(ns.to_owned(), Bucket::default());
+                    }
+                    let Some(bucket) = self.namespaced.get_mut(ns) else { continue };
+                    bucket.edit(&slot, key, filed);
+                    if bucket.is_empty() {
+                        self.namespaced.remove(ns);
+                    }
+                }
+            }
+            None => self.cluster.edit(&slot, key, filed),
+        }
+    }
+
     /// The SidecarSets that could match a pod in `namespace` with `labels`, in name order, each once.
     pub fn candidates(&self, namespace: &str, labels: Option<&Map<String, Value>>) -> Vec<Arc<SidecarSet>> {
-        let mut ids = Vec::new();
-        if let Some(bucket) = self.namespaced.get(namespace) {
-            bucket.collect(labels, &mut ids);
+        let mut found = Vec::new();
+        let mut lists = self.namespaced.get(namespace).map_or(0, |bucket| bucket.collect(labels, &mut found));
+        lists += self.cluster.collect(labels, &mut found);
+        // Each list is in name order and holds a SidecarSet once: with one list (most pods) that is
+        // the answer; several are merged by a run-adaptive (stable) sort.
+        if lists > 1 {
+            found.sort_by(|a, b| a.0.cmp(b.0));
+            found.dedup_by(|a, b| a.0 == b.0);
         }
-        self.cluster.collect(labels, &mut ids);
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter().map(|id| Arc::clone(&self.sets[id as usize])).collect()
+        found.into_iter().map(|(_, set)| Arc::clone(set)).collect()
     }
 
     /// A compiled `targetContainersNameRegex` of a live SidecarSet (restored revisions may use
     /// others, which are compiled on use).
     pub fn name_regex(&self, pattern: &str) -> Option<&Regex> {
-        self.name_regexes.get(pattern)
+        self.name_regexes.get(pattern).map(|(regex, _)| regex)
     }
 
+    /// Number of decoded SidecarSets.
     pub fn len(&self) -> usize {
-        self.sets.len()
+        self.readable
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
+        self.readable == 0
     }
 
-    /// Why some SidecarSets were left out (they cannot be decoded).
-    pub fn unreadable(&self) -> &[String] {
-        &self.unreadable
+    /// Why some SidecarSets were left out (they cannot be decoded), in name order.
+    pub fn unreadable(&self) -> Vec<&str> {
+        self.sets.values().filter_map(|s| s.as_ref().err().map(String::as_str)).collect()
     }
+}
+
+fn set_key(key: &ObjectKey) -> SetKey {
+    (key.name.clone(), key.namespace.clone())
 }
 
 /// Kruise's field-index values: the namespaces a namespaceSelector pins, or `None` (cluster scope).

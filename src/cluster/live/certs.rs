@@ -30,6 +30,9 @@ use super::api_error::{FailureKind, classify};
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// How often the Secret, files and configurations are checked again after a good sync.
 const RESYNC: Duration = Duration::from_secs(60);
+/// After a failed sync: the first retry, doubled after each further failure up to the maximum.
+const RETRY_MIN: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(300);
 const ATTEMPTS: usize = 5;
 
 /// Keys of the Secret (and names of the files written).
@@ -123,23 +126,55 @@ pub struct SyncOutcome {
     pub not_after: OffsetDateTime,
 }
 
-/// The state of the background loop, for readiness, logs and metrics.
+/// The state of the background loop, for logs and metrics.
 #[derive(Debug, Clone, Default)]
 pub struct CertStatus {
     pub last_sync: Option<SystemTime>,
     pub not_after: Option<OffsetDateTime>,
     pub last_error: Option<String>,
+    /// Failed syncs (renewals included) since start:
+    /// `kruise_admission_certificate_renewal_failures_total`.
+    pub failures: u64,
+}
+
+/// A view of the loop's [`CertStatus`] that the server keeps for its metrics.
+#[derive(Debug, Clone)]
+pub struct CertStatusView(Arc<Mutex<CertStatus>>);
+
+impl CertStatusView {
+    pub fn get(&self) -> CertStatus {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CertStatus> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How often the loop syncs, and how it backs off after a failure.
+#[derive(Debug, Clone)]
+pub struct CertTiming {
+    pub resync: Duration,
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+}
+
+impl Default for CertTiming {
+    fn default() -> Self {
+        CertTiming { resync: RESYNC, retry_min: RETRY_MIN, retry_max: RETRY_MAX }
+    }
 }
 
 pub struct CertManager {
     client: kube::Client,
     settings: CertSettings,
+    timing: CertTiming,
 }
 
 /// The running sync loop; dropping it stops the loop.
 pub struct CertHandle {
     task: JoinHandle<()>,
-    status: Arc<Mutex<CertStatus>>,
+    status: CertStatusView,
 }
 
 impl Drop for CertHandle {
@@ -150,13 +185,23 @@ impl Drop for CertHandle {
 
 impl CertHandle {
     pub fn status(&self) -> CertStatus {
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.status.get()
+    }
+
+    /// The status, readable after the handle is gone (for the server's metrics).
+    pub fn status_view(&self) -> CertStatusView {
+        self.status.clone()
     }
 }
 
 impl CertManager {
     pub fn new(client: kube::Client, settings: CertSettings) -> Self {
-        CertManager { client, settings }
+        CertManager { client, settings, timing: CertTiming::default() }
+    }
+
+    /// Other sync and retry intervals (tests).
+    pub fn with_timing(self, timing: CertTiming) -> Self {
+        CertManager { timing, ..self }
     }
 
     /// Sync until the first success (at most `init_timeout`; forbidden or missing objects fail at
@@ -164,6 +209,7 @@ impl CertManager {
     pub async fn start(self, init_timeout: Duration) -> Result<CertHandle, CertError> {
         let deadline = tokio::time::Instant::now() + init_timeout;
         let mut backoff = Duration::from_millis(500);
+        let mut failures = 0;
         let first = loop {
             match self.sync_once().await {
                 Ok(outcome) => break outcome,
@@ -171,35 +217,62 @@ impl CertManager {
                     return Err(CertError { kind: e.kind, message: format!("self-managed certificates: {e}") });
                 }
                 Err(e) => {
+                    failures += 1;
                     tracing::warn!(error = %e, "self-managed certificate sync failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
         };
-        let status =
-            Arc::new(Mutex::new(CertStatus { last_sync: Some(SystemTime::now()), not_after: Some(first.not_after), last_error: None }));
-        let task = tokio::spawn(self.run(Arc::clone(&status)));
+        let status = CertStatusView(Arc::new(Mutex::new(CertStatus {
+            last_sync: Some(SystemTime::now()),
+            not_after: Some(first.not_after),
+            last_error: None,
+            failures,
+        })));
+        let task = tokio::spawn(self.run(status.clone()));
         Ok(CertHandle { task, status })
     }
 
-    async fn run(self, status: Arc<Mutex<CertStatus>>) {
-        let mut delay = RESYNC;
+    /// Sync every `resync`; after a failure retry with exponential backoff (and jitter, so
+    /// replicas that failed together do not retry together). A failed sync writes no files: the
+    /// certificate being served stays until a renewal succeeds (an expired one makes `/readyz`
+    /// fail, see `server::health`).
+    async fn run(self, status: CertStatusView) {
+        let mut delay = self.timing.resync;
+        let mut retry = self.timing.retry_min;
         loop {
             tokio::time::sleep(delay).await;
             let result = self.sync_once().await;
-            let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = status.lock();
             match result {
                 Ok(outcome) => {
+                    if outcome.secret_written || outcome.files_written || s.last_error.is_some() {
+                        tracing::info!(
+                            secret_written = outcome.secret_written,
+                            files_written = outcome.files_written,
+                            configs_patched = outcome.configs_patched,
+                            not_after = %outcome.not_after,
+                            "self-managed certificate synced"
+                        );
+                    }
                     s.last_sync = Some(SystemTime::now());
                     s.not_after = Some(outcome.not_after);
                     s.last_error = None;
-                    delay = RESYNC;
+                    delay = self.timing.resync;
+                    retry = self.timing.retry_min;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "self-managed certificate sync failed");
+                    s.failures += 1;
+                    delay = retry + retry.mul_f64(rand::random::<f64>() * 0.2);
+                    retry = (retry * 2).min(self.timing.retry_max);
+                    tracing::error!(
+                        error = %e,
+                        failures = s.failures,
+                        retry_in_s = delay.as_secs_f64(),
+                        "self-managed certificate renewal failed; keeping the certificate in use and retrying"
+                    );
                     s.last_error = Some(e.message);
-                    delay = (delay / 2).max(Duration::from_secs(5));
                 }
             }
         }

@@ -30,7 +30,7 @@ pub use options::{CertMode, ClusterMode, LiveOptions};
 use api_error::{FailureKind, classify};
 use watch::{Timing, WatchCell, WatchSpec};
 
-use crate::cluster::Snapshot;
+use crate::cluster::{Change, Snapshot};
 
 /// Why live mode cannot start. The message is one line an operator can act on.
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +188,7 @@ impl LiveCluster {
         ];
         let shared = Arc::new(Shared {
             publish: Box::new(publish),
-            cells: specs.iter().map(|s| Arc::new(WatchCell::new(&s.kind))).collect(),
+            cells: specs.iter().map(|s| Arc::new(WatchCell::new(s))).collect(),
             dirty: Notify::new(),
             synced: AtomicBool::new(false),
             built_at: std::sync::Mutex::new(None),
@@ -301,23 +301,52 @@ impl LiveCluster {
     }
 }
 
-/// Rebuild and swap the snapshot after changes, folding bursts into one rebuild. Nothing is
-/// published until every kind has been listed, so a half-filled cache is never served.
+/// Publish a new snapshot after changes, folding bursts into one. Nothing is published until
+/// every kind has been listed, so a half-filled cache is never served. The first snapshot is built
+/// from every cache; each later one is the previous with the changed keys replaced
+/// ([`Snapshot::apply`]), so its cost (SidecarSet index included) follows the change, not the
+/// cluster's size.
 async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
+    let mut last: Option<Arc<Snapshot>> = None;
     loop {
         shared.dirty.notified().await;
         tokio::time::sleep(coalesce).await;
-        let mut objects: Vec<Arc<Value>> = Vec::new();
-        let mut all_listed = true;
-        for cell in &shared.cells {
-            let s = cell.lock();
-            all_listed &= s.listed;
-            objects.extend(s.objects.values().cloned());
-        }
-        if !all_listed {
+        if !shared.cells.iter().all(|cell| cell.lock().listed) {
             continue;
         }
-        (shared.publish)(Arc::new(Snapshot::from_shared(objects)));
+        let snapshot = match &last {
+            None => {
+                let mut objects: Vec<Arc<Value>> = Vec::new();
+                for cell in &shared.cells {
+                    let mut s = cell.lock();
+                    s.dirty.clear();
+                    objects.extend(s.objects.values().cloned());
+                }
+                let first = Snapshot::from_shared(objects);
+                // Built once here; every later snapshot derives its index from this one.
+                let _ = first.sidecarset_index();
+                first
+            }
+            Some(previous) => {
+                let mut changes = Vec::new();
+                for cell in &shared.cells {
+                    let mut s = cell.lock();
+                    let dirty = std::mem::take(&mut s.dirty);
+                    changes.extend(dirty.into_iter().map(|key| Change {
+                        type_key: cell.type_key.clone(),
+                        object: s.objects.get(&key).cloned(),
+                        key,
+                    }));
+                }
+                if changes.is_empty() {
+                    continue;
+                }
+                previous.apply(changes)
+            }
+        };
+        let snapshot = Arc::new(snapshot);
+        (shared.publish)(Arc::clone(&snapshot));
+        last = Some(snapshot);
         *shared.built_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(SystemTime::now());
         shared.synced.store(true, Ordering::Release);
     }

@@ -5,7 +5,7 @@
 //! exactly when a watch is healthy again: a re-opened watch stream is healthy even when no event
 //! follows, and the runtime watcher does not report that.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
 use super::api_error::{ApiFailure, FailureKind, classify};
-use crate::cluster::ObjectKey;
+use crate::cluster::{ObjectKey, TypeKey};
 
 /// How objects of one resource are fetched and what is kept of them.
 pub(super) struct WatchSpec {
@@ -50,6 +50,9 @@ pub(super) struct Timing {
 #[derive(Debug, Default)]
 pub(super) struct WatchState {
     pub objects: BTreeMap<ObjectKey, Arc<Value>>,
+    /// Keys added, changed or deleted since the publisher last took them: the next snapshot is
+    /// the previous one with these replaced, not a rebuild.
+    pub dirty: BTreeSet<ObjectKey>,
     /// The initial list completed at least once.
     pub listed: bool,
     pub reconnects: u64,
@@ -61,12 +64,18 @@ pub(super) struct WatchState {
 
 pub(super) struct WatchCell {
     pub kind: String,
+    /// The snapshot type of the objects (from the watched apiVersion and kind).
+    pub type_key: TypeKey,
     state: Mutex<WatchState>,
 }
 
 impl WatchCell {
-    pub fn new(kind: &str) -> Self {
-        WatchCell { kind: kind.to_owned(), state: Mutex::new(WatchState::default()) }
+    pub fn new(spec: &WatchSpec) -> Self {
+        WatchCell {
+            kind: spec.kind.clone(),
+            type_key: TypeKey::from_api_version(&spec.api_version, &spec.kind),
+            state: Mutex::new(WatchState::default()),
+        }
     }
 
     /// The state, even if a holder panicked (the maps stay consistent: every edit is one insert or
@@ -129,6 +138,9 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
             Ok((objects, rv)) => {
                 {
                     let mut s = cell.lock();
+                    // A relist can drop, add or change anything: every key on either side.
+                    let keys: Vec<ObjectKey> = s.objects.keys().chain(objects.keys()).cloned().collect();
+                    s.dirty.extend(keys);
                     s.objects = objects;
                     s.listed = true;
                     s.failing_since = None;
@@ -184,7 +196,10 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
                             resource_version.clone_from(rv);
                         }
                         if let Some((key, value)) = keyed(&spec, o) {
-                            cell.lock().objects.insert(key, Arc::new(value));
+                            let mut s = cell.lock();
+                            s.dirty.insert(key.clone());
+                            s.objects.insert(key, Arc::new(value));
+                            drop(s);
                             changed();
                         }
                     }
@@ -193,7 +208,10 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
                             resource_version.clone_from(rv);
                         }
                         if let Some((key, _)) = keyed(&spec, o) {
-                            cell.lock().objects.remove(&key);
+                            let mut s = cell.lock();
+                            s.objects.remove(&key);
+                            s.dirty.insert(key);
+                            drop(s);
                             changed();
                         }
                     }
