@@ -13,11 +13,11 @@ use serde_json::{Map, Value, json};
 fn fresh(b: &mut Bytes) -> Value {
     match b.below(6) {
         0 => Value::Null,
-        1 => json!(b.next()),
-        2 => json!(format!("s{}", b.next())),
-        3 => json!({"name": format!("n{}", b.below(4)), "v": b.next()}),
-        4 => json!([b.next(), {"name": format!("n{}", b.below(4))}]),
-        _ => json!({format!("k~/{}", b.below(3)): b.next()}),
+        1 => json!(b.byte()),
+        2 => json!(format!("s{}", b.byte())),
+        3 => json!({"name": format!("n{}", b.below(4)), "v": b.byte()}),
+        4 => json!([b.byte(), {"name": format!("n{}", b.below(4))}]),
+        _ => json!({format!("k~/{}", b.below(3)): b.byte()}),
     }
 }
 

@@ -158,14 +158,14 @@ fn check_decision(webhook: &Webhook, request: &AdmissionRequest, decision: &Deci
 pub struct Bytes<'a>(pub &'a [u8]);
 
 impl Bytes<'_> {
-    pub fn next(&mut self) -> u8 {
+    pub fn byte(&mut self) -> u8 {
         let Some((&first, rest)) = self.0.split_first() else { return 0 };
         self.0 = rest;
         first
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { usize::from(self.next()) % n }
+        if n == 0 { 0 } else { usize::from(self.byte()) % n }
     }
 
     pub fn is_empty(&self) -> bool {
