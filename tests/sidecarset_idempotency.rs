@@ -169,7 +169,8 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u",
         "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
         "namespace": "shop", "operation": "CREATE", "object": pod}});
-    let outcome = webhooks::run(webhooks::by_path("/mutate-pod").expect("registered"), &decode_review(review).expect("review"), &inputs);
+    let webhook = webhooks::by_path("/mutate-pod").expect("registered");
+    let outcome = webhooks::run(webhook, &decode_review(review.clone()).expect("review"), &inputs);
     assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
     assert!(outcome.decision.warnings.is_empty(), "{:?}", outcome.decision.warnings);
     let pod = outcome.mutated.expect("mutated");
@@ -202,6 +203,14 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     let hashes: Value = serde_json::from_str(annotations["kruise.io/sidecarset-hash"].as_str().unwrap_or_default()).expect("hash map");
     assert_eq!(hashes["token-refresher"]["sidecarList"], json!(["token-refresher"]));
     assert_eq!(hashes["mesh-agent"]["sidecarList"], json!(["mesh-agent"]));
+
+    // Fed back (reinvocationPolicy: IfNeeded): no patch. The hot-upgrade pair mesh-agent-1/-2 is
+    // in the pod now and must not count as an envoy resourcesPolicy target (spec §5.6: containers
+    // of injected SidecarSets never do); counted, they raised envoy's summed limits on every
+    // re-invocation. Found by the fuzz target `review`.
+    let again = webhooks::run(webhook, &decode_review(with_object(&review, &pod)).expect("review"), &inputs);
+    assert!(again.decision.allowed, "{:?}", again.decision.status);
+    assert_eq!(again.decision.patch, vec![], "a re-invocation patched again");
 }
 
 /// The example SidecarSets are written as Kruise stores them: our own SidecarSet webhooks admit

@@ -23,8 +23,10 @@ pub struct PodContext<'a> {
     subpath_env: Vec<&'a Value>,
     /// Likewise for `volumeDevices`, the first of each `devicePath`.
     shared_devices: Vec<&'a Value>,
-    /// Every container and init container name of every injected SidecarSet (resourcesPolicy).
-    sidecar_names: HashSet<&'a str>,
+    /// Every container and init container name of every injected SidecarSet, and the `-1`/`-2`
+    /// pair names of its hot-upgrade ones (resourcesPolicy: none of them is a target, so a
+    /// re-invocation that finds the pair in the pod computes the same resources).
+    sidecar_names: HashSet<String>,
     pod_volumes: &'a [Value],
     index: &'a SidecarSetIndex,
 }
@@ -59,18 +61,13 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 impl<'a> PodContext<'a> {
     pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
-        let sidecar_names: HashSet<&str> =
-            sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers)).map(|c| c.name.as_str()).collect();
         // A container this injection replaces in place is not an app container either (Kruise
         // would share its mounts once, then skip it as IS_INJECTED on a re-invocation; skipping it
         // from the start keeps the webhook idempotent).
-        let hot_pairs: HashSet<String> = sets
-            .iter()
-            .flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers))
-            .filter(|c| c.is_hot_upgrade())
-            .flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)])
-            .collect();
-        let replaced = |c: &Value| name_of(c).is_some_and(|n| sidecar_names.contains(n) || hot_pairs.contains(n));
+        let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
+        let hot_pairs = sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
+        let sidecar_names: HashSet<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
+        let replaced = |c: &Value| name_of(c).is_some_and(|n| sidecar_names.contains(n));
         let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();

@@ -10,7 +10,8 @@ use crate::api::at;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
-/// `injected` are the SidecarSets injected into this pod (their containers are never targets).
+/// `injected` are the container names of the SidecarSets injected into this pod, hot-upgrade
+/// pairs included (never targets).
 /// `compiled` is the regex from the index when it has it.
 pub fn compute(
     set: &SidecarSet,
@@ -18,7 +19,7 @@ pub fn compute(
     policy: &ResourcesPolicy,
     compiled: Option<&Regex>,
     pod: &Value,
-    injected: &HashSet<&str>,
+    injected: &HashSet<String>,
 ) -> Result<Value, String> {
     let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
     let compiled_here;
