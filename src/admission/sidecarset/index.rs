@@ -20,6 +20,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::matching::check_selector;
+use crate::admission::sidecarset_admission::selector::dns1123_subdomain_errors;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
 use crate::cluster::shared_map::SharedMap;
 use crate::cluster::{ObjectKey, Snapshot};
@@ -156,7 +157,7 @@ impl SidecarSetIndex {
     fn insert(&mut self, key: &ObjectKey, object: &Value) {
         let key = set_key(key);
         self.remove(&key);
-        let set = SidecarSet::from_value(object).map(Arc::new);
+        let set = SidecarSet::from_value(object).and_then(valid_name).map(Arc::new);
         if let Ok(set) = &set {
             self.readable += 1;
             self.file(&key, set, true);
@@ -267,6 +268,18 @@ fn namespaces_of(selector: Option<&LabelSelector>) -> Option<Vec<&str>> {
     Some(r.values.iter().map(String::as_str).collect())
 }
 
+/// A SidecarSet whose name the apiserver would refuse (the cluster folder can hold anything) is
+/// unreadable: injecting it would write a name into the comma-separated injected-list annotation
+/// that splits differently when read back, so the webhook would patch its own output again.
+fn valid_name(set: SidecarSet) -> Result<SidecarSet, String> {
+    let errors = dns1123_subdomain_errors(set.name());
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(format!("SidecarSet {:?}: metadata.name is not a valid Kubernetes name: {}", set.name(), errors.join("; ")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +291,16 @@ mod tests {
 
     fn names(v: Vec<Arc<SidecarSet>>) -> Vec<String> {
         v.iter().map(|s| s.name().to_owned()).collect()
+    }
+
+    #[test]
+    fn a_name_the_apiserver_would_refuse_makes_the_sidecarset_unreadable() {
+        let selector = json!({"selector": {"matchLabels": {"app": "web"}}});
+        let index = SidecarSetIndex::build(&Snapshot::from_objects([set("a,b", selector.clone()), set("ok", selector)]));
+        let labels = json!({"app": "web"});
+        assert_eq!(names(index.candidates("default", labels.as_object())), ["ok"]);
+        assert_eq!(index.unreadable().len(), 1);
+        assert!(index.unreadable()[0].contains("not a valid Kubernetes name"), "{:?}", index.unreadable());
     }
 
     #[test]
