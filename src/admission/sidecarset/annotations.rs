@@ -4,15 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
 };
 
-/// One entry of `kruise.io/sidecarset-hash` (Kruise's `SidecarSetUpgradeSpec`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// One entry of `kruise.io/sidecarset-hash` (Kruise's `SidecarSetUpgradeSpec`). Serialised in Go's
+/// field order (the order of the fields here), `null` for absent options, `controllerRevision`
+/// omitted when empty.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashEntry {
     /// `null` for entries converted from the old `{name: "hash"}` format.
@@ -25,7 +27,7 @@ pub struct HashEntry {
     /// `null` for old-format entries; an array (maybe empty) for entries the webhook wrote.
     #[serde(default)]
     pub sidecar_list: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub controller_revision: String,
 }
 
@@ -36,23 +38,6 @@ impl HashEntry {
             && self.sidecar_set_name == other.sidecar_set_name
             && self.sidecar_list == other.sidecar_list
             && self.controller_revision == other.controller_revision
-    }
-
-    /// Go field order: updateTimestamp, hash, sidecarSetName, sidecarList, controllerRevision
-    /// (omitted when empty).
-    fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("updateTimestamp".into(), self.update_timestamp.clone().map_or(Value::Null, Value::String));
-        m.insert("hash".into(), Value::String(self.hash.clone()));
-        m.insert("sidecarSetName".into(), Value::String(self.sidecar_set_name.clone()));
-        m.insert(
-            "sidecarList".into(),
-            self.sidecar_list.as_ref().map_or(Value::Null, |l| Value::Array(l.iter().cloned().map(Value::String).collect())),
-        );
-        if !self.controller_revision.is_empty() {
-            m.insert("controllerRevision".into(), Value::String(self.controller_revision.clone()));
-        }
-        Value::Object(m)
     }
 }
 
@@ -101,11 +86,8 @@ pub fn upsert(map: &mut HashEntries, name: &str, mut new: HashEntry) {
 
 /// Compact JSON, keys sorted (BTreeMap order), entries in Go field order.
 pub fn write_hash_map(map: &HashEntries) -> String {
-    let mut out = Map::new();
-    for (name, entry) in map {
-        out.insert(name.clone(), entry.to_value());
-    }
-    Value::Object(out).to_string()
+    // String keys and string fields: serialising cannot fail.
+    serde_json::to_string(map).unwrap_or_default()
 }
 
 /// Kruise's annotations as they stand on the pod, updated while SidecarSets are built.
