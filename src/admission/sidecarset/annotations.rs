@@ -133,63 +133,9 @@ impl PodAnnotations {
     }
 }
 
-/// Compact JSON with object keys sorted at every level and Go's HTML-safe escaping of `<`, `>`,
-/// `&`, U+2028 and U+2029, as Go's `json.Marshal` writes it (MergePatchJson results).
-pub fn go_sorted_compact(value: &Value) -> String {
-    let mut out = String::new();
-    write_sorted(value, &mut out);
-    out
-}
-
-fn write_sorted(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_sorted(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_sorted(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(s) => write_string(s, out),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn write_string(s: &str, out: &mut String) {
-    let escaped = Value::String(s.to_owned()).to_string();
-    for c in escaped.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn old_format_becomes_entries_with_nulls() {
@@ -218,13 +164,5 @@ mod tests {
         assert_eq!(map["s"].update_timestamp.as_deref(), Some("2020-01-01T00:00:00Z"));
         upsert(&mut map, "s", entry("2026-01-01T00:00:00Z", "h2"));
         assert_eq!(map["s"].update_timestamp.as_deref(), Some("2026-01-01T00:00:00Z"));
-    }
-
-    #[test]
-    fn sorted_compact_escapes_like_go() {
-        assert_eq!(
-            go_sorted_compact(&json!({"b": 1, "a": {"d": "<&>", "c": [true, null]}})),
-            r#"{"a":{"c":[true,null],"d":"\u003c\u0026\u003e"},"b":1}"#
-        );
     }
 }

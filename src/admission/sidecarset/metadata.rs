@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::annotations::go_sorted_compact;
+use crate::api::go_json;
 use crate::api::sidecarset::SidecarSet;
 
 /// Apply `set`'s patches to the pod's annotations (created if missing). Errors are denials.
@@ -51,7 +51,7 @@ fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
     let patch: Value = serde_json::from_str(patch).map_err(|e| format!("the patch is not JSON ({e})"))?;
     let mut target = original.clone();
     merge_patch(&mut target, &patch);
-    if target == original { Ok(existing.to_owned()) } else { Ok(go_sorted_compact(&target)) }
+    if target == original { Ok(existing.to_owned()) } else { Ok(go_json::sorted_compact(&target)) }
 }
 
 /// RFC 7386 JSON merge patch.

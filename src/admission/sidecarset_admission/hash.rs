@@ -10,7 +10,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::api::quantity;
+use crate::api::{go_json, quantity};
 
 /// How Go encodes one field's type.
 #[derive(Clone, Copy)]
@@ -241,7 +241,7 @@ impl Encoder {
                 self.out.push(',');
             }
             *first = false;
-            write_go_string(&mut self.out, field.name);
+            go_json::write_string(&mut self.out, field.name);
             self.out.push(':');
             self.path.push(format!(".{}", field.name));
             self.value(v.filter(|v| !v.is_null()), field.ty)?;
@@ -266,7 +266,7 @@ impl Encoder {
         match ty {
             Str => match v {
                 None => self.out.push_str("\"\""),
-                Some(Value::String(s)) => write_go_string(&mut self.out, s),
+                Some(Value::String(s)) => go_json::write_string(&mut self.out, s),
                 Some(_) => return Err(self.fail("a string")),
             },
             Bool => match v {
@@ -281,7 +281,7 @@ impl Encoder {
             },
             PtrScalar => match v {
                 None => self.out.push_str("null"),
-                Some(Value::String(s)) => write_go_string(&mut self.out, s),
+                Some(Value::String(s)) => go_json::write_string(&mut self.out, s),
                 Some(Value::Bool(b)) => self.out.push_str(if *b { "true" } else { "false" }),
                 Some(Value::Number(n)) if n.is_i64() || n.is_u64() => self.out.push_str(&n.to_string()),
                 Some(_) => return Err(self.fail("a string, boolean or integer")),
@@ -320,7 +320,7 @@ impl Encoder {
                         if i > 0 {
                             self.out.push(',');
                         }
-                        write_go_string(&mut self.out, k);
+                        go_json::write_string(&mut self.out, k);
                         self.out.push(':');
                         self.path.push(format!("[{k}]"));
                         self.value(map.get(k).filter(|v| !v.is_null()), Quantity)?;
@@ -332,7 +332,7 @@ impl Encoder {
             },
             IntOrString => match v {
                 None => self.out.push('0'),
-                Some(Value::String(s)) => write_go_string(&mut self.out, s),
+                Some(Value::String(s)) => go_json::write_string(&mut self.out, s),
                 Some(Value::Number(n)) if n.is_i64() => self.out.push_str(&n.to_string()),
                 Some(_) => return Err(self.fail("an integer or a string")),
             },
@@ -340,39 +340,12 @@ impl Encoder {
                 None => self.out.push_str("\"0\""),
                 Some(q) => {
                     let text = quantity::go_text(q, false).ok_or_else(|| self.fail("a quantity"))?;
-                    write_go_string(&mut self.out, &text);
+                    go_json::write_string(&mut self.out, &text);
                 }
             },
         }
         Ok(())
     }
-}
-
-/// A JSON string as Go's `encoding/json` writes it (HTML-safe escaping).
-fn write_go_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{0}'..='\u{1f}' => {
-                let b = c as u32 as u8;
-                out.push_str("\\u00");
-                out.push(HEX[(b >> 4) as usize] as char);
-                out.push(HEX[(b & 0xf) as usize] as char);
-            }
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Does this container have `restartPolicy: Always` (a native sidecar)?
@@ -534,12 +507,5 @@ mod tests {
         let spec = json!({"containers": [{"name": "c", "ports": [{"containerPort": "80"}]}]});
         let err = canonical_json(&spec, false).unwrap_err();
         assert_eq!(err.to_string(), "spec.containers[0].ports[0].containerPort: expected an integer");
-    }
-
-    #[test]
-    fn go_string_escapes() {
-        let mut s = String::new();
-        write_go_string(&mut s, "a\"b\\c\n\u{1}\u{7f}é\u{2028}");
-        assert_eq!(s, "\"a\\\"b\\\\c\\n\\u0001\u{7f}é\\u2028\"");
     }
 }
