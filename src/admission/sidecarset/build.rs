@@ -46,8 +46,8 @@ fn subpath_vars(expr: &str) -> Vec<&str> {
     out
 }
 
-fn name_of(v: &Value) -> Option<&str> {
-    field(v, "name")?.as_str()
+pub(super) fn name_of(v: &Value) -> Option<&str> {
+    str_field(v, "name")
 }
 
 fn list<'v>(v: &'v Value, key: &str) -> &'v [Value] {

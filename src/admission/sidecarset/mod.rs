@@ -25,8 +25,8 @@ use self::build::{Built, PodContext};
 use self::merge::Injected;
 use super::Inputs;
 use super::review::{AdmissionError, AdmissionRequest};
+use crate::api::at;
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
-use crate::api::{at, field};
 
 /// Inject the matching SidecarSets into `pod` (a CREATE; the caller has gated subresources and
 /// other operations). Warnings are for things Kruise only logs.
@@ -196,10 +196,9 @@ fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &P
 
     // Injected volumes are few: a scan per volume is cheaper than a set of every pod volume name.
     let mut pod_volumes = take_list(spec, "volumes");
-    let name = |v: &Value| field(v, "name").and_then(Value::as_str).map(str::to_owned);
     for v in volumes {
-        let Some(n) = name(&v) else { continue };
-        if !pod_volumes.iter().any(|p| field(p, "name").and_then(Value::as_str) == Some(n.as_str())) {
+        let new = build::name_of(&v).is_some_and(|n| !pod_volumes.iter().any(|p| build::name_of(p) == Some(n)));
+        if new {
             pod_volumes.push(v);
         }
     }
