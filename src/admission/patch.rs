@@ -164,7 +164,7 @@ fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String
 /// `a == b`, but maps whose keys come in the same order (a mutated copy and its original) are
 /// compared by position: serde_json's map equality hashes every key to look it up, which was the
 /// largest single cost of diffing a pod.
-pub fn same(a: &Value, b: &Value) -> bool {
+fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             if x.len() != y.len() {
