@@ -5,8 +5,9 @@
 # workload manifests for every webhook of the routing table (Pod CREATEs the example SidecarSets
 # select, SidecarSet CREATE/UPDATE in both versions, CloneSet / Advanced StatefulSet / Advanced
 # DaemonSet CREATE/UPDATE/DELETE, protected DELETEs); SidecarSets as YAML and JSON text; objects
-# for the patch target. Usage: fuzz/seed.sh [shared dir]. PYTHON picks the interpreter; without
-# PyYAML only the seeds that need no YAML parsing are written.
+# for the patch target; the committed reproducers of past findings (fuzz/regressions/<target>/).
+# Usage: fuzz/seed.sh [shared dir]. PYTHON picks the interpreter; without PyYAML only the seeds
+# that need no YAML parsing are written.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 repo="$(cd .. && pwd)"
@@ -255,6 +256,8 @@ for path in sorted((shared / "fixtures/workloads").glob("*")):
         if yaml is not None:
             put("sidecarset", yaml.safe_dump(doc, sort_keys=False))
 PY
+# Inputs that once found a bug (docs/RELIABILITY.md, findings), so every run replays them first.
 for target in review sidecarset patch; do
+    if [ -d "regressions/$target" ]; then cp regressions/"$target"/* "corpus/$target/"; fi
     echo "seeded $target: $(ls "corpus/$target" | wc -l) inputs"
 done

@@ -138,27 +138,29 @@ fn annotations_mut(pod: &mut Value) -> Result<&mut Map<String, Value>, Admission
     slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
 }
 
-/// Our own denial (DESIGN.md): two SidecarSets injecting one container name.
+/// Our own denial (DESIGN.md): two injected containers (init or not) with one name, from two
+/// SidecarSets or from one (a SidecarSet the validating webhook would reject, e.g. read from the
+/// cluster folder, or a hot-upgrade pair `<name>-1` colliding with a sidecar of that name). The
+/// merge replaces by name, so letting both through would also make a re-invocation change the pod.
 fn check_duplicate_names(built: &[Built]) -> Result<(), AdmissionError> {
     let mut seen: HashMap<&str, &str> = HashMap::new();
-    for b in built {
-        let mut own: Vec<&Injected> = b.init_containers.iter().chain(&b.containers).collect();
-        own.dedup_by(|a, b| a.name() == b.name());
-        for item in own {
-            match seen.get(item.name()) {
-                Some(&other) if other != item.sidecarset => {
-                    return Err(AdmissionError::Internal(format!(
-                        "SidecarSets {other} and {} both inject a container named {:?} into this pod, and a pod cannot have two containers with \
-                         one name; rename the container in one of them or make their selectors disjoint",
-                        item.sidecarset,
-                        item.name()
-                    )));
-                }
-                _ => {
-                    seen.insert(item.name(), &item.sidecarset);
-                }
-            }
-        }
+    for item in built.iter().flat_map(|b| b.init_containers.iter().chain(&b.containers)) {
+        let Some(other) = seen.insert(item.name(), &item.sidecarset) else { continue };
+        let why = "a pod cannot have two containers with one name";
+        return Err(AdmissionError::Internal(if other == item.sidecarset {
+            format!(
+                "SidecarSet {other} injects two containers named {:?} into this pod, and {why}; rename one of them (the SidecarSet \
+                 validating webhook rejects such a SidecarSet)",
+                item.name()
+            )
+        } else {
+            format!(
+                "SidecarSets {other} and {} both inject a container named {:?} into this pod, and {why}; rename the container in one \
+                 of them or make their selectors disjoint",
+                item.sidecarset,
+                item.name()
+            )
+        }));
     }
     Ok(())
 }
