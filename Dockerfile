@@ -4,7 +4,7 @@
 #   docker build -t kruise-admission:0.1.0 .
 #   kind load docker-image kruise-admission:0.1.0            # then install (README, "Install with Helm")
 #
-# The shared fixtures (../shared) are not needed to build the binary.
+# The test fixtures (tests/fixtures) are not needed to build the binary.
 
 ARG RUST_VERSION=1.95
 

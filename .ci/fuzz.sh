@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz every target for a short fixed time (FUZZ_SECONDS each, default 60) from corpora seeded out
-# of ../shared/fixtures (fuzz/seed.sh). Exits non-zero on any finding: a panic (failed assertion,
+# of tests/fixtures (fuzz/seed.sh). Exits non-zero on any finding: a panic (failed assertion,
 # integer overflow: debug assertions are on), an input running over FUZZ_TIMEOUT seconds (a
 # webhook has a 10 s budget), or memory over FUZZ_RSS_LIMIT_MB. The log names the reproducer
 # (fuzz/artifacts/<target>/crash-*|timeout-*|oom-*) and the command that replays it.

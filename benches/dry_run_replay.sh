@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Replay N recorded pod creations through `kruise-admission dry-run --output summary` and print
-# the rate. The pods are a real recorded pod CREATE (shared/fixtures/recorded/) with a fresh uid
+# the rate. The pods are a real recorded pod CREATE (tests/fixtures/recorded/) with a fresh uid
 # and name each; every other one carries the label the log-agent SidecarSet of
 # tests/golden/cluster selects, so half are injected and half pass through.
 #
@@ -15,12 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 n=${N:-100000}
 formats=${FORMAT:-reviews audit}
 bin=${BIN:-$root/target/release/kruise-admission}
-shared=${KRUISE_SHARED_DIR:-}
-if [ -z "$shared" ]; then
-  if [ -d "$root/../shared" ]; then shared=$root/../shared; else shared=/work/shared; fi
-fi
-recorded=$shared/fixtures/recorded/kube-rs-pod-create-gke.json
-[ -f "$recorded" ] || { echo "no recorded pod CREATE at $recorded (set KRUISE_SHARED_DIR)" >&2; exit 2; }
+recorded=$root/tests/fixtures/recorded/kube-rs-pod-create-gke.json
 if [ ! -x "$bin" ]; then
   cargo build --release --manifest-path "$root/Cargo.toml"
 fi

@@ -1,5 +1,5 @@
 //! `decide` for `/mutate-pod` (the pure decision the server answers: `webhooks::decide`, i.e. pre-check, copy, injection, stamp and
-//! diff) on realistic pods built from `shared/fixtures/workloads/` (the smallest template, the
+//! diff) on realistic pods built from `tests/fixtures/workloads/` (the smallest template, the
 //! kube-prometheus Grafana pod, the largest template, and the Grafana pod with 2,000 env vars and
 //! 200 more volumes) against 0, 10, 1,000 and 10,000 SidecarSets of which 3 match; and the
 //! SidecarSet admission mutation (defaults + the two Kruise hashes).

@@ -1,5 +1,5 @@
 //! The InPlaceOnly diff is linear in the template size: the largest workload in
-//! `shared/fixtures/workloads` (by pod-template size), converted to an InPlaceOnly CloneSet, timed
+//! `tests/fixtures/workloads` (by pod-template size), converted to an InPlaceOnly CloneSet, timed
 //! at 1×, 2× and 4× its template (containers, init containers and volumes duplicated under new
 //! names), for an update that changes every container's image (allowed, so the whole template is
 //! walked). Linear means the 2× and 4× times are about 2 and 4 times the 1× time.
@@ -25,7 +25,7 @@ const WORKLOAD_KINDS: [&str; 5] = ["Deployment", "DaemonSet", "StatefulSet", "Re
 
 /// `(file, name, pod template)` of the workload with the largest pod template.
 fn largest_workload() -> (String, String, Value) {
-    let dir = common::shared_dir().join("fixtures/workloads");
+    let dir = common::fixtures_dir().join("workloads");
     let mut best: Option<(usize, String, String, Value)> = None;
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();

@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
-# Build the fuzz corpora at run time from the read-only shared fixtures and examples/ (nothing from
-# shared/ is committed here) into fuzz/corpus/<target>/ (ignored by git), so that even a short run
+# Build the fuzz corpora at run time from the committed fixtures (tests/fixtures/) and examples/
+# into fuzz/corpus/<target>/ (ignored by git), so that even a short run
 # starts from real shapes: recorded reviews as captured, and reviews made from them and from the
 # workload manifests for every webhook of the routing table (Pod CREATEs the example SidecarSets
 # select, SidecarSet CREATE/UPDATE in both versions, CloneSet / Advanced StatefulSet / Advanced
 # DaemonSet CREATE/UPDATE/DELETE, protected DELETEs); SidecarSets as YAML and JSON text; objects
 # for the patch target; the committed reproducers of past findings (fuzz/regressions/<target>/).
-# Usage: fuzz/seed.sh [shared dir]. PYTHON picks the interpreter; without PyYAML only the seeds
+# Usage: fuzz/seed.sh [fixtures dir, default tests/fixtures]. PYTHON picks the interpreter; without PyYAML only the seeds
 # that need no YAML parsing are written.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 repo="$(cd .. && pwd)"
-shared="${1:-${KRUISE_SHARED_DIR:-}}"
-if [ -z "$shared" ]; then
-    for candidate in "$repo/../shared" /work/shared; do
-        if [ -d "$candidate/fixtures" ]; then shared="$candidate"; break; fi
-    done
-fi
-[ -d "$shared/fixtures" ] || { echo "no shared fixtures found (set KRUISE_SHARED_DIR)" >&2; exit 1; }
+fixtures="${1:-$repo/tests/fixtures}"
+[ -d "$fixtures/recorded" ] || { echo "no fixtures at $fixtures" >&2; exit 1; }
 
 mkdir -p corpus/review corpus/sidecarset corpus/patch
-"${PYTHON:-python3}" - "$shared" "$repo" <<'PY'
+"${PYTHON:-python3}" - "$fixtures" "$repo" <<'PY'
 import copy, hashlib, json, pathlib, random, sys
 try:
     import yaml
@@ -28,7 +23,7 @@ except ImportError:
     yaml = None
     print("seed: PyYAML missing, YAML-derived seeds skipped", file=sys.stderr)
 
-shared, repo = map(pathlib.Path, sys.argv[1:3])
+fixtures, repo = map(pathlib.Path, sys.argv[1:3])
 out = pathlib.Path("corpus")
 rng = random.Random(11)
 MAX = 64 * 1024  # bigger seeds make libFuzzer's default max_len, and every mutation, slow
@@ -213,7 +208,7 @@ def sidecarset_from(template_spec, name, i):
     return {"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": f"{name}-{i}"}, "spec": spec}
 
 
-reviews = sorted((shared / "fixtures/recorded").glob("*.json")) + sorted((repo / "examples/reviews").glob("*.json"))
+reviews = sorted((fixtures / "recorded").glob("*.json")) + sorted((repo / "examples/reviews").glob("*.json"))
 for path in reviews:
     raw = path.read_bytes()
     put("review", raw)
@@ -245,7 +240,7 @@ for path in sorted((repo / "examples/cluster").rglob("*.y*ml")):
 # Workload manifests: documents one at a time (whole files are mostly far over MAX), their objects,
 # reviews made from them, and SidecarSets built from their containers.
 i = 0
-for path in sorted((shared / "fixtures/workloads").glob("*")):
+for path in sorted((fixtures / "workloads").glob("*")):
     for doc in documents(path):
         put_object(doc)
         workload_reviews(doc)

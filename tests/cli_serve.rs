@@ -79,7 +79,7 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
         assert_eq!(std::fs::metadata(dir.path().join("certs").join(key)).unwrap().permissions().mode() & 0o777, 0o600);
     }
     let client = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap());
-    let review = std::fs::read(common::shared_dir().join("fixtures/recorded/kube-rs-pod-create-gke.json")).unwrap();
+    let review = std::fs::read(common::fixtures_dir().join("recorded/kube-rs-pod-create-gke.json")).unwrap();
     let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(http_get(metrics, "/readyz").await.0, StatusCode::OK);

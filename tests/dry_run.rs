@@ -30,7 +30,7 @@ fn lines(output: &Output) -> Vec<Value> {
 }
 
 fn recorded(name: &str) -> PathBuf {
-    common::shared_dir().join("fixtures/recorded").join(name)
+    common::fixtures_dir().join("recorded").join(name)
 }
 
 fn read_json(path: &Path) -> Value {

@@ -1,4 +1,4 @@
-//! Real manifests: every Deployment, DaemonSet and StatefulSet in `shared/fixtures/workloads`,
+//! Real manifests: every Deployment, DaemonSet and StatefulSet in `tests/fixtures/workloads`,
 //! turned into its Kruise counterpart, is admitted on CREATE; under InPlaceOnly an image bump of
 //! every container is admitted and a pull-policy change is refused, naming container 0's field.
 
@@ -10,7 +10,7 @@ use kruise_admission::cluster::files::read_documents;
 use serde_json::{Value, json};
 
 fn workloads() -> Vec<Value> {
-    let dir = common::shared_dir().join("fixtures/workloads");
+    let dir = common::fixtures_dir().join("workloads");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();
     let mut out = Vec::new();

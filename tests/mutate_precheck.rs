@@ -49,7 +49,7 @@ fn requests() -> Vec<(String, AdmissionRequest)> {
             out.push((path.display().to_string(), request));
         }
     }
-    let dir = common::shared_dir().join("fixtures/workloads");
+    let dir = common::fixtures_dir().join("workloads");
     for entry in std::fs::read_dir(dir).expect("workloads") {
         let path = entry.expect("entry").path();
         let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };

@@ -613,7 +613,7 @@ fn unprotected_kinds_are_not_sent_and_not_refused() {
 // ---------------------------------------------------------------- recorded reviews
 
 fn recorded(name: &str) -> Value {
-    let path = common::shared_dir().join("fixtures/recorded").join(name);
+    let path = common::fixtures_dir().join("recorded").join(name);
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 

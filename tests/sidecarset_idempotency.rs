@@ -1,4 +1,4 @@
-//! Idempotency over real payloads: every recorded Pod CREATE in `shared/fixtures/recorded/`, run
+//! Idempotency over real payloads: every recorded Pod CREATE in `tests/fixtures/recorded/`, run
 //! through the example SidecarSets of `examples/cluster/` (as they are, and rewritten so they match
 //! every pod), is injected, the patch applies independently, and `/mutate-pod` on its own output
 //! yields no patch.

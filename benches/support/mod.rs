@@ -1,5 +1,5 @@
 //! Inputs shared by the benches and the load-test tool (`#[path = "support/mod.rs"]`): realistic
-//! pods built from `shared/fixtures/workloads/`, SidecarSet fleets of any size of which 3 match the
+//! pods built from `tests/fixtures/workloads/`, SidecarSet fleets of any size of which 3 match the
 //! pod, and AdmissionReviews around them.
 #![allow(dead_code)] // each bench uses a different subset
 
@@ -9,13 +9,9 @@ use kruise_admission::cluster::Snapshot;
 use kruise_admission::cluster::files::read_documents;
 use serde_json::{Value, json};
 
-/// The read-only `shared/` folder (same rule as `tests/common/mod.rs::shared_dir`).
-pub fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("KRUISE_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
+/// The committed fixtures (same folder as `tests/common/mod.rs::fixtures_dir`).
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// A Pod as the apiserver would send it for `template` (a workload's `spec.template`).
@@ -28,8 +24,8 @@ fn pod_of(template: &Value, generate_name: &str, namespace: &str) -> Value {
 
 /// Every pod template of every workload fixture, as `(file:name, pod)`.
 pub fn workload_pods() -> Vec<(String, Value)> {
-    let dir = shared_dir().join("fixtures/workloads");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("shared/fixtures/workloads").map(|e| e.expect("entry").path()).collect();
+    let dir = fixtures_dir().join("workloads");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("tests/fixtures/workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();
     let mut pods = Vec::new();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {

@@ -3,23 +3,16 @@
 
 use std::path::PathBuf;
 
-/// The read-only `shared/` folder with the spec and fixtures: `$KRUISE_SHARED_DIR`, else the
-/// repository's sibling `../shared` (how CI lays it out), else `/work/shared`.
-pub fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("KRUISE_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() {
-        return sibling;
-    }
-    PathBuf::from("/work/shared")
+/// The public fixtures committed with the tests (`tests/fixtures/`, provenance and licences in its
+/// `SOURCES.md`): `recorded/` AdmissionReviews and `workloads/` manifests.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// Every recorded AdmissionReview file, sorted by name.
 pub fn recorded_reviews() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(shared_dir().join("fixtures/recorded"))
-        .expect("shared/fixtures/recorded must exist (set KRUISE_SHARED_DIR)")
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join("recorded"))
+        .expect("tests/fixtures/recorded is part of the repository")
         .map(|e| e.expect("readable directory entry").path())
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml")))
         .collect();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent check of /mutate-pod patches, with tools that share no code with ours.
 
-For every recorded Pod CREATE in shared/fixtures/recorded, and for a variant of each with the
+For every recorded Pod CREATE in tests/fixtures/recorded, and for a variant of each with the
 `kruise-admission.dev/target-node` annotation added (so the DaemonSet-style stamp really patches
 it), run `kruise-admission dry-run --output json` against examples/cluster and check that:
 
@@ -44,12 +44,9 @@ PLACEHOLDER_NAME = "independent-check-placeholder"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def shared_dir() -> Path:
-    """Same rule as tests/common/mod.rs::shared_dir()."""
-    if os.environ.get("KRUISE_SHARED_DIR"):
-        return Path(os.environ["KRUISE_SHARED_DIR"])
-    sibling = REPO.parent / "shared"
-    return sibling if sibling.is_dir() else Path("/work/shared")
+def fixtures_dir() -> Path:
+    """The committed fixtures (tests/fixtures, as tests/common/mod.rs::fixtures_dir())."""
+    return REPO / "tests/fixtures"
 
 
 def load_review(path: Path):
@@ -111,9 +108,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", default=str(REPO / "target/debug/kruise-admission"))
     parser.add_argument("--cluster-dir", default=str(REPO / "examples/cluster"))
-    parser.add_argument("--shared-dir", default=None)
     args = parser.parse_args()
-    recorded = Path(args.shared_dir or shared_dir()) / "fixtures/recorded"
+    recorded = fixtures_dir() / "recorded"
 
     cases = []  # (label, input path, review, targeted)
     with tempfile.TemporaryDirectory() as tmp:

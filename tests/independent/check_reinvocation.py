@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-invocation and cross-library check of /mutate-pod patches.
 
-For every recorded Pod CREATE in shared/fixtures/recorded, plus variants that make our webhooks
+For every recorded Pod CREATE in tests/fixtures/recorded, plus variants that make our webhooks
 really patch (the DaemonSet-style `kruise-admission.dev/target-node` annotation; the labels the
 SidecarSets in examples/cluster select), run `kruise-admission dry-run --output json` and check:
 
@@ -45,12 +45,9 @@ VARIANTS = {
 }
 
 
-def shared_dir() -> Path:
-    """Same rule as tests/common/mod.rs::shared_dir()."""
-    if os.environ.get("KRUISE_SHARED_DIR"):
-        return Path(os.environ["KRUISE_SHARED_DIR"])
-    sibling = REPO.parent / "shared"
-    return sibling if sibling.is_dir() else Path("/work/shared")
+def fixtures_dir() -> Path:
+    """The committed fixtures (tests/fixtures, as tests/common/mod.rs::fixtures_dir())."""
+    return REPO / "tests/fixtures"
 
 
 def is_pod_create(review) -> bool:
@@ -82,7 +79,7 @@ def main() -> int:
     parser.add_argument("--checker", required=True, help="the built tests/independent/evanphx program")
     parser.add_argument("--cluster-dir", default=str(REPO / "examples/cluster"))
     args = parser.parse_args()
-    recorded = shared_dir() / "fixtures/recorded"
+    recorded = fixtures_dir() / "recorded"
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
