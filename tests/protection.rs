@@ -25,12 +25,22 @@ const CASCADING_MSG: &str = "forbidden by ResourcesProtectionDeletion for policy
 static INPLACE_STANDIN: Webhook = protection::webhook(
     "vcloneset-and-vstatefulset-standin",
     "/standin",
-    &[Rule {
-        groups: &["apps.kruise.io"],
-        versions: &["v1alpha1", "v1beta1"],
-        resources: &["clonesets", "statefulsets"],
-        operations: &[Operation::Delete],
-    }],
+    &[
+        Rule {
+            groups: &["apps.kruise.io"],
+            versions: &["v1alpha1", "v1beta1"],
+            resources: &["clonesets"],
+            kind: "CloneSet",
+            operations: &[Operation::Delete],
+        },
+        Rule {
+            groups: &["apps.kruise.io"],
+            versions: &["v1alpha1", "v1beta1"],
+            resources: &["statefulsets"],
+            kind: "StatefulSet",
+            operations: &[Operation::Delete],
+        },
+    ],
     ObjectScope::All,
 );
 
