@@ -28,6 +28,8 @@ use super::api_error::{FailureKind, classify};
 
 /// The CA's lifetime (as Kruise's).
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// The largest `--cert-renew-before` (see [`CertSettings::check`]).
+pub const MAX_RENEW_BEFORE: Duration = Duration::from_secs(CA_VALIDITY.as_secs() / 4);
 /// How often the Secret, files and configurations are checked again after a good sync.
 const RESYNC: Duration = Duration::from_secs(60);
 /// After a failed sync: the first retry, doubled after each further failure up to the maximum.
@@ -73,6 +75,25 @@ impl CertSettings {
     fn dns_names(&self) -> Vec<String> {
         let svc = format!("{}.{}.svc", self.service, self.namespace);
         vec![svc.clone(), format!("{svc}.cluster.local"), format!("{}.{}", self.service, self.namespace), "localhost".into()]
+    }
+
+    /// `renew_before` must leave the certificates a life: above zero (a certificate renewed only
+    /// once expired is an outage), and small enough that the serving certificate it implies
+    /// (2 × renew_before) fits twice in the CA's lifetime. Past that, every sync would find a
+    /// fresh CA already too short-lived and replace it, forever; far past it (`999999999d`), the
+    /// date arithmetic would overflow.
+    pub fn check(&self) -> Result<(), CertError> {
+        let max = MAX_RENEW_BEFORE;
+        if self.renew_before.is_zero() || self.renew_before > max {
+            return Err(CertError::new(format!(
+                "--cert-renew-before {}s is out of range: it must be above 0 and at most {}d (a quarter of the {}-day CA lifetime, \
+                 so the serving certificate, valid for twice the renewal window, fits in the CA's life with room to renew)",
+                self.renew_before.as_secs(),
+                max.as_secs() / 86_400,
+                CA_VALIDITY.as_secs() / 86_400
+            )));
+        }
+        Ok(())
     }
 
     fn serving_validity(&self) -> Duration {
@@ -207,6 +228,7 @@ impl CertManager {
     /// Sync until the first success (at most `init_timeout`; forbidden or missing objects fail at
     /// once), then keep syncing every minute in the background. `serve` exits non-zero on error.
     pub async fn start(self, init_timeout: Duration) -> Result<CertHandle, CertError> {
+        self.settings.check()?;
         let deadline = tokio::time::Instant::now() + init_timeout;
         let mut backoff = Duration::from_millis(500);
         let mut failures = 0;
@@ -282,6 +304,7 @@ impl CertManager {
     /// into the webhook configurations, then write the files (in that order, so the API server
     /// trusts a new CA before the server presents a certificate from it).
     pub async fn sync_once(&self) -> Result<SyncOutcome, CertError> {
+        self.settings.check()?;
         let now = OffsetDateTime::now_utc();
         let (material, secret_written) = self.ensure_secret(now).await?;
         let mut configs_patched = 0;
