@@ -566,12 +566,20 @@ fn pem_block(der: &[u8]) -> String {
     out
 }
 
+/// Create `path`, which must not exist yet, with permission bits `mode` from the start: a private
+/// key is never readable by others, not even between a write and a chmod, and a file or symlink
+/// someone planted at the path is an error instead of being written through.
+pub fn create_new_with_mode(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path)
+}
+
 /// Write `files` into `dir` the way Kubernetes updates a Secret volume: into a fresh hidden folder,
 /// then one atomic rename of the `..data` symlink, so a reader never sees a certificate next to
 /// another certificate's key. `dir/<name>` are symlinks into `..data`. Returns false (and writes
 /// nothing) when the files already have this content.
 pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool> {
-    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    use std::os::unix::fs::symlink;
     std::fs::create_dir_all(dir)?;
     if files.iter().all(|(name, content)| std::fs::read(dir.join(name)).is_ok_and(|c| c == *content)) {
         return Ok(false);
@@ -581,9 +589,9 @@ pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool>
     let data_dir = dir.join(&data_name);
     std::fs::create_dir(&data_dir)?;
     for (name, content) in files {
-        let path = data_dir.join(name);
-        std::fs::write(&path, content)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let mut file = create_new_with_mode(&data_dir.join(name), 0o600)?;
+        std::io::Write::write_all(&mut file, content)?;
+        file.sync_all()?;
     }
     let previous = std::fs::read_link(dir.join("..data")).ok();
     let tmp = dir.join("..data_tmp");
@@ -672,6 +680,42 @@ mod tests {
         assert_eq!(verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now), Verdict::RenewCa);
         let renamed = CertSettings { service: "elsewhere".into(), ..settings() };
         assert_eq!(verdict(&m, &renamed, now), Verdict::RenewServing);
+    }
+
+    /// A watcher polling the folder while keys are written never sees a key file readable by
+    /// anyone but the owner (write-then-chmod would leave a window with the umask's 0644).
+    #[test]
+    fn key_files_are_owner_only_from_their_creation() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (dir, done) = (dir.path().to_owned(), done.clone());
+            std::thread::spawn(move || {
+                let (mut seen, mut open_modes) = (0, Vec::new());
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                        let Ok(meta) = std::fs::metadata(entry.path().join(TLS_KEY)) else { continue };
+                        seen += 1;
+                        let mode = meta.permissions().mode() & 0o777;
+                        if mode != 0o600 {
+                            open_modes.push(mode);
+                        }
+                    }
+                }
+                (seen, open_modes)
+            })
+        };
+        let key = vec![b'k'; 256 * 1024];
+        for i in 0..150u32 {
+            let mut content = key.clone();
+            content[..4].copy_from_slice(&i.to_be_bytes());
+            write_files(dir.path(), &[(TLS_CRT, b"c"), (TLS_KEY, &content)]).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (seen, open_modes) = watcher.join().unwrap();
+        assert!(seen > 0, "the watcher never saw a key file");
+        assert!(open_modes.is_empty(), "key files seen with modes {open_modes:?} (decimal; {} of {seen} looks)", open_modes.len());
     }
 
     #[test]
