@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::client::{BOTH, Proto, TlsClient, channel_body, http_get};
+use common::h2::{self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
@@ -49,97 +50,11 @@ async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Duratio
     }
 }
 
-// ---- raw HTTP/2 frames ----
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
-const NO_ERROR: u32 = 0;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// HPACK (static table, literals without indexing) for `POST https://localhost/mutate-pod`,
-/// `content-type: application/json`.
-fn request_headers() -> Vec<u8> {
-    let mut h = vec![0x83, 0x87, 0x04, 11];
-    h.extend_from_slice(b"/mutate-pod");
-    h.extend_from_slice(&[0x01, 9]);
-    h.extend_from_slice(b"localhost");
-    h.extend_from_slice(&[0x0F, 0x10, 16]);
-    h.extend_from_slice(b"application/json");
-    h
-}
-
-/// Open a raw HTTP/2 connection, write each step's bytes then wait its pause, and listen for
-/// `listen` in all, acknowledging the server's SETTINGS and PINGs as a real client does (hyper's
-/// graceful close waits for a PING round trip after its GOAWAY): the GOAWAY codes received and
-/// whether the server closed the connection.
+/// The error codes of the GOAWAY frames the server sent in a raw HTTP/2 session, and whether it
+/// closed the connection.
 async fn h2_session(client: &TlsClient, steps: Vec<(Vec<u8>, Duration)>, listen: Duration) -> (Vec<u32>, bool) {
-    let Ok(tls) = client.connect_raw(Proto::Http2).await else { return (Vec::new(), true) };
-    let (mut reader, mut writer) = tokio::io::split(tls);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let writer_task = tokio::spawn(async move {
-        while let Some(bytes) = rx.recv().await {
-            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut start = PREFACE.to_vec();
-    start.extend_from_slice(&frame(SETTINGS, 0, 0, &[]));
-    let _ = tx.send(start);
-    let steps_tx = tx.clone();
-    let steps_task = tokio::spawn(async move {
-        for (bytes, pause) in steps {
-            if steps_tx.send(bytes).is_err() {
-                return;
-            }
-            tokio::time::sleep(pause).await;
-        }
-    });
-    let deadline = Instant::now() + listen;
-    let (mut pending, mut codes, mut closed) = (Vec::new(), Vec::new(), false);
-    let mut buf = [0u8; 16 * 1024];
-    while let Ok(read) = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), reader.read(&mut buf)).await {
-        let n = match read {
-            Ok(0) | Err(_) => {
-                closed = true;
-                break;
-            }
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&buf[..n]);
-        while pending.len() >= 9 {
-            let len = u32::from_be_bytes([0, pending[0], pending[1], pending[2]]) as usize;
-            if pending.len() < 9 + len {
-                break;
-            }
-            let (kind, flags, payload) = (pending[3], pending[4], pending[9..9 + len].to_vec());
-            match kind {
-                GOAWAY if len >= 8 => codes.push(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]])),
-                SETTINGS if flags & 1 == 0 => drop(tx.send(frame(SETTINGS, 1, 0, &[]))),
-                PING if flags & 1 == 0 => drop(tx.send(frame(PING, 1, 0, &payload))),
-                _ => {}
-            }
-            pending.drain(..9 + len);
-        }
-    }
-    steps_task.abort();
-    writer_task.abort();
-    (codes, closed)
+    let (frames, closed) = h2::session(client, steps, listen).await;
+    (frames.iter().filter_map(h2::Frame::goaway_code).collect(), closed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
