@@ -14,7 +14,7 @@ use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::Rbac
 pub enum What {
     /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration.
     Webhooks,
-    /// The CustomResourceDefinitions, generated from the API types (what `manifests/crds/` holds).
+    /// The CustomResourceDefinitions, generated from the API types (what `manifests/components/sidecarset-crd/` holds).
     Crds,
     /// ClusterRoles, Roles and bindings, annotated with the mode that needs each.
     Rbac,

@@ -1,13 +1,20 @@
 //! Least-privilege RBAC for the server's ServiceAccount, one object per reason, each annotated
-//! with the mode that needs it (`kruise-admission.dev/needed-for`):
+//! with the mode that needs it (`kruise-admission.dev/needed-for`). The verbs are exactly the
+//! requests the server makes (and nothing else):
 //!
-//! - folder mode (`--cluster-dir`, provided certificates): the server reads nothing from the API,
-//!   so it needs no role at all (and the Deployment does not mount a token);
-//! - `live-cluster`: watches SidecarSets and Namespaces (cluster-wide), ControllerRevisions and
-//!   the `kruise-configuration` ConfigMap (by name) in the Kruise namespace only; looks up pods and PVCs of a namespace being deleted (delete protection,
-//!   `Cascading`), and custom resources of a CRD being deleted through an aggregated ClusterRole
-//!   the operator extends per CRD (so the server never holds `list` on `*`);
-//! - `self-managed-certs`: its own Secret and its own two webhook configurations, by name.
+//! - `live-cluster` (`--cluster-mode=live`, `cluster::live`): list + watch of SidecarSets and
+//!   Namespaces (cluster-wide), of ControllerRevisions and of the `kruise-configuration` ConfigMap
+//!   (by name: it is listed and watched with a `metadata.name` field selector) in the Kruise
+//!   namespace only; the live lookups: list pods and PVCs of a Namespace whose `Cascading`
+//!   deletion is checked, get a pod by name (CloneSet `podsToDelete`), and list the custom
+//!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
+//!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
+//!   unknown names, which RBAC cannot narrow.
+//! - `self-managed-certs` (`--cert-mode=self-managed`, `cluster::live::certs`): get, update of its
+//!   own Secret by name, create of Secrets in its own namespace (RBAC cannot name an object that
+//!   does not exist yet), get, update of its own two webhook configurations by name.
+//! - folder mode with provided certificates reads nothing from the API server and needs none of
+//!   this (the kustomize components and the chart leave these objects out there).
 
 use serde_json::{Value, json};
 
@@ -64,7 +71,7 @@ fn role(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, rules
 pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let live = "live-cluster";
     let certs = "self-managed-certs";
-    let watch = json!(["get", "list", "watch"]);
+    let watch = json!(["list", "watch"]);
     let cluster_reader = format!("{NAME}:cluster-reader");
     let revisions = format!("{NAME}:kruise-revisions");
     let custom = format!("{NAME}:custom-resources");
@@ -72,7 +79,8 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let configurations = format!("{NAME}:webhook-configurations");
     let kruise_ns = Some(options.kruise_namespace.as_str());
     let own_ns = Some(target.namespace.as_str());
-    let by_name = json!(["get", "list", "watch", "update", "patch"]);
+    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch, no watch.
+    let by_name = json!(["get", "update"]);
     vec![
         role(
             "ClusterRole",
@@ -83,8 +91,11 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 // The snapshot: SidecarSets are cluster-scoped, Namespaces are read for their labels.
                 { "apiGroups": ["apps.kruise.io"], "resources": ["sidecarsets"], "verbs": watch },
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": watch },
-                // Live lookups: a pod by name, and pods/PVCs of a namespace whose deletion is checked.
-                { "apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list"] },
+                // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading
+                // deletion is checked; a pod by name (CloneSet podsToDelete). Their names are not
+                // known in advance, so RBAC cannot narrow them.
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] },
+                { "apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"] },
             ]),
         ),
         binding("ClusterRoleBinding", &cluster_reader, None, live, target),
