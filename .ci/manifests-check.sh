@@ -109,11 +109,19 @@ done
 "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=provided \
     --set certs.provided.caBundle="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)" \
     >"$out/helm-provided-ca.yaml"
-# Every optional object on at once, in another namespace and release name.
+# Every optional object on at once, in another namespace and release name: client authentication
+# with a chart-made CA ConfigMap, NetworkPolicy sources restricted.
+client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----')
 "$helm" template ka "$chart" --namespace platform --set certs.mode=cert-manager \
+    --set clientAuth.enabled=true --set-string clientAuth.caCert="$client_ca" \
+    --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
+    --set 'networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24' \
+    --set 'networkPolicy.metrics[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
     --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
     --set 'webhooks.excludeNamespaces={monitoring,istio-system}' --set capabilities.deleteProtection.enabled=false \
     --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
+    >"$out/helm-networkpolicy-off.yaml"
 "$bin" manifests rbac --namespace kruise-admission >"$out/binary-rbac.yaml"
 "$bin" manifests webhooks --namespace kruise-admission >"$out/binary-webhooks.yaml"
 ls -1 "$out"
@@ -123,7 +131,9 @@ step "helm lint --strict"
 for mode in provided cert-manager self-managed; do
     for live in true false; do
         "$helm" lint --strict "$chart" --set certs.mode=$mode --set liveCluster.enabled=$live \
-            --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true
+            --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
+            --set clientAuth.enabled=$live --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
+            --set networkPolicy.enabled=$live
     done
 done
 
@@ -162,7 +172,7 @@ for file in "$out"/*.yaml; do
 done
 [ $status -eq 0 ] || { echo "kubernetes-validate found problems"; exit 1; }
 
-step "custom resources (structure)"
+step "custom resources and NetworkPolicies (structure)"
 "$py" - "$out"/*.yaml <<'PY'
 import sys
 import yaml
@@ -175,6 +185,34 @@ for path in sys.argv[1:]:
     services = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Service"}
     issuers = {(o["kind"], o["metadata"]["name"]) for o in objects if o.get("kind") in ("Issuer", "ClusterIssuer")}
     configurations = [o for o in objects if o.get("kind", "").endswith("WebhookConfiguration")]
+    deployments = [o for o in objects if o.get("kind") == "Deployment"]
+    # NetworkPolicy (issue 17): where a Deployment is rendered, exactly one policy selects its pods
+    # and admits TCP to its webhook and metrics container ports only.
+    policies = [o for o in objects if o.get("kind") == "NetworkPolicy"]
+    for d in deployments:
+        name = path.rsplit('/', 1)[-1]
+        if "networkpolicy-off" in name:
+            if policies:
+                problems.append(f"{name}: networkPolicy.enabled=false still renders a NetworkPolicy")
+            continue
+        pod = d["spec"]["template"]
+        labels = pod["metadata"].get("labels") or {}
+        selecting = [p for p in policies
+                     if p["metadata"].get("namespace") == d["metadata"].get("namespace")
+                     and all(labels.get(k) == v for k, v in (p["spec"].get("podSelector", {}).get("matchLabels") or {}).items())
+                     and p["spec"].get("podSelector", {}).get("matchLabels")]
+        if len(selecting) != 1:
+            problems.append(f"{name}: {len(selecting)} NetworkPolicies select the server pods, expected 1")
+            continue
+        spec = selecting[0]["spec"]
+        ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+        admitted = sorted((p.get("protocol", "TCP"), p["port"]) for r in spec.get("ingress", []) for p in r.get("ports", []))
+        if admitted != sorted(("TCP", ports[n]) for n in ("webhook", "metrics")):
+            problems.append(f"{name}: the NetworkPolicy admits {admitted}, not exactly the webhook and metrics ports {ports}")
+        if any(not r.get("ports") for r in spec.get("ingress", [])):
+            problems.append(f"{name}: a NetworkPolicy rule without ports admits every port")
+        if spec.get("policyTypes") != ["Ingress"]:
+            problems.append(f"{name}: policyTypes {spec.get('policyTypes')}: egress to the API server must stay open")
     certificates = {f'{o["metadata"].get("namespace")}/{o["metadata"]["name"]}': o for o in objects if o.get("kind") == "Certificate"}
     for o in objects:
         kind, name = o.get("kind"), o.get("metadata", {}).get("name")
@@ -214,7 +252,7 @@ for path in sys.argv[1:]:
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print("custom resources: ok")
+print("custom resources and NetworkPolicies: ok")
 PY
 
 step "chart vs binary, kustomize examples, drift (cargo test --test manifests, helm and kubectl required)"
