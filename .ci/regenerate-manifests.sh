@@ -5,6 +5,7 @@
 #   manifests/webhooks.yaml                                         kruise-admission manifests webhooks
 #   manifests/rbac.yaml                                             kruise-admission manifests rbac
 #   charts/kruise-admission/files/webhooks.json                     kruise-admission manifests chart-table
+#   charts/kruise-admission/files/rbac.json                         kruise-admission manifests chart-rbac
 #   manifests/components/sidecarset-crd/, charts/kruise-admission/crds/   kruise-admission manifests crds
 # Each file is written to a temporary file first and moved into place only when the command
 # succeeded, so a failing binary never leaves a file truncated.
@@ -40,6 +41,7 @@ generate() {
 generate manifests/webhooks.yaml webhooks
 generate manifests/rbac.yaml rbac
 generate charts/kruise-admission/files/webhooks.json chart-table
+generate charts/kruise-admission/files/rbac.json chart-rbac
 generate manifests/components/sidecarset-crd/apps.kruise.io_sidecarsets.yaml crds
 generate charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml crds
 git status --short manifests charts

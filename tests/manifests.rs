@@ -158,6 +158,15 @@ fn checked_in_rbac_matches_the_generator() {
 }
 
 #[test]
+fn checked_in_chart_rbac_matches_the_generator() {
+    assert_no_drift(
+        "charts/kruise-admission/files/rbac.json",
+        &deploy::chart_rbac_json(),
+        "kruise-admission manifests chart-rbac > charts/kruise-admission/files/rbac.json",
+    );
+}
+
+#[test]
 fn checked_in_chart_table_matches_the_table() {
     assert_no_drift(
         "charts/kruise-admission/files/webhooks.json",
@@ -172,7 +181,7 @@ fn checked_in_chart_table_matches_the_table() {
 #[test]
 fn rbac_grants_exactly_what_the_server_calls() {
     let target = target("own-ns", "svc");
-    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into() };
+    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into(), ..RbacOptions::default() };
     let objects = deploy::rbac::objects(&target, &options);
     let mut granted = Vec::new();
     for object in objects.iter().filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role") {
@@ -596,11 +605,21 @@ fn the_chart_rbac_matches_the_binarys() {
         v.sort_by_key(|o| o.to_string());
         v
     };
-    // The defaults (live mode, self-managed certificates) render all of it.
+    // The defaults (live mode, self-managed certificates) render all of it, for any release name,
+    // namespace, Kruise namespace and Secret.
     let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
     let binary = sorted(deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect());
     assert_eq!(chart, binary);
+    let rendered = helm_template(&helm, "platform", "ka", &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"]);
+    let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
+    let options = RbacOptions { name: "ka-kruise-admission".into(), kruise_namespace: "kruise".into(), cert_secret: "own-tls".into() };
+    let binary = sorted(deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options).iter().map(essentials).collect());
+    assert_eq!(chart, binary);
+    for object in rendered.iter().filter(is_rbac) {
+        assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/instance"], "ka", "the chart's own labels");
+        assert!(!object.to_string().contains('@'), "a placeholder left in {object}");
+    }
     // Each mode gets only its own objects.
     let needed_for = |sets: &[&str]| {
         let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", sets);

@@ -94,6 +94,14 @@ pub fn rbac_yaml(target: &Target, options: &rbac::RbacOptions) -> Result<String,
     ))
 }
 
+/// `kruise-admission manifests chart-rbac` output: the Helm chart's `files/rbac.json`.
+pub fn chart_rbac_json() -> String {
+    // Serialising a `Value` cannot fail.
+    let mut text = serde_json::to_string_pretty(&rbac::chart_objects()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// `kruise-admission manifests chart-table` output: the Helm chart's `files/webhooks.json`.
 pub fn chart_table_json() -> String {
     // Serialising a `Value` cannot fail.
