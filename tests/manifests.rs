@@ -759,7 +759,21 @@ fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
     assert_eq!(crds.len(), 1);
     let expected = parse_yaml(&kruise_admission::api::crd::sidecarset_crd_yaml()).remove(0);
     assert_eq!(crds[0], &expected);
-    assert_eq!(with_crd.len(), base.len() + 1, "the component adds the CRD and nothing else");
+    // ... and the namespace the base's live-mode Role lives in, which only OpenKruise would have made.
+    let added: Vec<(String, String)> = with_crd
+        .iter()
+        .filter(|o| !base.contains(o))
+        .map(|o| (o["kind"].as_str().expect("kind").to_owned(), o["metadata"]["name"].as_str().expect("name").to_owned()))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            ("Namespace".to_owned(), "kruise-system".to_owned()),
+            ("CustomResourceDefinition".to_owned(), "sidecarsets.apps.kruise.io".to_owned())
+        ]
+    );
+    assert!(base.iter().any(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kruise-system"));
+    assert_eq!(with_crd.len(), base.len() + 2, "the component adds those two and changes nothing else");
 }
 
 /// Each example under examples/kustomize does what its name says (issue 16, point 7).
