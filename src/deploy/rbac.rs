@@ -92,7 +92,8 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             None,
             live,
             json!([
-                // The snapshot: SidecarSets are cluster-scoped, Namespaces are read for their labels.
+                // The snapshot: every SidecarSet (cluster-scoped) and every Namespace (for its labels),
+                // so no name to restrict to.
                 { "apiGroups": ["apps.kruise.io"], "resources": ["sidecarsets"], "verbs": watch },
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": watch },
                 // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading
@@ -103,7 +104,8 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             ]),
         ),
         binding("ClusterRoleBinding", &cluster_reader, None, live, target, options),
-        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only. The
+        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only.
+        // Revisions are named by Kruise per revision, so they cannot be granted by name. The
         // ConfigMap is listed and watched with `metadata.name=kruise-configuration`, which is
         // what lets `resourceNames` apply to list and watch.
         role(
