@@ -1,0 +1,188 @@
+# shellcheck shell=bash
+# Helpers of the end-to-end suite (sourced by run.sh): results, waiting, the cluster (etcd and
+# kube-apiserver on 127.0.0.1) and kruise-admission as its own process. Every address is on
+# loopback; every process this file starts is recorded and stopped by `e2e_cleanup`.
+
+PASSED=0
+FAILED=0
+FAILURES=()
+PIDS=()
+
+say() { printf '\n== %s [%s, load %s]\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+pass() { PASSED=$((PASSED + 1)); printf 'PASS %s: %s\n' "$1" "$2"; }
+fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); printf 'FAIL %s: %s\n' "$1" "$2"; }
+# check NAME REASON-IF-OK REASON-IF-NOT CMD...: PASS or FAIL on CMD's exit status.
+check() {
+    local name=$1 ok=$2 bad=$3
+    shift 3
+    if "$@"; then pass "$name" "$ok"; else fail "$name" "$bad"; fi
+}
+die() { printf 'e2e: %s\n' "$*" >&2; exit 2; }
+
+# wait_for SECONDS CMD...: run CMD every 0.2 s until it succeeds; false after SECONDS.
+wait_for() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
+free_port() {
+    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Start a background process, remembered for cleanup: spawn LOG CMD...; sets SPAWNED.
+spawn() {
+    local log=$1
+    shift
+    "$@" >>"$log" 2>&1 &
+    SPAWNED=$!
+    PIDS+=("$SPAWNED")
+}
+
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    kill -"$sig" "$pid" 2>/dev/null || return 0
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+e2e_cleanup() {
+    local rc=$?
+    set +e
+    # Newest first: the webhook servers, then kube-apiserver, then etcd.
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
+    [ -n "${WATCHDOG:-}" ] && kill "$WATCHDOG" 2>/dev/null
+    if [ "$rc" -ne 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+        printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$WORK" >&2
+        for f in "$WORK"/logs/*.log; do
+            [ -f "$f" ] || continue
+            printf -- '--- %s\n' "$f" >&2
+            tail -n 15 "$f" >&2
+        done
+    fi
+    if [ -n "${WORK:-}" ] && [ "${E2E_KEEP:-0}" = 0 ]; then rm -rf "$WORK"; fi
+    exit "$rc"
+}
+
+# The suite stops by itself: after E2E_TIMEOUT seconds it is sent SIGTERM and cleans up.
+start_watchdog() {
+    local main=$$
+    (sleep "${E2E_TIMEOUT:-1800}" && echo "e2e: timed out after ${E2E_TIMEOUT:-1800} s" >&2 && kill -TERM "$main") &
+    WATCHDOG=$!
+}
+
+# kubectl as the cluster admin (a static token in system:masters).
+kc() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --request-timeout=20s "$@"; }
+
+# write_kubeconfig FILE TOKEN [CLIENT-CERT CLIENT-KEY]
+write_kubeconfig() {
+    cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $WORK/apiserver-tls/ca.crt
+users:
+- name: e2e
+  user:
+    token: $2
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: e2e}
+current-context: e2e
+EOF
+}
+
+start_etcd() {
+    local client peer
+    client=$(free_port)
+    peer=$(free_port)
+    ETCD_URL=http://127.0.0.1:$client
+    spawn "$WORK/logs/etcd.log" etcd --name e2e --data-dir "$WORK/etcd" \
+        --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+        --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "e2e=http://127.0.0.1:$peer"
+    wait_for 30 curl -sf "$ETCD_URL/health" || die "etcd did not come up (see $WORK/logs/etcd.log)"
+}
+
+# kube-apiserver with RBAC and static tokens: ADMIN_TOKEN (system:masters) and SA_TOKEN (the
+# server's service account, with the groups a real service-account token carries).
+# EXTRA_APISERVER_FLAGS (array) is appended.
+start_apiserver() {
+    APISERVER_PORT=$(free_port)
+    ADMIN_TOKEN=$(openssl rand -hex 16)
+    SA_TOKEN=$(openssl rand -hex 16)
+    SA_USER=system:serviceaccount:kruise-admission:kruise-admission
+    cat >"$WORK/tokens.csv" <<EOF
+$ADMIN_TOKEN,e2e-admin,e2e-admin,"system:masters"
+$SA_TOKEN,$SA_USER,e2e-sa-uid,"system:serviceaccounts,system:serviceaccounts:kruise-admission,system:authenticated"
+EOF
+    # The API server's serving pair (names localhost and 127.0.0.1), from our own `certs` command.
+    "$BIN" certs --out "$WORK/apiserver-tls" >/dev/null
+    openssl genrsa -out "$WORK/sa.key" 2048 2>/dev/null
+    # ServiceAccount admission is off: no controller-manager runs to create the token Secrets it
+    # would want for every pod. Everything else is the 1.20 default admission chain.
+    spawn "$WORK/logs/kube-apiserver.log" "$KUBE_APISERVER" \
+        --etcd-servers "$ETCD_URL" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" --insecure-port 0 \
+        --tls-cert-file "$WORK/apiserver-tls/tls.crt" --tls-private-key-file "$WORK/apiserver-tls/tls.key" \
+        --cert-dir "$WORK/apiserver-certs" \
+        --service-cluster-ip-range 127.100.0.0/24 \
+        --token-auth-file "$WORK/tokens.csv" --authorization-mode RBAC \
+        --service-account-key-file "$WORK/sa.key" --service-account-signing-key-file "$WORK/sa.key" \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --disable-admission-plugins ServiceAccount \
+        --profiling=false \
+        "${EXTRA_APISERVER_FLAGS[@]}"
+    write_kubeconfig "$WORK/admin.kubeconfig" "$ADMIN_TOKEN"
+    write_kubeconfig "$WORK/sa.kubeconfig" "$SA_TOKEN"
+    wait_for 120 kc get --raw /readyz || die "kube-apiserver did not become ready (see $WORK/logs/kube-apiserver.log)"
+    # RBAC's bootstrap roles are written by a post-start hook; wait for one we rely on.
+    wait_for 60 kc get clusterrolebinding system:discovery || die "RBAC bootstrap roles missing"
+}
+
+# mkns NAME...: create namespaces with the label kube-apiserver >= 1.21 sets on every namespace
+# (kubernetes.io/metadata.name=NAME). 1.20 predates it, and both the generated webhook
+# configurations (namespaceSelector excluding kube-system and the server's own namespace) and
+# SidecarSet v1alpha1 `spec.namespace` (converted to a selector on it, as Kruise does) rely on it.
+mkns() {
+    for ns in "$@"; do
+        kc get namespace "$ns" >/dev/null 2>&1 || kc create namespace "$ns" >/dev/null
+        kc label --overwrite namespace "$ns" "kubernetes.io/metadata.name=$ns" >/dev/null
+    done
+}
+
+# log_lines FILE: how many lines FILE has now (to read only what a step adds after it).
+log_lines() { wc -l <"$1"; }
+
+# The apiserver's own metrics (as the admin).
+apiserver_metrics() { kc get --raw /metrics; }
+
+# Start `kruise-admission serve` in live mode with self-managed certificates, as its service
+# account; sets SERVER_PID. The ports stay the same across restarts (the webhook URLs use them).
+start_server() {
+    spawn "$WORK/logs/kruise-admission.log" "$BIN" serve \
+        --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+        --cluster-mode live --cert-mode self-managed --kubeconfig "$WORK/sa.kubeconfig" \
+        --cert-dir "$WORK/server-certs" --namespace kruise-admission --kruise-namespace kruise-system \
+        --log-format json "${EXTRA_SERVER_FLAGS[@]}"
+    SERVER_PID=$SPAWNED
+}
+
+server_ready() { curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
+
+# server_reviews [FROM-LINE]: the server's review log lines (after FROM-LINE) as JSON, one per line.
+server_reviews() {
+    tail -n +"$((${1:-0} + 1))" "$WORK/logs/kruise-admission.log" \
+        | jq -c 'select(type == "object") | (.fields // .) | select(.message == "admission review")' 2>/dev/null
+}
+
+# YAML (multi-document) on stdin -> a JSON array of the objects on stdout.
+yaml_to_json() {
+    "$PYTHON" -c 'import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))'
+}
