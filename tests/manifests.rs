@@ -684,11 +684,7 @@ fn server_args(deployment: &Value) -> Vec<String> {
 }
 
 /// The arguments as `serve` parses them (every one must be a flag it accepts).
-///
-/// `--allowed-client-name` (issue 17, the `conn` branch) is not a flag of this branch's `serve`
-/// yet: it is checked as text by the client-auth tests and left out here.
 fn parsed_serve_args(args: &[String], origin: &str) -> kruise_admission::cli::serve::ServeArgs {
-    let args: Vec<String> = args.iter().filter(|a| !a.starts_with("--allowed-client-name=")).cloned().collect();
     use clap::Parser as _;
     #[derive(clap::Parser)]
     struct Cli {
@@ -699,7 +695,7 @@ fn parsed_serve_args(args: &[String], origin: &str) -> kruise_admission::cli::se
     enum Sub {
         Serve(Box<kruise_admission::cli::serve::ServeArgs>),
     }
-    let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args))
+    let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.iter().cloned()))
         .unwrap_or_else(|e| panic!("{origin}: serve rejects the arguments: {e}"))
         .command;
     *serve
@@ -923,6 +919,10 @@ fn assert_client_auth(objects: &[Value], deployment: &Value, enabled: bool, name
     }
     assert_eq!(allowed, names, "{origin}");
     let ca_file = PathBuf::from(ca_file.unwrap_or_else(|| panic!("{origin}: no --client-ca-file in {args:?}")));
+    // As `serve` reads them.
+    let serve = parsed_serve_args(&args, origin);
+    assert_eq!(serve.allowed_client_names, names, "{origin}");
+    assert_eq!(serve.client_ca_file.as_ref(), Some(&ca_file), "{origin}");
     let mount = pod["containers"][0]["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "client-ca").expect("mount");
     assert_eq!(mount["readOnly"], true, "{origin}");
     assert_eq!(ca_file.parent(), Some(Path::new(mount["mountPath"].as_str().expect("path"))), "{origin}");
