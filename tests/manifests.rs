@@ -154,10 +154,15 @@ fn checked_in_webhook_configurations_match_the_table() {
 #[test]
 fn checked_in_rbac_matches_the_generator() {
     let expected = deploy::rbac_yaml(&Target::default(), &RbacOptions::default()).expect("yaml");
+    assert_no_drift("manifests/rbac.yaml", &expected, "kruise-admission manifests rbac > manifests/rbac.yaml");
+}
+
+#[test]
+fn checked_in_chart_rbac_matches_the_generator() {
     assert_no_drift(
-        "manifests/components/live-cluster/rbac.yaml",
-        &expected,
-        "kruise-admission manifests rbac > manifests/components/live-cluster/rbac.yaml",
+        "charts/kruise-admission/files/rbac.json",
+        &deploy::chart_rbac_json(),
+        "kruise-admission manifests chart-rbac > charts/kruise-admission/files/rbac.json",
     );
 }
 
@@ -170,50 +175,66 @@ fn checked_in_chart_table_matches_the_table() {
     );
 }
 
-/// RBAC: what needs a name is limited to it, and nothing grants writes beyond the cert Secret
-/// (create, which cannot be limited by name, is only in the server's own namespace) and the two
-/// configurations.
+/// Every rule the generator grants, as (role kind, namespace, API group, resource, names, verbs):
+/// exactly the requests the server makes (`cluster::live` watches and lookups, `certs`), nothing
+/// more. A new API call must be added here and to `deploy::rbac` together.
 #[test]
-fn rbac_is_least_privilege() {
+fn rbac_grants_exactly_what_the_server_calls() {
     let target = target("own-ns", "svc");
-    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into() };
+    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into(), ..RbacOptions::default() };
     let objects = deploy::rbac::objects(&target, &options);
-    let mut writes = Vec::new();
+    let mut granted = Vec::new();
+    for object in objects.iter().filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role") {
+        for rule in object["rules"].as_array().expect("rules") {
+            for group in rule["apiGroups"].as_array().expect("groups") {
+                for resource in rule["resources"].as_array().expect("resources") {
+                    let names = rule.get("resourceNames").map_or_else(String::new, Value::to_string);
+                    let verbs: Vec<&str> = rule["verbs"].as_array().expect("verbs").iter().map(|v| v.as_str().expect("verb")).collect();
+                    granted.push(format!(
+                        "{} {} {}/{} {names} {}",
+                        object["kind"].as_str().expect("kind"),
+                        object["metadata"]["namespace"].as_str().unwrap_or("*"),
+                        group.as_str().expect("group"),
+                        resource.as_str().expect("resource"),
+                        verbs.join(",")
+                    ));
+                }
+            }
+        }
+    }
+    granted.sort();
+    let mut expected = vec![
+        // Watches (list + watch only: the reflector never gets one object).
+        "ClusterRole * apps.kruise.io/sidecarsets  list,watch",
+        "ClusterRole * /namespaces  list,watch",
+        "Role kruise-ns apps/controllerrevisions  list,watch",
+        // Listed and watched with the field selector metadata.name=kruise-configuration.
+        r#"Role kruise-ns /configmaps ["kruise-configuration"] list,watch"#,
+        // Live lookups: Cascading Namespace (pods, PVCs), CloneSet podsToDelete (a pod by name).
+        "ClusterRole * /pods  get,list",
+        "ClusterRole * /persistentvolumeclaims  list",
+        // Self-managed certificates: create cannot name an object that does not exist yet.
+        "Role own-ns /secrets  create",
+        r#"Role own-ns /secrets ["my-secret"] get,update"#,
+        r#"ClusterRole * admissionregistration.k8s.io/mutatingwebhookconfigurations ["kruise-admission"] get,update"#,
+        r#"ClusterRole * admissionregistration.k8s.io/validatingwebhookconfigurations ["kruise-admission"] get,update"#,
+    ];
+    expected.sort_unstable();
+    assert_eq!(granted, expected);
+    // Custom resources of a CRD being deleted: an aggregated role the operator extends per CRD.
+    let custom = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:custom-resources").expect("aggregated role");
+    assert_eq!(custom["rules"], json!([]));
+    assert_eq!(
+        custom["aggregationRule"],
+        json!({ "clusterRoleSelectors": [{ "matchLabels": { "kruise-admission.dev/aggregate-to-custom-resources": "true" } }] })
+    );
     for object in &objects {
         let needed_for = object["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("every object says its mode");
         assert!(matches!(needed_for, "live-cluster" | "self-managed-certs"), "{needed_for}");
-        for rule in object["rules"].as_array().into_iter().flatten() {
-            for verb in rule["verbs"].as_array().expect("verbs") {
-                assert_ne!(verb, "*");
-                if !matches!(verb.as_str(), Some("get" | "list" | "watch")) {
-                    writes.push((object["kind"].clone(), object["metadata"]["namespace"].clone(), rule.clone(), verb.clone()));
-                }
-            }
-            assert!(!rule["resources"].as_array().expect("resources").contains(&json!("*")));
-        }
         if let Some(subjects) = object.get("subjects") {
             assert_eq!(subjects, &json!([{ "kind": "ServiceAccount", "name": "kruise-admission", "namespace": "own-ns" }]));
         }
     }
-    for (kind, namespace, rule, verb) in writes {
-        if verb == "create" {
-            assert_eq!((kind.as_str(), namespace.as_str()), (Some("Role"), Some("own-ns")));
-            assert_eq!(rule["resources"], json!(["secrets"]));
-        } else {
-            let names = &rule["resourceNames"];
-            assert!(names == &json!(["my-secret"]) || names == &json!(["kruise-admission"]), "{verb} without a name: {rule}");
-        }
-    }
-    let revisions = objects.iter().find(|o| o["kind"] == "Role" && o["rules"][0]["resources"] == json!(["controllerrevisions"]));
-    let revisions = revisions.expect("a Role for ControllerRevisions");
-    assert_eq!(revisions["metadata"]["namespace"], "kruise-ns");
-    // Live mode lists and watches Kruise's ConfigMap by name (field selector), so the grant is by name.
-    assert!(
-        revisions["rules"].as_array().expect("rules").contains(&json!({
-            "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kruise-configuration"], "verbs": ["get", "list", "watch"]
-        })),
-        "{revisions}"
-    );
 }
 
 #[test]
@@ -318,7 +339,12 @@ fn the_chart_renders_the_binarys_webhook_entries() {
     // A provided CA lands in the same place as `manifests webhooks --ca-bundle-file` puts it.
     let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
     let encoded = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
-    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.provided.caBundle={encoded}")]);
+    let objects = helm_template(
+        &helm,
+        "kruise-admission",
+        "kruise-admission",
+        &["certs.mode=provided", &format!("certs.provided.caBundle={encoded}")],
+    );
     let with_ca = Target { ca_bundle: Some(pem.as_bytes().to_vec()), ..Target::default() };
     let [mutating, validating] = configurations(&with_ca);
     assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"]);
@@ -512,10 +538,12 @@ fn the_chart_renders_serve_flags_for_each_mode() {
         return;
     };
     for (sets, live, self_managed) in [
-        (&[][..], false, false),
-        (&["liveCluster.enabled=true"][..], true, false),
-        (&["certs.mode=self-managed"][..], false, true),
-        (&["certs.mode=self-managed", "liveCluster.enabled=true", "certs.selfManaged.secretName=own"][..], true, true),
+        // The defaults: live mode, self-managed certificates.
+        (&[][..], true, true),
+        (&["certs.mode=provided"][..], true, false),
+        (&["liveCluster.enabled=false"][..], false, true),
+        (&["liveCluster.enabled=false", "certs.mode=cert-manager"][..], false, false),
+        (&["certs.selfManaged.secretName=own"][..], true, true),
     ] {
         let objects = helm_template(&helm, "platform", "ka", sets);
         let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
@@ -577,12 +605,38 @@ fn the_chart_rbac_matches_the_binarys() {
         v.sort_by_key(|o| o.to_string());
         v
     };
-    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &["liveCluster.enabled=true", "certs.mode=self-managed"]);
+    // The defaults (live mode, self-managed certificates) render all of it, for any release name,
+    // namespace, Kruise namespace and Secret.
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
     let binary = sorted(deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect());
     assert_eq!(chart, binary);
+    let rendered = helm_template(&helm, "platform", "ka", &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"]);
+    let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
+    let options = RbacOptions { name: "ka-kruise-admission".into(), kruise_namespace: "kruise".into(), cert_secret: "own-tls".into() };
+    let binary = sorted(deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options).iter().map(essentials).collect());
+    assert_eq!(chart, binary);
+    for object in rendered.iter().filter(is_rbac) {
+        assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/instance"], "ka", "the chart's own labels");
+        assert!(!object.to_string().contains('@'), "a placeholder left in {object}");
+    }
+    // Each mode gets only its own objects.
+    let needed_for = |sets: &[&str]| {
+        let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", sets);
+        let mut modes: Vec<String> = rendered
+            .iter()
+            .filter(is_rbac)
+            .map(|o| o["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("mode").to_owned())
+            .collect();
+        modes.sort();
+        modes.dedup();
+        modes
+    };
+    assert_eq!(needed_for(&["certs.mode=provided"]), ["live-cluster"]);
+    assert_eq!(needed_for(&["certs.mode=cert-manager"]), ["live-cluster"]);
+    assert_eq!(needed_for(&["liveCluster.enabled=false"]), ["self-managed-certs"]);
     // Folder mode with provided certificates: no RBAC and no token.
-    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
+    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &["liveCluster.enabled=false", "certs.mode=provided"]);
     assert!(!rendered.iter().any(|o| is_rbac(&o)));
     let account = rendered.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
     assert_eq!(account["automountServiceAccountToken"], false);
@@ -601,4 +655,382 @@ fn the_chart_values_have_a_switch_for_every_capability() {
         assert_eq!(values["capabilities"][&key], json!({ "enabled": true, "failurePolicy": "" }), "capabilities.{key} in values.yaml");
         assert!(required.as_array().expect("required").contains(&json!(key)), "capabilities.{key} in values.schema.json");
     }
+}
+
+/// `$KUBECTL`, else `kubectl` on PATH (kustomize is built in). With `KRUISE_REQUIRE_HELM` set (CI,
+/// .ci/manifests-check.sh), a missing kubectl fails instead of skipping.
+fn kubectl() -> Option<PathBuf> {
+    let found = std::env::var_os("KUBECTL").map(PathBuf::from).or_else(|| {
+        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
+    });
+    assert!(found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(), "KRUISE_REQUIRE_HELM is set but kubectl is not found");
+    found
+}
+
+/// `kubectl kustomize <dir>` (relative to the repository), parsed.
+fn kustomize(kubectl: &Path, dir: &str) -> Vec<Value> {
+    let out = Command::new(kubectl).arg("kustomize").arg(repo().join(dir)).output().expect("run kubectl");
+    assert!(out.status.success(), "kubectl kustomize {dir} failed: {}", String::from_utf8_lossy(&out.stderr));
+    parse_yaml(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn server_args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("text").to_owned())
+        .collect()
+}
+
+/// The arguments as `serve` parses them (every one must be a flag it accepts).
+fn parsed_serve_args(args: &[String], origin: &str) -> kruise_admission::cli::serve::ServeArgs {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Sub,
+    }
+    #[derive(clap::Subcommand)]
+    enum Sub {
+        Serve(Box<kruise_admission::cli::serve::ServeArgs>),
+    }
+    let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.iter().cloned()))
+        .unwrap_or_else(|e| panic!("{origin}: serve rejects the arguments: {e}"))
+        .command;
+    *serve
+}
+
+/// Issue 16: what `kubectl apply -k manifests/` and `helm install` give with no values is live
+/// mode with self-managed certificates. Read from the files themselves (no tool needed).
+#[test]
+fn the_installed_defaults_are_live_mode_with_self_managed_certificates() {
+    use kruise_admission::cluster::live::{CertMode, ClusterMode};
+    let deployment = parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment")).remove(0);
+    let args = server_args(&deployment);
+    let serve = parsed_serve_args(&args, "manifests/deployment.yaml");
+    assert_eq!(serve.live.cluster_mode, ClusterMode::Live, "{args:?}");
+    assert_eq!(serve.live.cert_mode, CertMode::SelfManaged, "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--cluster-dir") || a.starts_with("--tls-")),
+        "folder or file flags in live, self-managed mode: {args:?}"
+    );
+    assert_eq!(deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], true);
+    let account = parse_yaml(&std::fs::read_to_string(repo().join("manifests/serviceaccount.yaml")).expect("account")).remove(0);
+    assert_eq!(account["automountServiceAccountToken"], true);
+    // The base carries the RBAC, and no CRD.
+    let base = parse_yaml(&std::fs::read_to_string(repo().join("manifests/kustomization.yaml")).expect("kustomization")).remove(0);
+    let resources: Vec<&str> = base["resources"].as_array().expect("resources").iter().map(|r| r.as_str().expect("path")).collect();
+    assert!(resources.contains(&"rbac.yaml"), "{resources:?}");
+    assert!(base.get("components").is_none(), "the base pulls in no component: {base}");
+    for resource in &resources {
+        let text = std::fs::read_to_string(repo().join("manifests").join(resource)).expect("resource");
+        assert!(!parse_yaml(&text).iter().any(|o| o["kind"] == "CustomResourceDefinition"), "the base ships a CRD in {resource}");
+    }
+    // The chart's values.
+    let values = parse_yaml(&std::fs::read_to_string(repo().join("charts/kruise-admission/values.yaml")).expect("values")).remove(0);
+    assert_eq!(values["certs"]["mode"], "self-managed");
+    assert_eq!(values["liveCluster"]["enabled"], true);
+}
+
+/// Rendered with kustomize: the base has no CRD (an existing OpenKruise keeps its own); the
+/// sidecarset-crd component adds exactly the generated SidecarSet CRD; the base's RBAC is the
+/// generator's.
+#[test]
+fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
+    let Some(kubectl) = kubectl() else {
+        eprintln!("SKIPPED the_kustomize_base_ships_no_crd_…: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        return;
+    };
+    let base = kustomize(&kubectl, "manifests");
+    assert!(!base.iter().any(|o| o["kind"] == "CustomResourceDefinition"));
+    let mut rbac: Vec<Value> = base.iter().filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1").cloned().collect();
+    let mut generated = deploy::rbac::objects(&Target::default(), &RbacOptions::default());
+    let key = |o: &Value| (o["kind"].to_string(), o["metadata"]["name"].to_string());
+    rbac.sort_by_key(key);
+    generated.sort_by_key(key);
+    assert_eq!(rbac, generated);
+    let with_crd = kustomize(&kubectl, "examples/kustomize/without-openkruise");
+    let crds: Vec<&Value> = with_crd.iter().filter(|o| o["kind"] == "CustomResourceDefinition").collect();
+    assert_eq!(crds.len(), 1);
+    let expected = parse_yaml(&kruise_admission::api::crd::sidecarset_crd_yaml()).remove(0);
+    assert_eq!(crds[0], &expected);
+    // ... and the namespace the base's live-mode Role lives in, which only OpenKruise would have made.
+    let added: Vec<(String, String)> = with_crd
+        .iter()
+        .filter(|o| !base.contains(o))
+        .map(|o| (o["kind"].as_str().expect("kind").to_owned(), o["metadata"]["name"].as_str().expect("name").to_owned()))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            ("Namespace".to_owned(), "kruise-system".to_owned()),
+            ("CustomResourceDefinition".to_owned(), "sidecarsets.apps.kruise.io".to_owned())
+        ]
+    );
+    assert!(base.iter().any(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kruise-system"));
+    assert_eq!(with_crd.len(), base.len() + 2, "the component adds those two and changes nothing else");
+}
+
+/// Each example under examples/kustomize does what its name says (issue 16, point 7).
+#[test]
+fn every_kustomize_example_does_what_its_name_says() {
+    use kruise_admission::cluster::live::{CertMode, ClusterMode};
+    let Some(kubectl) = kubectl() else {
+        eprintln!("SKIPPED every_kustomize_example_does_what_its_name_says: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        return;
+    };
+    /// What one example must render.
+    struct Example {
+        name: &'static str,
+        cluster_mode: ClusterMode,
+        cert_mode: CertMode,
+        cert_manager: bool,
+        /// `kruise-admission.dev/needed-for` of its RBAC objects.
+        rbac_modes: &'static [&'static str],
+        token: bool,
+        crd: bool,
+    }
+    let both = &["live-cluster", "self-managed-certs"][..];
+    let (live, folder, self_managed, provided) = (ClusterMode::Live, ClusterMode::Folder, CertMode::SelfManaged, CertMode::Provided);
+    let expected = [
+        Example {
+            name: "cert-manager",
+            cluster_mode: live,
+            cert_mode: provided,
+            cert_manager: true,
+            rbac_modes: &["live-cluster"],
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "client-auth",
+            cluster_mode: live,
+            cert_mode: self_managed,
+            cert_manager: false,
+            rbac_modes: both,
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "folder-mode",
+            cluster_mode: folder,
+            cert_mode: provided,
+            cert_manager: false,
+            rbac_modes: &[],
+            token: false,
+            crd: false,
+        },
+        Example {
+            name: "live-cluster",
+            cluster_mode: live,
+            cert_mode: self_managed,
+            cert_manager: false,
+            rbac_modes: both,
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "provided-certs",
+            cluster_mode: live,
+            cert_mode: provided,
+            cert_manager: false,
+            rbac_modes: &["live-cluster"],
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "without-openkruise",
+            cluster_mode: live,
+            cert_mode: self_managed,
+            cert_manager: false,
+            rbac_modes: both,
+            token: true,
+            crd: true,
+        },
+    ];
+    let mut examples: Vec<String> = std::fs::read_dir(repo().join("examples/kustomize"))
+        .expect("examples/kustomize")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    examples.sort();
+    assert_eq!(examples, expected.iter().map(|e| e.name).collect::<Vec<_>>(), "every example is checked here");
+    for Example { name, cluster_mode, cert_mode, cert_manager, rbac_modes, token, crd } in expected {
+        let objects = kustomize(&kubectl, &format!("examples/kustomize/{name}"));
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+        let args = server_args(deployment);
+        let serve = parsed_serve_args(&args, name);
+        assert_eq!(serve.live.cluster_mode, cluster_mode, "{name}: {args:?}");
+        assert_eq!(serve.live.cert_mode, cert_mode, "{name}: {args:?}");
+        // Folder-only and file-only flags appear only in their modes.
+        assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), cluster_mode == ClusterMode::Folder, "{name}: {args:?}");
+        assert_eq!(args.iter().any(|a| a.starts_with("--tls-cert-file")), cert_mode == CertMode::Provided, "{name}: {args:?}");
+        assert_eq!(objects.iter().any(|o| o["apiVersion"] == "cert-manager.io/v1"), cert_manager, "{name}");
+        let mut modes: Vec<&str> = objects
+            .iter()
+            .filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1")
+            .map(|o| o["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("mode"))
+            .collect();
+        modes.sort_unstable();
+        modes.dedup();
+        assert_eq!(modes, rbac_modes, "{name}");
+        assert_eq!(deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], token, "{name}");
+        let account = objects.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
+        assert_eq!(account["automountServiceAccountToken"], token, "{name}");
+        assert_eq!(objects.iter().any(|o| o["kind"] == "CustomResourceDefinition"), crd, "{name}");
+        // The certificate files are where the flags say, on the right kind of volume.
+        let pod = &deployment["spec"]["template"]["spec"];
+        let tls = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "tls").expect("tls volume");
+        let mount = pod["containers"][0]["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "tls").expect("mount");
+        let dir = mount["mountPath"].as_str().expect("path");
+        match cert_mode {
+            CertMode::SelfManaged => {
+                assert!(tls.get("emptyDir").is_some() && mount["readOnly"] == false, "{name}: {tls}");
+                assert_eq!(serve.cert_dir, PathBuf::from(dir), "{name}");
+            }
+            CertMode::Provided => {
+                assert_eq!(tls["secret"]["secretName"], "kruise-admission-tls", "{name}");
+                assert_eq!(serve.tls_cert_file, Some(PathBuf::from(dir).join("tls.crt")), "{name}");
+                assert_eq!(mount["readOnly"], true, "{name}");
+            }
+        }
+        if cluster_mode == ClusterMode::Folder {
+            let cluster = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "cluster").expect("cluster volume");
+            assert_eq!(cluster["configMap"]["name"], "kruise-admission-cluster", "{name}");
+        }
+        assert_client_auth(&objects, deployment, name == "client-auth", &["kube-apiserver-webhook-client"], name);
+        assert_network_policy(&objects, deployment, name);
+        assert_deployment_is_safe(deployment, name);
+    }
+}
+
+/// With client authentication: `--client-ca-file` in a read-only mount of the client CA ConfigMap
+/// (a rendered one holds a PEM CA), and exactly `names` as `--allowed-client-name`; without it,
+/// none of that.
+fn assert_client_auth(objects: &[Value], deployment: &Value, enabled: bool, names: &[&str], origin: &str) {
+    let args = server_args(deployment);
+    let ca_file = args.iter().find_map(|a| a.strip_prefix("--client-ca-file="));
+    let allowed: Vec<&str> = args.iter().filter_map(|a| a.strip_prefix("--allowed-client-name=")).collect();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "client-ca");
+    if !enabled {
+        assert!(ca_file.is_none() && allowed.is_empty() && volume.is_none(), "{origin}: client auth without asking: {args:?}");
+        return;
+    }
+    assert_eq!(allowed, names, "{origin}");
+    let ca_file = PathBuf::from(ca_file.unwrap_or_else(|| panic!("{origin}: no --client-ca-file in {args:?}")));
+    // As `serve` reads them.
+    let serve = parsed_serve_args(&args, origin);
+    assert_eq!(serve.allowed_client_names, names, "{origin}");
+    assert_eq!(serve.client_ca_file.as_ref(), Some(&ca_file), "{origin}");
+    let mount = pod["containers"][0]["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "client-ca").expect("mount");
+    assert_eq!(mount["readOnly"], true, "{origin}");
+    assert_eq!(ca_file.parent(), Some(Path::new(mount["mountPath"].as_str().expect("path"))), "{origin}");
+    let key = ca_file.file_name().and_then(|n| n.to_str()).expect("file name");
+    let volume = volume.expect("client-ca volume");
+    let config_map = volume["configMap"]["name"].as_str().expect("a ConfigMap volume");
+    assert!(volume["configMap"].get("optional").is_none(), "{origin}: the pod must wait for its CA");
+    if let Some(rendered) = objects.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == config_map) {
+        let pem = rendered["data"][key].as_str().unwrap_or_else(|| panic!("{origin}: ConfigMap {config_map} has no {key}"));
+        assert!(pem.contains("-----BEGIN CERTIFICATE-----"), "{origin}: {pem}");
+    }
+}
+
+/// One NetworkPolicy selects the server pods and admits TCP to the webhook and metrics container
+/// ports only (issue 17, point 6). Returns each rule's `from` (null: any source).
+fn assert_network_policy(objects: &[Value], deployment: &Value, origin: &str) -> Vec<Value> {
+    let policies: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "NetworkPolicy").collect();
+    assert_eq!(policies.len(), 1, "{origin}: one NetworkPolicy");
+    let spec = &policies[0]["spec"];
+    let labels = deployment["spec"]["template"]["metadata"]["labels"].as_object().expect("pod labels");
+    let selector = spec["podSelector"]["matchLabels"].as_object().expect("matchLabels");
+    assert!(
+        !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{origin}: {selector:?} does not select the pods"
+    );
+    assert_eq!(policies[0]["metadata"]["namespace"], deployment["metadata"]["namespace"], "{origin}");
+    assert_eq!(spec["policyTypes"], json!(["Ingress"]), "{origin}: egress (API server, DNS) is not restricted");
+    let container_port = |name: &str| {
+        deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_i64())
+            .expect("container port")
+    };
+    let rules = spec["ingress"].as_array().expect("ingress rules");
+    let ports: Vec<Value> = rules.iter().map(|r| r["ports"].clone()).collect();
+    assert_eq!(
+        ports,
+        [
+            json!([{ "port": container_port("webhook"), "protocol": "TCP" }]),
+            json!([{ "port": container_port("metrics"), "protocol": "TCP" }])
+        ],
+        "{origin}"
+    );
+    rules.iter().map(|r| r.get("from").cloned().unwrap_or(Value::Null)).collect()
+}
+
+/// The chart: the NetworkPolicy is on by default with open sources; `networkPolicy.apiServer` and
+/// `.metrics` restrict each port's sources; `enabled=false` drops it.
+#[test]
+fn the_chart_network_policy_admits_only_the_webhook_and_metrics_ports() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_network_policy_…: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let deployment_of = |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    assert_eq!(assert_network_policy(&objects, &deployment_of(&objects), "default"), [Value::Null, Value::Null]);
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &[
+            "networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24",
+            r"networkPolicy.metrics[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring",
+            "metrics.port=9090",
+        ],
+    );
+    let from = assert_network_policy(&objects, &deployment_of(&objects), "restricted");
+    assert_eq!(from[0], json!([{ "ipBlock": { "cidr": "10.0.0.0/24" } }]));
+    assert_eq!(from[1], json!([{ "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "monitoring" } } }]));
+    let objects = helm_template(&helm, "platform", "ka", &["networkPolicy.enabled=false"]);
+    assert!(!objects.iter().any(|o| o["kind"] == "NetworkPolicy"));
+}
+
+/// The chart: client authentication is off by default; on, it renders the flags, the mount, and
+/// the CA ConfigMap when `clientAuth.caCert` is given (else it names the operator's ConfigMap).
+#[test]
+fn the_chart_renders_client_authentication() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_renders_client_authentication: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let deployment_of = |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    assert_client_auth(&objects, &deployment_of(&objects), false, &[], "default");
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----";
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &[
+            "clientAuth.enabled=true",
+            "clientAuth.allowedNames={kube-apiserver-webhook-client,apiserver-b}",
+            &format!("clientAuth.caCert={pem}"),
+        ],
+    );
+    let deployment = deployment_of(&objects);
+    assert_client_auth(&objects, &deployment, true, &["kube-apiserver-webhook-client", "apiserver-b"], "caCert");
+    let config_map = objects.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "ka-kruise-admission-client-ca");
+    assert_eq!(config_map.expect("the chart creates the CA ConfigMap from clientAuth.caCert")["data"]["ca.crt"], format!("{pem}\n"));
+    // The operator's own ConfigMap, CA only (any certificate from it).
+    let objects = helm_template(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    let deployment = deployment_of(&objects);
+    assert_client_auth(&objects, &deployment, true, &[], "caConfigMap");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes").clone();
+    assert!(volumes.contains(&json!({ "name": "client-ca", "configMap": { "name": "my-ca" } })), "{volumes:?}");
+    assert!(!objects.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-ca"), "not the chart's to create");
 }

@@ -157,6 +157,8 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
         "kruise_admission_cluster_watch_failing_seconds{kind=\"Namespace\"} 0",
         "kruise_admission_cluster_objects{kind=\"Namespace\"} 2",
         "kruise_admission_cluster_watch_relists_total{kind=\"ConfigMap\"} 0",
+        // Lookups (delete protection, CloneSet pods) ask the API server, not a folder.
+        "kruise_admission_lookup_source{source=\"api-server\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }

@@ -1,5 +1,5 @@
 //! The SidecarSet CustomResourceDefinition, generated from the Rust types (`schemars`) so the
-//! schema cannot drift from what the webhooks read. `manifests/crds/apps.kruise.io_sidecarsets.yaml`
+//! schema cannot drift from what the webhooks read. `manifests/components/sidecarset-crd/apps.kruise.io_sidecarsets.yaml`
 //! is this function's output, checked in; a test fails when they differ.
 //!
 //! Versions: v1alpha1 and v1beta1 are both served, v1beta1 is stored, like Kruise since v1.9.0
@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use super::sidecarset::{SidecarSet, v1alpha1};
 
 /// Where the generated CRD is checked in, relative to the repository root.
-pub const SIDECARSET_CRD_PATH: &str = "manifests/crds/apps.kruise.io_sidecarsets.yaml";
+pub const SIDECARSET_CRD_PATH: &str = "manifests/components/sidecarset-crd/apps.kruise.io_sidecarsets.yaml";
 
 /// The structural `openAPIV3Schema` of a type.
 pub fn structural_schema<T: JsonSchema>() -> Value {

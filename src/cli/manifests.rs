@@ -1,4 +1,4 @@
-//! `kruise-admission manifests webhooks|crds|rbac|chart-table`: print what an operator installs,
+//! `kruise-admission manifests webhooks|crds|rbac|chart-table|chart-rbac`: print what an operator installs,
 //! generated from the routing table (see `deploy`).
 
 use std::io::Write as _;
@@ -14,12 +14,15 @@ use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::Rbac
 pub enum What {
     /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration.
     Webhooks,
-    /// The CustomResourceDefinitions, generated from the API types (what `manifests/crds/` holds).
+    /// The CustomResourceDefinitions, generated from the API types (what `manifests/components/sidecarset-crd/` holds).
     Crds,
     /// ClusterRoles, Roles and bindings, annotated with the mode that needs each.
     Rbac,
     /// The webhook table the Helm chart renders from (`charts/kruise-admission/files/webhooks.json`).
     ChartTable,
+    /// The RBAC objects the Helm chart renders from, with placeholders for release values
+    /// (`charts/kruise-admission/files/rbac.json`).
+    ChartRbac,
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,10 +71,15 @@ fn print(args: &Args) -> Result<()> {
     let text = match args.what {
         What::Webhooks => deploy::webhooks_yaml(&target).context("rendering the webhook configurations")?,
         What::Rbac => {
-            let options = RbacOptions { kruise_namespace: args.kruise_namespace.clone(), cert_secret: args.cert_secret.clone() };
+            let options = RbacOptions {
+                kruise_namespace: args.kruise_namespace.clone(),
+                cert_secret: args.cert_secret.clone(),
+                ..RbacOptions::default()
+            };
             deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?
         }
         What::ChartTable => deploy::chart_table_json(),
+        What::ChartRbac => deploy::chart_rbac_json(),
         What::Crds => crate::api::crd::sidecarset_crd_yaml(),
     };
     std::io::stdout().lock().write_all(text.as_bytes()).context("writing to stdout")

@@ -53,8 +53,9 @@ pub struct ServeArgs {
     #[arg(long = "dns-name")]
     pub dns_names: Vec<String>,
     /// Folder of cluster objects (SidecarSets, Namespaces, ...) as YAML/JSON; reloaded on change
-    /// (--cluster-mode folder).
-    #[arg(long, default_value = "examples/cluster")]
+    /// (--cluster-mode folder). The default is the repository's example folder, relative to the
+    /// working directory.
+    #[arg(long, default_value = DEFAULT_CLUSTER_DIR)]
     pub cluster_dir: PathBuf,
     #[command(flatten)]
     pub decisions: DecisionArgs,
@@ -71,6 +72,28 @@ pub struct ServeArgs {
     /// Log line format; the level comes from RUST_LOG (default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
+}
+
+/// `--cluster-dir`'s default: the example objects of the repository, for `cargo run -- serve`.
+pub const DEFAULT_CLUSTER_DIR: &str = "examples/cluster";
+
+/// Folder mode needs its folder at start: without it the server could never turn ready, and
+/// would only say so as a readiness reason. One error instead, naming the ways out.
+fn check_cluster_dir(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.live.cluster_mode != ClusterMode::Folder || args.cluster_dir.is_dir() {
+        return Ok(());
+    }
+    let dir = args.cluster_dir.display();
+    let cwd = std::env::current_dir().map_or_else(|_| "?".into(), |d| d.display().to_string());
+    if args.cluster_dir == std::path::Path::new(DEFAULT_CLUSTER_DIR) {
+        anyhow::bail!(
+            "no cluster folder: --cluster-dir defaults to {dir}, the repository's example objects, and {cwd} has none; \
+             run from the repository, pass --cluster-dir DIR (an empty folder is an empty cluster), or watch a cluster with --cluster-mode live"
+        )
+    }
+    anyhow::bail!(
+        "--cluster-dir {dir} is not a folder (working directory {cwd}); create it (an empty folder is an empty cluster) or use --cluster-mode live"
+    )
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -91,6 +114,7 @@ const BLOCKING_THREADS: usize = 8;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    check_cluster_dir(&args)?;
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
     std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
@@ -129,9 +153,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             };
             config.live = Some(LiveSource::new(client, settings));
         }
-        let server = Server::bind(config).await?;
-        tracing::info!(https = %server.https_addr(), metrics = %server.metrics_addr(), "kruise-admission ready to serve");
-        server.run(shutdown_signal()).await
+        // Readiness and its log lines ("kruise-admission ready to serve", "not ready yet", with
+        // the addresses) come from the server, as /readyz sees it.
+        Server::bind(config).await?.run(shutdown_signal()).await
     })
 }
 

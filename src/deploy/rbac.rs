@@ -1,13 +1,20 @@
 //! Least-privilege RBAC for the server's ServiceAccount, one object per reason, each annotated
-//! with the mode that needs it (`kruise-admission.dev/needed-for`):
+//! with the mode that needs it (`kruise-admission.dev/needed-for`). The verbs are exactly the
+//! requests the server makes (and nothing else):
 //!
-//! - folder mode (`--cluster-dir`, provided certificates): the server reads nothing from the API,
-//!   so it needs no role at all (and the Deployment does not mount a token);
-//! - `live-cluster`: watches SidecarSets and Namespaces (cluster-wide), ControllerRevisions and
-//!   the `kruise-configuration` ConfigMap (by name) in the Kruise namespace only; looks up pods and PVCs of a namespace being deleted (delete protection,
-//!   `Cascading`), and custom resources of a CRD being deleted through an aggregated ClusterRole
-//!   the operator extends per CRD (so the server never holds `list` on `*`);
-//! - `self-managed-certs`: its own Secret and its own two webhook configurations, by name.
+//! - `live-cluster` (`--cluster-mode=live`, `cluster::live`): list + watch of SidecarSets and
+//!   Namespaces (cluster-wide), of ControllerRevisions and of the `kruise-configuration` ConfigMap
+//!   (by name: it is listed and watched with a `metadata.name` field selector) in the Kruise
+//!   namespace only; the live lookups: list pods and PVCs of a Namespace whose `Cascading`
+//!   deletion is checked, get a pod by name (CloneSet `podsToDelete`), and list the custom
+//!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
+//!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
+//!   unknown names, which RBAC cannot narrow.
+//! - `self-managed-certs` (`--cert-mode=self-managed`, `cluster::live::certs`): get, update of its
+//!   own Secret by name, create of Secrets in its own namespace (RBAC cannot name an object that
+//!   does not exist yet), get, update of its own two webhook configurations by name.
+//! - folder mode with provided certificates reads nothing from the API server and needs none of
+//!   this (the kustomize components and the chart leave these objects out there).
 
 use serde_json::{Value, json};
 
@@ -21,6 +28,9 @@ pub const AGGREGATE_LABEL: &str = "kruise-admission.dev/aggregate-to-custom-reso
 /// What the RBAC depends on besides the target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RbacOptions {
+    /// The ServiceAccount, the prefix of every object's name (`<name>:cluster-reader`) and the
+    /// name of both webhook configurations (the chart uses its release's full name).
+    pub name: String,
     /// Where Kruise keeps SidecarSet ControllerRevisions (`Settings::kruise_namespace`).
     pub kruise_namespace: String,
     /// The Secret `--cert-mode self-managed` keeps its CA and serving certificate in.
@@ -29,7 +39,7 @@ pub struct RbacOptions {
 
 impl Default for RbacOptions {
     fn default() -> Self {
-        RbacOptions { kruise_namespace: "kruise-system".into(), cert_secret: format!("{NAME}-tls") }
+        RbacOptions { name: NAME.into(), kruise_namespace: "kruise-system".into(), cert_secret: format!("{NAME}-tls") }
     }
 }
 
@@ -41,18 +51,18 @@ fn metadata(name: &str, namespace: Option<&str>, needed_for: &str) -> Value {
     meta
 }
 
-fn subjects(target: &Target) -> Value {
-    json!([{ "kind": "ServiceAccount", "name": NAME, "namespace": target.namespace }])
+fn subjects(target: &Target, options: &RbacOptions) -> Value {
+    json!([{ "kind": "ServiceAccount", "name": options.name, "namespace": target.namespace }])
 }
 
-fn binding(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, target: &Target) -> Value {
+fn binding(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, target: &Target, options: &RbacOptions) -> Value {
     let role_kind = if kind == "ClusterRoleBinding" { "ClusterRole" } else { "Role" };
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
         "metadata": metadata(name, namespace, needed_for),
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name },
-        "subjects": subjects(target),
+        "subjects": subjects(target, options),
     })
 }
 
@@ -64,15 +74,17 @@ fn role(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, rules
 pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let live = "live-cluster";
     let certs = "self-managed-certs";
-    let watch = json!(["get", "list", "watch"]);
-    let cluster_reader = format!("{NAME}:cluster-reader");
-    let revisions = format!("{NAME}:kruise-revisions");
-    let custom = format!("{NAME}:custom-resources");
-    let secret = format!("{NAME}:cert-secret");
-    let configurations = format!("{NAME}:webhook-configurations");
+    let watch = json!(["list", "watch"]);
+    let name = &options.name;
+    let cluster_reader = format!("{name}:cluster-reader");
+    let revisions = format!("{name}:kruise-revisions");
+    let custom = format!("{name}:custom-resources");
+    let secret = format!("{name}:cert-secret");
+    let configurations = format!("{name}:webhook-configurations");
     let kruise_ns = Some(options.kruise_namespace.as_str());
     let own_ns = Some(target.namespace.as_str());
-    let by_name = json!(["get", "list", "watch", "update", "patch"]);
+    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch, no watch.
+    let by_name = json!(["get", "update"]);
     vec![
         role(
             "ClusterRole",
@@ -80,15 +92,20 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             None,
             live,
             json!([
-                // The snapshot: SidecarSets are cluster-scoped, Namespaces are read for their labels.
+                // The snapshot: every SidecarSet (cluster-scoped) and every Namespace (for its labels),
+                // so no name to restrict to.
                 { "apiGroups": ["apps.kruise.io"], "resources": ["sidecarsets"], "verbs": watch },
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": watch },
-                // Live lookups: a pod by name, and pods/PVCs of a namespace whose deletion is checked.
-                { "apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list"] },
+                // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading
+                // deletion is checked; a pod by name (CloneSet podsToDelete). Their names are not
+                // known in advance, so RBAC cannot narrow them.
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] },
+                { "apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"] },
             ]),
         ),
-        binding("ClusterRoleBinding", &cluster_reader, None, live, target),
-        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only. The
+        binding("ClusterRoleBinding", &cluster_reader, None, live, target, options),
+        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only.
+        // Revisions are named by Kruise per revision, so they cannot be granted by name. The
         // ConfigMap is listed and watched with `metadata.name=kruise-configuration`, which is
         // what lets `resourceNames` apply to list and watch.
         role(
@@ -101,7 +118,7 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KRUISE_CONFIGMAP], "verbs": watch },
             ]),
         ),
-        binding("RoleBinding", &revisions, kruise_ns, live, target),
+        binding("RoleBinding", &revisions, kruise_ns, live, target, options),
         // CRD `Cascading` protection lists the CRD's custom resources. Grant them per CRD with a
         // ClusterRole labelled `AGGREGATE_LABEL: "true"` (list); the controller manager fills in
         // this role's rules from those.
@@ -112,7 +129,7 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             "aggregationRule": { "clusterRoleSelectors": [{ "matchLabels": { AGGREGATE_LABEL: "true" } }] },
             "rules": [],
         }),
-        binding("ClusterRoleBinding", &custom, None, live, target),
+        binding("ClusterRoleBinding", &custom, None, live, target, options),
         // Self-managed certificates: create the Secret once if missing (create cannot be limited by
         // name), then only ever this one Secret.
         role(
@@ -125,7 +142,7 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 { "apiGroups": [""], "resources": ["secrets"], "resourceNames": [options.cert_secret], "verbs": by_name },
             ]),
         ),
-        binding("RoleBinding", &secret, own_ns, certs, target),
+        binding("RoleBinding", &secret, own_ns, certs, target, options),
         // caBundle patching of this server's own two configurations, by name.
         role(
             "ClusterRole",
@@ -135,10 +152,28 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             json!([{
                 "apiGroups": ["admissionregistration.k8s.io"],
                 "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-                "resourceNames": [NAME],
+                "resourceNames": [name],
                 "verbs": by_name,
             }]),
         ),
-        binding("ClusterRoleBinding", &configurations, None, certs, target),
+        binding("ClusterRoleBinding", &configurations, None, certs, target, options),
     ]
+}
+
+/// Placeholders in [`chart_objects`], replaced by the chart's template (`templates/rbac.yaml`).
+pub const CHART_PLACEHOLDERS: [(&str, &str); 4] = [
+    ("@fullname@", "the release's full name"),
+    ("@namespace@", "the release namespace"),
+    ("@kruiseNamespace@", ".Values.kruiseNamespace"),
+    ("@certSecret@", "the self-managed Secret's name"),
+];
+
+/// The objects [`objects`] makes, with placeholders where the chart puts release values: the Helm
+/// chart renders its RBAC from this (`files/rbac.json`, `kruise-admission manifests chart-rbac`),
+/// so the chart and `kruise-admission manifests rbac` cannot disagree.
+pub fn chart_objects() -> Value {
+    let [(fullname, _), (namespace, _), (kruise_namespace, _), (cert_secret, _)] = CHART_PLACEHOLDERS;
+    let target = Target::new(namespace, fullname);
+    let options = RbacOptions { name: fullname.into(), kruise_namespace: kruise_namespace.into(), cert_secret: cert_secret.into() };
+    json!({ "generatedBy": "kruise-admission manifests chart-rbac", "objects": objects(&target, &options) })
 }

@@ -1,8 +1,10 @@
 //! `/healthz`, `/readyz` and `/metrics`, served over plain HTTP on `--metrics-listen` so probes and
 //! Prometheus need no client certificate setup.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -48,6 +50,40 @@ impl Health {
             return Err("cluster objects not loaded".into());
         }
         Ok(())
+    }
+}
+
+/// How often [`log_readiness`] looks at readiness (cheap: a few atomics and short locks).
+const READINESS_LOG_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Log readiness as `/readyz` answers it, so the log never claims more than the probe sees: the
+/// first state (`"kruise-admission ready to serve"` with both addresses, or `"not ready yet"` with
+/// the reason), then every change (`"not ready"` as a warning, `"ready to serve"` again).
+/// Shutting down is logged by the drain itself, not here. Runs until aborted.
+pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: SocketAddr) {
+    let mut last: Option<Result<(), String>> = None;
+    let mut ticker = tokio::time::interval(READINESS_LOG_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if health.draining.load(Ordering::Relaxed) {
+            return;
+        }
+        let now = health.ready();
+        let changed = match (&last, &now) {
+            (None, _) => true,
+            (Some(Ok(())), Ok(())) => false,
+            (Some(Err(_)), Err(_)) => false,
+            _ => true,
+        };
+        if changed {
+            match (&last, &now) {
+                (_, Ok(())) => tracing::info!(https = %https, metrics = %metrics, "kruise-admission ready to serve"),
+                (None, Err(reason)) => tracing::info!(https = %https, metrics = %metrics, %reason, "not ready yet"),
+                (Some(_), Err(reason)) => tracing::warn!(%reason, "not ready"),
+            }
+        }
+        last = Some(now);
     }
 }
 

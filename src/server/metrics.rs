@@ -33,6 +33,9 @@ pub struct Metrics {
     pub watch_failing_seconds: GaugeVec,
     /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
     pub cert_renewal_failures: IntCounter,
+    /// `{source}` 1: where lookups (delete protection's Cascading checks, CloneSet pods) are
+    /// answered, `api-server` or `cluster-folder` (folder mode: protection can fail open).
+    pub lookup_source: IntGaugeVec,
 }
 
 impl Metrics {
@@ -106,6 +109,15 @@ impl Metrics {
             "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
         )?;
         registry.register(Box::new(cert_renewal_failures.clone()))?;
+        let lookup_source = IntGaugeVec::new(
+            Opts::new(
+                "kruise_admission_lookup_source",
+                "1 for where delete protection's Cascading lookups and CloneSet pod lookups are answered: api-server (live mode) \
+                 or cluster-folder (folder mode: objects missing from the folder count as absent)",
+            ),
+            &["source"],
+        )?;
+        registry.register(Box::new(lookup_source.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -121,6 +133,7 @@ impl Metrics {
             watch_synced,
             watch_failing_seconds,
             cert_renewal_failures,
+            lookup_source,
         })
     }
 

@@ -122,6 +122,10 @@ impl ServerConfig {
     }
 }
 
+/// `kruise_admission_lookup_source{source}` values.
+pub const LOOKUPS_FROM_FOLDER: &str = "cluster-folder";
+pub const LOOKUPS_FROM_API_SERVER: &str = "api-server";
+
 /// A bound, not yet running server.
 pub struct Server {
     config: ServerConfig,
@@ -188,6 +192,15 @@ impl Server {
                 })
                 .await
                 .context("loading the cluster folder")?;
+                // The folder stands in for the whole cluster, lookups included: say so once, loudly.
+                tracing::warn!(
+                    dir = %config.cluster_dir.display(),
+                    lookup_source = LOOKUPS_FROM_FOLDER,
+                    "folder mode: delete protection's Cascading lookups (a Namespace's pods and PVCs, a CRD's custom resources) \
+                     and CloneSet pod lookups are answered from the cluster folder, not from the API server; a Cascading \
+                     Namespace or CRD whose dependents are not in the folder can be deleted. Use --cluster-mode live in a cluster"
+                );
+                metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_FOLDER]).set(1);
                 Source::Folder(cluster_dir)
             }
             Some(live) => {
@@ -198,6 +211,7 @@ impl Server {
                 };
                 let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
                 tracing::info!(kruise_namespace = %live.settings.kruise_namespace, "live cluster mode: watches started");
+                metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_API_SERVER]).set(1);
                 Source::Live {
                     cluster: Arc::new(started),
                     lookups: LiveLookups::new(live.client.clone(), live.lookup_timeout),
@@ -240,7 +254,20 @@ impl Server {
     /// server is unready until the caches have synced; when they cannot sync (RBAC refuses a
     /// list, or not within the sync timeout) it shuts down and returns the reason.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let Server { config, https, metrics_listener, tls, resolver, cert_files, client_ca, source, cluster, metrics, .. } = self;
+        let Server {
+            config,
+            https,
+            metrics_listener,
+            tls,
+            resolver,
+            cert_files,
+            client_ca,
+            source,
+            cluster,
+            metrics,
+            https_addr,
+            metrics_addr,
+        } = self;
         let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver.clone(), metrics.clone(), config.reload_interval));
         let client_ca_task =
             client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
@@ -272,6 +299,7 @@ impl Server {
             cert_status: config.cert_status.clone(),
             draining: false.into(),
         });
+        let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
         let metrics_server = axum::serve(metrics_listener, health::router(health.clone()))
             .with_graceful_shutdown(async move {
@@ -318,6 +346,7 @@ impl Server {
             metrics_task.abort();
         }
         cert_task.abort();
+        readiness_task.abort();
         if let Some(task) = client_ca_task {
             task.abort();
         }

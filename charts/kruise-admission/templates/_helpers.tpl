@@ -41,3 +41,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kruise-admission.needsApi" -}}
 {{- if or .Values.liveCluster.enabled (eq .Values.certs.mode "self-managed") -}}true{{- end -}}
 {{- end -}}
+
+{{/* The ConfigMap holding the CA of the API server's client certificate (clientAuth). */}}
+{{- define "kruise-admission.clientCaConfigMap" -}}
+{{- .Values.clientAuth.caConfigMap | default (printf "%s-client-ca" (include "kruise-admission.fullname" .)) -}}
+{{- end -}}
