@@ -191,8 +191,8 @@ pub static WEBHOOKS: &[Webhook] = &[
         scope: ObjectScope::All,
         capability: Capability::SidecarSetAdmission,
     },
-    // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
-    // arrive on their in-place validators, which call `protection::check_delete`.
+    // Delete protection (docs/workloads.md#4-5-webhook-wiring): DELETE only. CloneSet and Advanced
+    // StatefulSet DELETE arrive on their in-place validators, which call `protection::check_delete`.
     protection::webhook(
         "vnamespace.kb.io",
         "/validate-namespace",
