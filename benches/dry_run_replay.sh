@@ -6,18 +6,23 @@
 #
 #   benches/dry_run_replay.sh                 # 100,000 reviews as JSON lines, then as an audit log
 #   N=20000 FORMAT=audit benches/dry_run_replay.sh
-#   BIN=target/debug/kruise-admission benches/dry_run_replay.sh
+#   BIN=path/to/kruise-admission benches/dry_run_replay.sh   # another build, e.g. a debug one
 #
-# Uses the release binary (built if missing). The number depends on the machine and its load.
+# Uses the release binary, which cargo builds (or finds up to date) wherever its target directory
+# is. The number depends on the machine and its load.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+. .ci/cargo-paths.sh
 n=${N:-100000}
 formats=${FORMAT:-reviews audit}
-bin=${BIN:-$root/target/release/kruise-admission}
 recorded=$root/tests/fixtures/recorded/kube-rs-pod-create-gke.json
-if [ ! -x "$bin" ]; then
-  cargo build --release --manifest-path "$root/Cargo.toml"
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+else
+  echo "building the release binary (cargo build --release)" >&2
+  bin=$(cargo_exe kruise-admission --release --bin kruise-admission)
 fi
 
 tmp=$(mktemp -d)
@@ -25,6 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 for format in $formats; do
   input=$tmp/$format.jsonl
+  echo "$format: writing $n pod CREATEs, then replaying them through $bin dry-run" >&2
   python3 - "$recorded" "$n" "$format" >"$input" <<'PY'
 import json, sys, uuid
 recorded, n, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -12,13 +12,17 @@
 # p99 at half of the maximum throughput, RSS with 0/1k/5k/10k SidecarSets, and a plot.
 #
 # Usage: benches/load.sh            (about 4 minutes after the build)
-# Knobs: DURATION=10s CONNECTIONS=16 H2_CONNECTIONS=2 H2_STREAMS=8 SETS=1000 OUT=target/load
-#        SKIP_DECIDE=1 (no criterion run for the decide plot)  SKIP_BUILD=1
+# Knobs: DURATION=10s CONNECTIONS=16 H2_CONNECTIONS=2 H2_STREAMS=8 SETS=1000
+#        OUT=<cargo target dir>/load (results; every file is written whole or not at all)
+#        SKIP_DECIDE=1 (no criterion run for the decide plot)
+#        SKIP_BUILD=1 (the Go floor is not rebuilt; cargo still brings the Rust binaries up to date, a no-op
+#        when they are, and names their paths)
 #        SKIP_THROUGHPUT=1 (only memory, latency against SidecarSets and the summary of an earlier run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/target/load}
+. .ci/cargo-paths.sh
+TARGET=$(cargo_target_dir)
+OUT=${OUT:-$TARGET/load}
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-16}
 H2_CONNECTIONS=${H2_CONNECTIONS:-2}
@@ -32,6 +36,14 @@ GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
 
 say() { printf '\n== %s (load average: %s)\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+# into FILE CMD...: run CMD with its stdout going to FILE, which appears only when CMD succeeds
+# (a failed or interrupted run never leaves a truncated result for a later summary to read).
+into() {
+    local file=$1
+    shift
+    "$@" >"$file.tmp.$$" && mv -f "$file.tmp.$$" "$file" || { local rc=$?; rm -f "$file.tmp.$$"; return "$rc"; }
+}
 
 # --- prerequisites -------------------------------------------------------------------------------
 if ! command -v oha >/dev/null; then
@@ -47,17 +59,24 @@ if ! python3 -c 'import matplotlib' 2>/dev/null; then
 fi
 
 # --- build -----------------------------------------------------------------------------------------
+# cargo_exe builds (a no-op when up to date) and names the binary wherever the target directory is.
+say "building release binaries (cargo build --release)"
+BIN=$(cargo_exe kruise-admission --release --bin kruise-admission)
+TOOL=$(cargo_exe bench-tool --release --example bench-tool)
 if [ -z "${SKIP_BUILD:-}" ]; then
-    say "building release binaries"
-    cargo build --release --bin kruise-admission --example bench-tool
+    say "building the Go floor"
     (cd benches/go-floor && GO111MODULE=off GOCACHE="$OUT/gocache" "$GO" build -o "$OUT/go-floor" main.go)
 fi
-BIN=$ROOT/target/release/kruise-admission
-TOOL=$ROOT/target/release/examples/bench-tool
 
-for pod in small typical largest env2000; do "$TOOL" review "$pod" >"$OUT/review-$pod.json"; done
+say "generating reviews and cluster folders (SidecarSets: 0 1000 5000 10000 $SETS) under $OUT"
+for pod in small typical largest env2000; do into "$OUT/review-$pod.json" "$TOOL" review "$pod"; done
 for n in 0 1000 5000 10000 "$SETS"; do
-    [ -d "$OUT/cluster-$n" ] || "$TOOL" cluster "$OUT/cluster-$n" "$n"
+    # Generated beside the final name and moved into place whole: a folder that exists is complete.
+    if [ ! -d "$OUT/cluster-$n" ]; then
+        rm -rf "$OUT/cluster-$n.tmp"
+        "$TOOL" cluster "$OUT/cluster-$n.tmp" "$n"
+        mv "$OUT/cluster-$n.tmp" "$OUT/cluster-$n"
+    fi
 done
 
 PIDS=()
@@ -95,8 +114,8 @@ load() {
     shift 4
     local proto=(-c "$CONNECTIONS")
     [ "$http" = h2 ] && proto=(--http2 -c "$H2_CONNECTIONS" -p "$H2_STREAMS")
-    oha --no-tui --output-format json -z "$DURATION" "${proto[@]}" "$@" --cacert "$OUT/certs/ca.crt" -m POST \
-        -H 'Content-Type: application/json' -D "$body" "$url" >"$OUT/$name.json"
+    into "$OUT/$name.json" oha --no-tui --output-format json -z "$DURATION" "${proto[@]}" "$@" --cacert "$OUT/certs/ca.crt" \
+        -m POST -H 'Content-Type: application/json' -D "$body" "$url"
     python3 - "$OUT/$name.json" "$name" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); s = r["summary"]; p = r["latencyPercentiles"]
@@ -131,22 +150,23 @@ say "latency at half of the maximum throughput (typical pod, HTTP/1.1)"
 HALF=$(python3 -c "import json; print(max(1, int(json.load(open('$OUT/typical-h1.json'))['summary']['requestsPerSec'] / 2)))")
 load "typical-h1-half" "$SERVE" "$OUT/review-typical.json" h1 -q "$HALF" --latency-correction
 load "floor-h1-half" "https://localhost:$FLOOR_PORT/floor" "$OUT/review-typical.json" h1 -q "$HALF" --latency-correction
-echo "$HALF" >"$OUT/half-rate"
+into "$OUT/half-rate" echo "$HALF"
 stop "$SERVE_PID"
 fi
 
 # --- memory and latency against the number of SidecarSets -----------------------------------------
 say "RSS and latency against the number of SidecarSets"
-: >"$OUT/memory.tsv"
+: >"$OUT/memory.tsv.tmp"
 for n in 0 1000 5000 10000; do
     serve "$OUT/cluster-$n"
     sleep 1
     idle=$(awk '/VmRSS/ {print $2}' "/proc/$SERVE_PID/status")
     DURATION=5s load "sets-$n" "$SERVE" "$OUT/review-typical.json" h1
     after=$(awk '/VmRSS/ {print $2}' "/proc/$SERVE_PID/status")
-    printf '%s\t%s\t%s\n' "$n" "$idle" "$after" >>"$OUT/memory.tsv"
+    printf '%s\t%s\t%s\n' "$n" "$idle" "$after" >>"$OUT/memory.tsv.tmp"
     stop "$SERVE_PID"
 done
+mv -f "$OUT/memory.tsv.tmp" "$OUT/memory.tsv"
 
 # --- decide latency against the number of SidecarSets (criterion) ----------------------------------
 if [ -z "${SKIP_DECIDE:-}" ]; then
@@ -156,7 +176,7 @@ fi
 
 # --- summary and plot --------------------------------------------------------------------------------
 say "summary"
-python3 - "$OUT" "$ROOT/target/criterion" <<'EOF'
+python3 - "$OUT" "$TARGET/criterion" <<'EOF'
 import json, os, sys
 out, criterion = sys.argv[1], sys.argv[2]
 def rep(name):

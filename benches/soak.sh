@@ -13,13 +13,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECONDS_TOTAL="${SOAK_SECONDS:-600}"
 RATE="${SOAK_RATE:-100}"
 WARMUP="${SOAK_WARMUP:-10}"
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+. .ci/cargo-paths.sh
 
 if [ -n "${SOAK_BINARY:-}" ]; then
     bin="$(realpath "$SOAK_BINARY")" # e.g. a debug build, to try the script itself
 else
-    cargo build --release --bin kruise-admission
-    bin="$(pwd)/$TARGET_DIR/release/kruise-admission"
+    echo "soak: building the release server (cargo build --release)" >&2
+    bin="$(cargo_exe kruise-admission --release --bin kruise-admission)"
 fi
 work="$(mktemp -d)"
 server_pid=""
@@ -93,6 +93,7 @@ churn_pid=$!
 (while sleep 5; do rss_kb >>"$work/rss"; done) &
 sampler_pid=$!
 
+echo "soak: ${SECONDS_TOTAL} s at ${RATE} req/s on 127.0.0.1:$port (new certificate every 30 s, cluster changes every 5 s)" >&2
 python3 benches/soak_load.py --port "$port" --ca "$work/certs/ca.crt" --rate "$RATE" --seconds "$SECONDS_TOTAL" \
     "$work"/reviews/*.json >"$work/load.json" &
 load_pid=$!
