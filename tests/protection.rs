@@ -13,7 +13,7 @@ use kruise_admission::admission::review::Operation;
 use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, ObjectScope, Rule, Webhook};
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings, protection};
-use kruise_admission::cluster::{Answers, Query, Snapshot, files};
+use kruise_admission::cluster::{Answers, Counted, ListFilter, Query, Snapshot, files};
 use serde_json::{Value, json};
 use time::macros::datetime;
 
@@ -352,8 +352,25 @@ fn cascading_namespace_with_only_finished_pods_and_unbound_pvcs_is_allowed() {
 fn cascading_namespace_asks_for_its_pods_and_pvcs() {
     let env = Env::new(vec![]);
     let request = namespace("shop", Some("Cascading"));
-    let list = |kind: &str| Query::List { group: String::new(), version: "v1".into(), kind: kind.into(), namespace: Some("shop".into()) };
-    assert_eq!(env.queries(webhooks::by_path("/validate-namespace").unwrap(), &request), [list("Pod"), list("PersistentVolumeClaim")]);
+    let list = |kind: &str, filter| Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        namespace: Some("shop".into()),
+        filter,
+    };
+    // Only what the decision needs: whether one active pod (the API server leaves finished pods
+    // out), then one Bound PVC, exists.
+    let pods = ListFilter {
+        fields: "status.phase!=Succeeded,status.phase!=Failed".into(),
+        until_one: Some(Counted::ActivePod),
+        ..ListFilter::default()
+    };
+    let pvcs = ListFilter { until_one: Some(Counted::BoundClaim), ..ListFilter::default() };
+    assert_eq!(
+        env.queries(webhooks::by_path("/validate-namespace").unwrap(), &request),
+        [list("Pod", pods), list("PersistentVolumeClaim", pvcs)]
+    );
 }
 
 #[test]
@@ -393,7 +410,8 @@ fn cascading_crd_without_live_custom_resources_is_allowed() {
 fn cascading_crd_lists_its_storage_version_in_all_namespaces() {
     let env = Env::new(vec![]);
     let request = delete(CRD_V1, widgets_crd(CRD_V1, Some("Cascading")));
-    let expected = Query::List { group: "example.com".into(), version: "v1".into(), kind: "Widget".into(), namespace: None };
+    let filter = ListFilter { until_one: Some(Counted::Live), ..ListFilter::default() };
+    let expected = Query::List { group: "example.com".into(), version: "v1".into(), kind: "Widget".into(), namespace: None, filter };
     assert_eq!(env.queries(webhooks::by_path("/validate-customresourcedefinition").unwrap(), &request), [expected]);
 }
 
