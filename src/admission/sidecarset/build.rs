@@ -1,7 +1,7 @@
 //! What one SidecarSet contributes to a pod (§5): its init containers and containers composed with
 //! shared mounts, transferred env and `IS_INJECTED`, the volumes they reference, its pull secrets.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -61,14 +61,13 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 impl<'a> PodContext<'a> {
     pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
-        // A container this injection replaces in place is not an app container either (Kruise
-        // would share its mounts once, then skip it as IS_INJECTED on a re-invocation; skipping it
-        // from the start keeps the webhook idempotent).
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
         let hot_pairs = sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
         let sidecar_names: HashSet<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
-        let replaced = |c: &Value| name_of(c).is_some_and(|n| sidecar_names.contains(n));
-        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
+        // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
+        // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A
+        // re-invocation no longer sees it; `keep_earlier_injection` keeps what it gave.
+        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();
         let mut seen = HashSet::with_capacity(apps.iter().map(|a| list(a, "volumeMounts").len()).sum());
@@ -93,6 +92,28 @@ impl<'a> PodContext<'a> {
             .collect();
         let pod_volumes = list(spec, "volumes");
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
+    }
+}
+
+/// A re-invocation rebuilds every sidecar from the pod as it is now, where an app container a sidecar
+/// replaced in place is gone (the sidecar took its place and carries IS_INJECTED), so the mounts,
+/// devices and env it shared would be dropped. When the pod already holds this container from an
+/// earlier injection and every mount, device and env var rebuilt now is already in it (same key, same
+/// value), the earlier lists are kept as they are: a re-invocation then changes nothing.
+fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let name = injected.name();
+    let earlier =
+        list(spec, "containers").iter().chain(list(spec, "initContainers")).find(|c| name_of(c) == Some(name) && is_earlier_sidecar(c));
+    let (Some(earlier), Value::Object(container)) = (earlier, &mut injected.container) else { return };
+    for (key, id) in [("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"), ("env", "name")] {
+        let before = list(earlier, key);
+        let by_id: HashMap<&str, &Value> = before.iter().filter_map(|item| Some((str_field(item, id)?, item))).collect();
+        let now = container.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let contained = now.iter().all(|item| str_field(item, id).and_then(|k| by_id.get(k)).is_some_and(|old| *old == item));
+        if contained && !before.is_empty() {
+            container.insert(key.into(), Value::Array(before.to_vec()));
+        }
     }
 }
 
@@ -131,6 +152,9 @@ pub fn build(set: &SidecarSet, ctx: &PodContext, warnings: &mut Vec<String>) -> 
         let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
         emit(set, sidecar, composed, sidecar.is_hot_upgrade(), before, &mut built.containers, &mut built.hot_upgraded);
+    }
+    for injected in built.init_containers.iter_mut().chain(&mut built.containers) {
+        keep_earlier_injection(injected, ctx.pod);
     }
     built.sidecar_list.sort();
     Ok(built)
@@ -339,6 +363,40 @@ mod tests {
         assert_eq!(names("volumeMounts"), ["own", "v1", "v4"]);
         // /dev/x from a (not b's d2); /dev/y is a mount now; /dev/z is the sidecar's.
         assert_eq!(names("volumeDevices"), ["own", "d1"]);
+    }
+
+    /// Issue 16.4: only IS_INJECTED marks a sidecar. An app container named like a sidecar shares
+    /// its mounts (deduplicated by path) and the subPathExpr env they use, and a re-invocation on the
+    /// injected pod, where that container is gone, rebuilds the same sidecars.
+    #[test]
+    fn an_app_container_named_like_a_sidecar_still_shares_its_mounts() {
+        let pod = serde_json::json!({"spec": {"containers": [
+            {"name": "app", "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {"name": "proxy", "env": [{"name": "POD", "value": "p"}],
+             "volumeMounts": [{"name": "logs", "mountPath": "/logs", "subPathExpr": "$(POD)"}, {"name": "data2", "mountPath": "/data"}]}
+        ]}});
+        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [
+            {"name": "proxy", "image": "proxy:2", "shareVolumePolicy": {"type": "enabled"}},
+            {"name": "agent", "image": "agent:1", "shareVolumePolicy": {"type": "enabled"}}]}}))
+        .unwrap();
+        let sets = [Arc::new(set)];
+        let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
+        let built = build(&sets[0], &PodContext::new(&pod, &sets, &index), &mut Vec::new()).unwrap();
+        let mounts =
+            |c: &Value| c["volumeMounts"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        let env = |c: &Value| c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        for injected in &built.containers {
+            // /data from app (first of its path), /logs from the replaced proxy, with the POD env its subPathExpr reads.
+            assert_eq!(mounts(&injected.container), ["data", "logs"], "{}", injected.name());
+            assert_eq!(env(&injected.container), ["IS_INJECTED", "POD"], "{}", injected.name());
+        }
+        // Re-invocation: the pod as the first injection left it.
+        let injected_pod = serde_json::json!({"spec": {"containers":
+            super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().clone(), built.containers.clone())}});
+        let again = build(&sets[0], &PodContext::new(&injected_pod, &sets, &index), &mut Vec::new()).unwrap();
+        for (first, second) in built.containers.iter().zip(&again.containers) {
+            assert_eq!(first.container, second.container, "{} changed on re-invocation", first.name());
+        }
     }
 
     #[test]
