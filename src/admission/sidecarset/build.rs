@@ -72,16 +72,24 @@ impl<'a> PodContext<'a> {
         let mut subpath_env = Vec::new();
         let mut seen = HashSet::with_capacity(apps.iter().map(|a| list(a, "volumeMounts").len()).sum());
         for app in &apps {
+            // The app's env by name (the first of each), built once if a mount needs it: a search per
+            // mount would be mounts × env.
+            let mut env: Option<HashMap<&str, &Value>> = None;
             for mount in list(app, "volumeMounts") {
                 if str_field(mount, "mountPath").is_some_and(|p| seen.insert(p)) {
                     shared_mounts.push(mount);
                 }
                 let Some(expr) = str_field(mount, "subPathExpr") else { continue };
-                for var_name in subpath_vars(expr) {
-                    if let Some(var) = list(app, "env").iter().find(|e| name_of(e) == Some(var_name)) {
-                        subpath_env.push(var);
+                let env = env.get_or_insert_with(|| {
+                    let mut by_name = HashMap::new();
+                    for var in list(app, "env") {
+                        if let Some(name) = name_of(var) {
+                            by_name.entry(name).or_insert(var);
+                        }
                     }
-                }
+                    by_name
+                });
+                subpath_env.extend(subpath_vars(expr).into_iter().filter_map(|name| env.get(name).copied()));
             }
         }
         seen.clear();
@@ -98,8 +106,9 @@ impl<'a> PodContext<'a> {
 /// A re-invocation rebuilds every sidecar from the pod as it is now, where an app container a sidecar
 /// replaced in place is gone (the sidecar took its place and carries IS_INJECTED), so the mounts,
 /// devices and env it shared would be dropped. When the pod already holds this container from an
-/// earlier injection and every mount, device and env var rebuilt now is already in it (same key, same
-/// value), the earlier lists are kept as they are: a re-invocation then changes nothing.
+/// earlier injection and every mount, device and env var rebuilt now is already in it (by mount or
+/// device path, by env name), the earlier lists are kept as they are: a re-invocation then changes
+/// nothing.
 fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     let name = injected.name();
@@ -108,9 +117,11 @@ fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
     let (Some(earlier), Value::Object(container)) = (earlier, &mut injected.container) else { return };
     for (key, id) in [("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"), ("env", "name")] {
         let before = list(earlier, key);
-        let by_id: HashMap<&str, &Value> = before.iter().filter_map(|item| Some((str_field(item, id)?, item))).collect();
+        let ids: HashSet<&str> = before.iter().filter_map(|item| str_field(item, id)).collect();
         let now = container.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-        let contained = now.iter().all(|item| str_field(item, id).and_then(|k| by_id.get(k)).is_some_and(|old| *old == item));
+        // By key only: with the replaced container gone, another app container may now be the first
+        // with a mount path, so the rebuilt entry can differ in value from the one shared before.
+        let contained = now.iter().all(|item| str_field(item, id).is_some_and(|k| ids.contains(k)));
         if contained && !before.is_empty() {
             container.insert(key.into(), Value::Array(before.to_vec()));
         }
@@ -226,7 +237,8 @@ fn compose<'a>(
         } else {
             Vec::new()
         };
-        let taken_by_mount = |d: &Value| shared_mounts.iter().any(|m| str_field(m, "mountPath") == str_field(d, "devicePath"));
+        let mount_paths: HashSet<&str> = shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
+        let taken_by_mount = |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.contains(p));
         let shared_devices: Vec<Value> = if sidecar.shares_volume_devices() {
             ctx.shared_devices.iter().filter(|d| free(d, "devicePath") && !taken_by_mount(d)).map(|d| (*d).clone()).collect()
         } else {
