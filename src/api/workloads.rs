@@ -174,6 +174,22 @@ impl LabelSelector {
         }
         Ok(all)
     }
+
+    /// The selector in the API's `labelSelector` query form (`app=web,tier in (a,b),!canary`), or
+    /// `None` when it selects nothing it can say (empty) or holds a malformed requirement.
+    pub fn to_query(&self) -> Option<String> {
+        if self.is_empty() || self.matches(&BTreeMap::new()).is_err() {
+            return None;
+        }
+        let labels = self.match_labels.iter().map(|(k, v)| format!("{k}={v}"));
+        let expressions = self.match_expressions.iter().map(|req| match req.operator.as_str() {
+            "In" => format!("{} in ({})", req.key, req.values.join(",")),
+            "NotIn" => format!("{} notin ({})", req.key, req.values.join(",")),
+            "Exists" => req.key.clone(),
+            _ => format!("!{}", req.key),
+        });
+        Some(labels.chain(expressions).collect::<Vec<_>>().join(","))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
