@@ -6,7 +6,7 @@ mod inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::Settings;
-use kruise_admission::cluster::Query;
+use kruise_admission::cluster::{ListFilter, Query};
 use serde_json::{Value, json};
 
 const PATH: &str = "/validate-apps-kruise-io-v1alpha1-cloneset";
@@ -426,6 +426,74 @@ fn pods_to_delete() {
         "failed lookup",
         &update("v1alpha1", &old, &new, &failing),
         &Expect::Denied(422, &["find pod web-a failed: the server was unable to return a response"]),
+    );
+}
+
+/// The lookups the CloneSet webhook asks for `review`.
+fn queries_of(review: Value) -> Vec<Query> {
+    use kruise_admission::admission::review::decode_review;
+    use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, webhooks};
+    use kruise_admission::cluster::{Answers, Snapshot};
+    let webhook = webhooks::by_path("/validate-apps-kruise-io-v1alpha1-cloneset").unwrap();
+    let (snapshot, answers, settings) = (Snapshot::from_objects([]), Answers::default(), Settings::default());
+    let clock = FixedClock(time::macros::datetime!(2026-01-01 00:00 UTC));
+    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &SeededRandom::new(1), settings: &settings };
+    (webhook.queries.unwrap())(&decode_review(review).unwrap(), &inputs)
+}
+
+#[test]
+fn many_new_pods_to_delete_cost_one_list_not_one_get_each() {
+    // Hostile load, issue 17.3: a thousand new names used to be a thousand GETs to the API server.
+    let base = cloneset("v1alpha1");
+    let names = |prefix: &str, n: usize| Value::from((0..n).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>());
+    let listing = |names: Value| with(&base, |o| set(o, "/spec/scaleStrategy/podsToDelete", names));
+    let old = listing(names("gone", 1000));
+    let new = listing(names("web", 1000));
+    let asked = queries_of(review("clonesets", "CloneSet", "v1alpha1", "UPDATE", &new, Some(&old)));
+    let pods = ListFilter { labels: "app=web".into(), ..ListFilter::default() };
+    let list = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()), filter: pods };
+    assert_eq!(asked, [list]);
+    // Up to 32 new names keep one GET each (Kruise's per-pod messages, nothing listed).
+    let asked = queries_of(review("clonesets", "CloneSet", "v1alpha1", "UPDATE", &listing(names("web", 32)), Some(&old)));
+    assert_eq!(asked.len(), 32);
+    assert!(asked.iter().all(|q| matches!(q, Query::Get { .. })));
+
+    // Decided from the one list: the CloneSet's own pods pass, anything else is named.
+    let mut objects: Vec<Value> = (0..40).map(|i| pod(&format!("web-{i}"), "cs-uid", false)).collect();
+    objects.push(pod("stranger", "other-uid", false));
+    let world = World { objects, ..World::default() };
+    check("40 owned pods", &update("v1alpha1", &old, &listing(names("web", 40)), &world), &Expect::Allowed);
+    let mut forty = names("web", 39);
+    forty.as_array_mut().unwrap().extend([json!("stranger"), json!("web-x")]);
+    check(
+        "40 names, two bad",
+        &update("v1alpha1", &old, &listing(forty), &world),
+        &Expect::Denied(422, &["find pod stranger owner is not this CloneSet", r#"find pod web-x failed: pods "web-x" not found"#]),
+    );
+    // A thousand missing names: a hundred reported by name, the rest counted.
+    check(
+        "1000 missing",
+        &update("v1alpha1", &old, &listing(names("missing", 1000)), &world),
+        &Expect::Denied(422, &[r#"spec.scaleStrategy.podsToDelete: Invalid value: [900 more names]: not checked one by one"#]),
+    );
+    // A list that fails is one error, not one per name.
+    let failing = World {
+        failing: vec![(
+            Query::List {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: Some("shop".into()),
+                filter: ListFilter { labels: "app=web".into(), ..ListFilter::default() },
+            },
+            "pods is forbidden".into(),
+        )],
+        ..World::default()
+    };
+    check(
+        "failed list",
+        &update("v1alpha1", &old, &listing(names("web", 40)), &failing),
+        &Expect::Denied(422, &[r#"spec.scaleStrategy.podsToDelete: Invalid value: [40 new names]: find pods failed: pods is forbidden"#]),
     );
 }
 

@@ -5,12 +5,18 @@ mod fake_apiserver;
 use std::time::Duration;
 
 use fake_apiserver::FakeApiServer;
-use kruise_admission::cluster::Query;
 use kruise_admission::cluster::live::LiveLookups;
-use serde_json::json;
+use kruise_admission::cluster::{Counted, ListFilter, Query};
+use serde_json::{Value, json};
 
 fn list(group: &str, version: &str, kind: &str, namespace: Option<&str>) -> Query {
-    Query::List { group: group.into(), version: version.into(), kind: kind.into(), namespace: namespace.map(Into::into) }
+    Query::List {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        namespace: namespace.map(Into::into),
+        filter: ListFilter::default(),
+    }
 }
 
 fn get(group: &str, version: &str, kind: &str, namespace: &str, name: &str) -> Query {
@@ -115,4 +121,68 @@ async fn the_client_comes_from_kubeconfig() {
     let missing = Cli::try_parse_from(["serve", "--kubeconfig", "/nonexistent/kubeconfig"]).unwrap();
     let err = missing.live.client().await.err().unwrap().to_string();
     assert!(err.contains("--kubeconfig /nonexistent/kubeconfig"), "{err}");
+}
+
+fn pod(namespace: &str, name: &str, phase: &str, labels: Value, deleting: bool) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "status": {"phase": phase}});
+    if deleting {
+        pod["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        pod["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    }
+    pod
+}
+
+#[tokio::test]
+async fn a_list_asks_only_what_the_decision_needs() {
+    // Issue 16.2: selectors go to the API server, and "is there one?" reads one object at a time
+    // until it finds one, not the whole namespace.
+    let server = FakeApiServer::start().await;
+    server.apply(pod("busy", "a-terminating", "Running", json!({"app": "web"}), true));
+    server.apply(pod("busy", "b-done", "Succeeded", json!({"app": "web"}), false));
+    for i in 0..30 {
+        server.apply(pod("busy", &format!("c-{i:02}"), "Running", json!({"app": if i % 2 == 0 { "web" } else { "db" }}), false));
+    }
+    let lookups = LiveLookups::new(server.client(), Duration::from_secs(5));
+
+    let filter = ListFilter {
+        fields: "status.phase!=Succeeded,status.phase!=Failed".into(),
+        until_one: Some(Counted::ActivePod),
+        ..ListFilter::default()
+    };
+    let any_active = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("busy".into()), filter };
+    let answers = lookups.answer(std::slice::from_ref(&any_active)).await;
+    let read = answers.get(&any_active).unwrap();
+    assert!(read.iter().any(|p| Counted::ActivePod.counts(p)), "an active pod was found");
+    assert!(read.len() < 12, "stopped at the first page with an active pod, read {}", read.len());
+    let asked = server.params("list", "pods");
+    let field = |i: usize, key: &str| asked[i].get(key).cloned().unwrap_or_default();
+    // The first page holds one pod (terminating here), the next ten.
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!((field(0, "limit"), field(0, "fieldSelector")), ("1".into(), "status.phase!=Succeeded,status.phase!=Failed".into()));
+    assert_eq!(field(1, "limit"), "10");
+    assert!(!field(1, "continue").is_empty(), "the second page continues the first");
+
+    let filter = ListFilter { labels: "app=web".into(), ..ListFilter::default() };
+    let by_label = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("busy".into()), filter };
+    let answers = lookups.answer(std::slice::from_ref(&by_label)).await;
+    assert_eq!(answers.get(&by_label).unwrap().len(), 17, "15 running, one terminating, one finished pod labelled app=web");
+    let asked = server.params("list", "pods");
+    assert_eq!(
+        (asked[2].get("labelSelector").map(String::as_str), asked[2].get("limit").map(String::as_str)),
+        (Some("app=web"), Some("500"))
+    );
+}
+
+#[tokio::test]
+async fn lookups_of_one_request_run_at_most_four_at_a_time() {
+    let server = server().await;
+    server.slow_down(Duration::from_millis(100));
+    let lookups = LiveLookups::new(server.client(), Duration::from_secs(10));
+    let queries: Vec<Query> = (0..32).map(|i| get("", "v1", "Pod", "shop", &format!("web-{i}"))).collect();
+    let answers = lookups.answer(&queries).await;
+    assert!(queries.iter().all(|q| answers.get(q).is_ok()), "every lookup answered");
+    assert_eq!(server.requests("get", "pods"), 32);
+    let most = server.max_in_flight();
+    assert!((2..=kruise_admission::cluster::live::lookup::MAX_CONCURRENT).contains(&most), "{most} lookups were in flight at once");
 }

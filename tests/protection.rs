@@ -13,7 +13,7 @@ use kruise_admission::admission::review::Operation;
 use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, ObjectScope, Rule, Webhook};
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings, protection};
-use kruise_admission::cluster::{Answers, Query, Snapshot, files};
+use kruise_admission::cluster::{Answers, Counted, ListFilter, Query, Snapshot, files};
 use serde_json::{Value, json};
 use time::macros::datetime;
 
@@ -353,8 +353,25 @@ fn cascading_namespace_with_only_finished_pods_and_unbound_pvcs_is_allowed() {
 fn cascading_namespace_asks_for_its_pods_and_pvcs() {
     let env = Env::new(vec![]);
     let request = namespace("shop", Some("Cascading"));
-    let list = |kind: &str| Query::List { group: String::new(), version: "v1".into(), kind: kind.into(), namespace: Some("shop".into()) };
-    assert_eq!(env.queries(webhooks::by_path("/validate-namespace").unwrap(), &request), [list("Pod"), list("PersistentVolumeClaim")]);
+    let list = |kind: &str, filter| Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        namespace: Some("shop".into()),
+        filter,
+    };
+    // Only what the decision needs: whether one active pod (the API server leaves finished pods
+    // out), then one Bound PVC, exists.
+    let pods = ListFilter {
+        fields: "status.phase!=Succeeded,status.phase!=Failed".into(),
+        until_one: Some(Counted::ActivePod),
+        ..ListFilter::default()
+    };
+    let pvcs = ListFilter { until_one: Some(Counted::BoundClaim), ..ListFilter::default() };
+    assert_eq!(
+        env.queries(webhooks::by_path("/validate-namespace").unwrap(), &request),
+        [list("Pod", pods), list("PersistentVolumeClaim", pvcs)]
+    );
 }
 
 #[test]
@@ -394,7 +411,8 @@ fn cascading_crd_without_live_custom_resources_is_allowed() {
 fn cascading_crd_lists_its_storage_version_in_all_namespaces() {
     let env = Env::new(vec![]);
     let request = delete(CRD_V1, widgets_crd(CRD_V1, Some("Cascading")));
-    let expected = Query::List { group: "example.com".into(), version: "v1".into(), kind: "Widget".into(), namespace: None };
+    let filter = ListFilter { until_one: Some(Counted::Live), ..ListFilter::default() };
+    let expected = Query::List { group: "example.com".into(), version: "v1".into(), kind: "Widget".into(), namespace: None, filter };
     assert_eq!(env.queries(webhooks::by_path("/validate-customresourcedefinition").unwrap(), &request), [expected]);
 }
 
@@ -598,6 +616,57 @@ fn each_protected_kind_is_registered_for_delete_only_under_kruises_name_and_path
     // CloneSet and Advanced StatefulSet belong to the in-place validators' paths, not to protection.
     for path in ["/validate-apps-kruise-io-v1alpha1-cloneset", "/validate-apps-kruise-io-statefulset"] {
         assert!(webhooks::by_path(path).is_none_or(|w| w.capability != Capability::DeleteProtection), "{path}");
+    }
+}
+
+/// Every (group, version, resource) whose DELETE OpenKruise checks for delete protection, from its
+/// source at commit 07169cfac7b9cf7800dda1b8652f850cc3184132 (2026-07-02): the `+kubebuilder:webhook`
+/// markers of the handlers that call `pkg/webhook/util/deletionprotection` (builtinworkloads,
+/// cloneset, customresourcedefinition, ingress, namespace, service, statefulset, uniteddeployment),
+/// with `versions=` as served by `config/crd/bases` (CloneSet, Advanced StatefulSet and
+/// UnitedDeployment each serve v1alpha1 and v1beta1).
+const KRUISE_PROTECTED: [(&str, &str, &str, &str); 15] = [
+    ("", "v1", "Namespace", "namespaces"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
+    ("apiextensions.k8s.io", "v1beta1", "CustomResourceDefinition", "customresourcedefinitions"),
+    ("apps", "v1", "Deployment", "deployments"),
+    ("apps", "v1", "ReplicaSet", "replicasets"),
+    ("apps", "v1", "StatefulSet", "statefulsets"),
+    ("", "v1", "Service", "services"),
+    ("networking.k8s.io", "v1", "Ingress", "ingresses"),
+    ("networking.k8s.io", "v1beta1", "Ingress", "ingresses"),
+    ("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets"),
+    ("apps.kruise.io", "v1beta1", "CloneSet", "clonesets"),
+    ("apps.kruise.io", "v1alpha1", "StatefulSet", "statefulsets"),
+    ("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets"),
+    ("apps.kruise.io", "v1alpha1", "UnitedDeployment", "uniteddeployments"),
+    ("apps.kruise.io", "v1beta1", "UnitedDeployment", "uniteddeployments"),
+];
+
+#[test]
+fn the_routing_table_protects_every_version_kruise_serves_and_nothing_else() {
+    let env = Env::new(vec![]);
+    for (group, version, kind, resource) in KRUISE_PROTECTED {
+        let k = Kind { group, version, kind, resource, namespaced: kind != "Namespace" && kind != "CustomResourceDefinition" };
+        let spec = if kind == "CustomResourceDefinition" { widgets_crd(k, None)["spec"].clone() } else { json!({"replicas": 0}) };
+        let request = delete(k, object(k, "x", Some("Always"), spec));
+        // The real table only (not the test stand-in): some webhook receives it, and it is refused.
+        let hooks: Vec<&Webhook> = webhooks::matching(&request).collect();
+        assert!(!hooks.is_empty(), "DELETE of {kind} {group}/{version} reaches no webhook");
+        let decisions: Vec<Decision> = hooks.iter().map(|w| env.run(w, &request)).collect();
+        let hook_names: Vec<&str> = hooks.iter().map(|w| w.name).collect();
+        assert!(decisions.iter().any(|d| !d.allowed), "DELETE of {kind} {group}/{version} is not refused by {hook_names:?}");
+    }
+    // And the other way: every DELETE the table routes is one Kruise protects.
+    let listed: Vec<(&str, &str, &str)> = KRUISE_PROTECTED.iter().map(|&(g, v, _, r)| (g, v, r)).collect();
+    for w in webhooks::WEBHOOKS {
+        for rule in w.rules.iter().filter(|r| r.operations.contains(&Operation::Delete)) {
+            for (g, v, r) in
+                rule.groups.iter().flat_map(|g| rule.versions.iter().flat_map(move |v| rule.resources.iter().map(move |r| (*g, *v, *r))))
+            {
+                assert!(listed.contains(&(g, v, r)), "{} routes DELETE of {g}/{v} {r}, which Kruise does not protect", w.name);
+            }
+        }
     }
 }
 

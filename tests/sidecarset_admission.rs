@@ -902,3 +902,29 @@ fn example_sidecarsets_keep_their_hashes() {
     }
     assert!(checked > 0);
 }
+
+#[test]
+fn pathological_name_patterns_are_refused_with_a_clear_message() {
+    // Hostile load, issue 17.4: a pattern is compiled with a size and length limit, once per request.
+    let policy = |regex: &str| {
+        with(|v| {
+            v["spec"]["containers"][0]["resourcesPolicy"] =
+                json!({"targetContainersMode": "sum", "targetContainersNameRegex": regex, "resourcesExpr": {"limits": {"cpu": "cpu"}}})
+        })
+    };
+    let cluster = Cluster::new(vec![]);
+    let path = "spec[0].resourcesPolicy.targetContainersNameRegex";
+    // Go's \w is ASCII: \w{200} is an ordinary pattern there and here (Kruise accepts it).
+    assert_eq!(cluster.create(&policy(r"^\w{200}$")), Ok(()));
+    // Unicode classes repeated hundreds of times compile to megabytes: refused, with the reason.
+    for hostile in [r"(?u)\w{200}", r"\pL{500}"] {
+        let err = cluster.create(&policy(hostile)).unwrap_err();
+        let expected = format!(
+            "{path}: Invalid value: {hostile:?}: invalid regex pattern: the pattern is too complex: its compiled form exceeds 256 KiB"
+        );
+        assert!(err.starts_with(&expected), "{hostile}: {err}");
+    }
+    let long = format!("^({})$", (0..1000).map(|i| format!("app-{i}")).collect::<Vec<_>>().join("|"));
+    let err = cluster.create(&policy(&long)).unwrap_err();
+    assert!(err.ends_with(&format!("invalid regex pattern: the pattern is {} bytes long; at most 4096 are accepted", long.len())), "{err}");
+}

@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod field;
 pub mod inplace;
 pub mod patch;
+pub mod pattern;
 pub mod pod;
 pub mod protection;
 pub mod review;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
 use super::{Inputs, Settings};
-use crate::cluster::{Answers, Query};
+use crate::cluster::{Answers, Counted, ListFilter, Query};
 
 /// The label users put on an object to protect it.
 pub const LABEL: &str = "policy.kruise.io/delete-protection";
@@ -175,20 +175,32 @@ fn replicas(object: &Value) -> Result<Option<i64>, AdmissionError> {
     }
 }
 
+/// The namespace's pods, as far as needed to know whether one is active: the API server leaves out
+/// finished pods (a terminating one still has to be skipped here).
 fn pods_in(namespace: &str) -> Query {
-    Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some(namespace.into()) }
+    let filter = ListFilter {
+        fields: "status.phase!=Succeeded,status.phase!=Failed".into(),
+        until_one: Some(Counted::ActivePod),
+        ..ListFilter::default()
+    };
+    Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some(namespace.into()), filter }
 }
 
+/// The namespace's PVCs, as far as needed to know whether one is Bound (PVCs have no phase field
+/// selector).
 fn pvcs_in(namespace: &str) -> Query {
-    Query::List { group: String::new(), version: "v1".into(), kind: "PersistentVolumeClaim".into(), namespace: Some(namespace.into()) }
+    let filter = ListFilter { until_one: Some(Counted::BoundClaim), ..ListFilter::default() };
+    Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "PersistentVolumeClaim".into(),
+        namespace: Some(namespace.into()),
+        filter,
+    }
 }
 
 fn terminating(object: &Value) -> bool {
     object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-}
-
-fn phase(object: &Value) -> Option<&str> {
-    object.pointer("/status/phase").and_then(Value::as_str)
 }
 
 /// Cascading Namespace: refuse while it has active pods (not Succeeded/Failed and not being
@@ -198,14 +210,14 @@ fn check_namespace(namespace: &str, answers: &Answers) -> Result<(), AdmissionEr
     let pods = answers
         .get(&pods_in(namespace))
         .map_err(|e| AdmissionError::Forbidden(format!("{FORBIDDEN} list pods error: {e} {LOOKUP_HINT}")))?;
-    let active = pods.iter().filter(|p| !terminating(p) && !matches!(phase(p), Some("Succeeded" | "Failed"))).count();
+    let active = pods.iter().filter(|p| Counted::ActivePod.counts(p)).count();
     if active > 0 {
         return Err(forbidden(CASCADING, &format!(" and active pods {active}>0")));
     }
     let pvcs = answers
         .get(&pvcs_in(namespace))
         .map_err(|e| AdmissionError::Forbidden(format!("{FORBIDDEN} list pvc error: {e} {LOOKUP_HINT}")))?;
-    let bound = pvcs.iter().filter(|c| !terminating(c) && phase(c) == Some("Bound")).count();
+    let bound = pvcs.iter().filter(|c| Counted::BoundClaim.counts(c)).count();
     if bound > 0 {
         return Err(forbidden(CASCADING, &format!(" and \"Bound\" status pvc {bound}>0")));
     }
@@ -260,7 +272,8 @@ impl CustomResourceType {
     }
 
     fn query(&self) -> Query {
-        Query::List { group: self.group.clone(), version: self.version.clone(), kind: self.kind.clone(), namespace: None }
+        let filter = ListFilter { until_one: Some(Counted::Live), ..ListFilter::default() };
+        Query::List { group: self.group.clone(), version: self.version.clone(), kind: self.kind.clone(), namespace: None, filter }
     }
 
     /// Go's `schema.GroupVersionKind` rendering, as in Kruise's message.
@@ -274,7 +287,7 @@ fn check_custom_resources(crd: &CustomResourceType, answers: &Answers) -> Result
     let objects = answers
         .get(&crd.query())
         .map_err(|e| AdmissionError::Forbidden(format!("failed to list CRs of {}: {e} {LOOKUP_HINT}", crd.gvk())))?;
-    let active = objects.iter().filter(|o| !terminating(o)).count();
+    let active = objects.iter().filter(|o| Counted::Live.counts(o)).count();
     if active > 0 {
         return Err(forbidden(CASCADING, &format!(" and active CRs {active}>0")));
     }

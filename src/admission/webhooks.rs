@@ -269,8 +269,8 @@ pub static WEBHOOKS: &[Webhook] = &[
         "vuniteddeployment.kb.io",
         "/validate-apps-kruise-io-v1alpha1-uniteddeployment",
         &[Rule {
-            groups: &["apps.kruise.io"],
-            versions: &["v1alpha1"],
+            groups: KRUISE,
+            versions: KRUISE_VERSIONS,
             resources: &["uniteddeployments"],
             kind: "UnitedDeployment",
             operations: DELETE,

@@ -145,6 +145,22 @@ impl LabelSelector {
         self.check()?;
         Ok(self.matches_by(|k| labels.get(k).map(String::as_str)))
     }
+
+    /// The selector in the API's `labelSelector` query form (`app=web,tier in (a,b),!canary`), or
+    /// `None` when it selects nothing it can say (empty) or holds a malformed requirement.
+    pub fn to_query(&self) -> Option<String> {
+        if self.is_empty() || self.check().is_err() {
+            return None;
+        }
+        let labels = self.match_labels.iter().map(|(k, v)| format!("{k}={v}"));
+        let expressions = self.match_expressions.iter().map(|req| match req.operator.as_str() {
+            "In" => format!("{} in ({})", req.key, req.values.join(",")),
+            "NotIn" => format!("{} notin ({})", req.key, req.values.join(",")),
+            "Exists" => req.key.clone(),
+            _ => format!("!{}", req.key),
+        });
+        Some(labels.chain(expressions).collect::<Vec<_>>().join(","))
+    }
 }
 
 /// `intstr.IntOrString`: `3` or `"30%"`.

@@ -10,5 +10,5 @@ pub mod query;
 pub mod shared_map;
 pub mod snapshot;
 
-pub use query::{Answers, Query};
+pub use query::{Answers, Counted, ListFilter, Query};
 pub use snapshot::{Change, ObjectKey, Snapshot, TypeKey};

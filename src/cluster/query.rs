@@ -11,10 +11,49 @@ use super::Snapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Query {
-    /// Every object of a type (by API group and kind), in one namespace or in all (`None`).
-    List { group: String, version: String, kind: String, namespace: Option<String> },
+    /// Objects of a type (by API group and kind), in one namespace or in all (`None`), as far as
+    /// `filter` asks.
+    List { group: String, version: String, kind: String, namespace: Option<String>, filter: ListFilter },
     /// One object by name.
     Get { group: String, version: String, kind: String, namespace: String, name: String },
+}
+
+/// What a list must return, so the API server sends only that. The answer may hold more (the
+/// folder-backed answers ignore the filter), so a decision still checks every object it reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ListFilter {
+    /// `labelSelector` (`app=web,tier in (a,b)`); empty selects everything.
+    pub labels: String,
+    /// `fieldSelector` (`status.phase!=Succeeded`); empty selects everything.
+    pub fields: String,
+    /// The decision only needs to know whether one object that this counts exists: the lookup
+    /// may stop at the first page that holds one (so a count read from the answer is at least 1,
+    /// not the total). `None`: every object is read.
+    pub until_one: Option<Counted>,
+}
+
+/// Which listed objects a decision counts (the Kubernetes meanings, so the lookup and the
+/// decision agree on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counted {
+    /// Not being deleted (no `deletionTimestamp`).
+    Live,
+    /// A pod that is live and neither `Succeeded` nor `Failed` (`IsPodActive`).
+    ActivePod,
+    /// A PersistentVolumeClaim that is live and `Bound`.
+    BoundClaim,
+}
+
+impl Counted {
+    pub fn counts(self, object: &Value) -> bool {
+        let live = object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null);
+        let phase = object.pointer("/status/phase").and_then(Value::as_str);
+        live && match self {
+            Counted::Live => true,
+            Counted::ActivePod => !matches!(phase, Some("Succeeded" | "Failed")),
+            Counted::BoundClaim => phase == Some("Bound"),
+        }
+    }
 }
 
 /// How a lookup reads in a message: `list apps.kruise.io/v1beta1 CloneSet in namespace "a"`.
@@ -22,10 +61,19 @@ impl std::fmt::Display for Query {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let gv = |group: &str, version: &str| if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
         match self {
-            Query::List { group, version, kind, namespace: Some(ns) } => {
-                write!(f, "list {} {kind} in namespace {ns:?}", gv(group, version))
+            Query::List { group, version, kind, namespace, filter } => {
+                write!(f, "list {} {kind}", gv(group, version))?;
+                match namespace {
+                    Some(ns) => write!(f, " in namespace {ns:?}")?,
+                    None => write!(f, " in all namespaces")?,
+                }
+                for (name, selector) in [("labels", &filter.labels), ("fields", &filter.fields)] {
+                    if !selector.is_empty() {
+                        write!(f, " with {name} {selector:?}")?;
+                    }
+                }
+                Ok(())
             }
-            Query::List { group, version, kind, namespace: None } => write!(f, "list {} {kind} in all namespaces", gv(group, version)),
             Query::Get { group, version, kind, namespace, name } if namespace.is_empty() => {
                 write!(f, "get {} {kind} {name:?}", gv(group, version))
             }
@@ -76,8 +124,12 @@ mod tests {
 
     #[test]
     fn queries_read_like_kubectl() {
-        let q = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()) };
+        let mut filter = ListFilter::default();
+        let q = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()), filter };
         assert_eq!(q.to_string(), r#"list v1 Pod in namespace "shop""#);
+        filter = ListFilter { labels: "app=web".into(), fields: "status.phase!=Failed".into(), until_one: None };
+        let q = Query::List { group: "g".into(), version: "v1".into(), kind: "W".into(), namespace: None, filter };
+        assert_eq!(q.to_string(), r#"list g/v1 W in all namespaces with labels "app=web" with fields "status.phase!=Failed""#);
         let q = Query::Get { group: "apps".into(), version: "v1".into(), kind: "Pod".into(), namespace: "a".into(), name: "p".into() };
         assert_eq!(q.to_string(), "get apps/v1 Pod a/p");
         assert_eq!(Answers::default().get(&q).unwrap_err(), "lookup (get apps/v1 Pod a/p) was not performed");

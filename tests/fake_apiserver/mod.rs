@@ -83,6 +83,11 @@ struct Store {
     uid: u64,
     /// Added before answering get and list requests (a slow API server).
     delay: Duration,
+    /// The decoded query parameters of every request, by (verb, plural), in arrival order.
+    params: HashMap<(String, String), Vec<BTreeMap<String, String>>>,
+    /// get and list requests being answered now, and the most there ever were at once.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 struct Inner {
@@ -255,6 +260,16 @@ impl FakeApiServer {
         self.inner.lock().requests.get(&(verb.to_owned(), plural.to_owned())).copied().unwrap_or(0)
     }
 
+    /// The query parameters of each `verb` request on `plural`, decoded, in arrival order.
+    pub fn params(&self, verb: &str, plural: &str) -> Vec<BTreeMap<String, String>> {
+        self.inner.lock().params.get(&(verb.to_owned(), plural.to_owned())).cloned().unwrap_or_default()
+    }
+
+    /// The most get and list requests that were being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.inner.lock().max_in_flight
+    }
+
     /// create + update + patch requests on `plural`.
     pub fn writes(&self, plural: &str) -> usize {
         ["create", "update", "patch"].iter().map(|v| self.requests(v, plural)).sum()
@@ -329,19 +344,94 @@ fn ok_json(value: Value) -> Response {
     (StatusCode::OK, [("content-type", "application/json")], value.to_string()).into_response()
 }
 
+/// `application/x-www-form-urlencoded` decoding of one query component.
+fn url_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() && u8::from_str_radix(&text[i + 1..i + 3], 16).is_ok() => {
+                out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn query_params(uri: &Uri) -> BTreeMap<String, String> {
+    uri.query().unwrap_or_default().split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (url_decode(k), url_decode(v))).collect()
+}
+
 fn query_param(uri: &Uri, key: &str) -> Option<String> {
-    uri.query()?.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        (k == key).then(|| v.replace("%3D", "=").replace("%2F", "/"))
+    query_params(uri).remove(key)
+}
+
+/// `metadata.name`, `metadata.namespace` and `status.phase`, with `=`, `==` or `!=`.
+fn field_selector_matches(selector: Option<&str>, namespace: &str, object: &Value) -> bool {
+    let Some(selector) = selector else { return true };
+    selector.split(',').filter(|s| !s.is_empty()).all(|term| {
+        let (field, want, equal) = match term.split_once("!=") {
+            Some((f, v)) => (f, v, false),
+            None => match term.split_once('=') {
+                Some((f, v)) => (f, v.trim_start_matches('='), true),
+                None => return false,
+            },
+        };
+        let actual = match field {
+            "metadata.name" => object["metadata"]["name"].as_str().unwrap_or_default(),
+            "metadata.namespace" => namespace,
+            "status.phase" => object["status"]["phase"].as_str().unwrap_or_default(),
+            _ => return false,
+        };
+        (actual == want) == equal
     })
 }
 
-fn field_selector_matches(selector: Option<&str>, namespace: &str, name: &str) -> bool {
+/// Terms of a selector, split at commas outside parentheses (`a in (x,y),b`).
+fn selector_terms(selector: &str) -> Vec<&str> {
+    let (mut terms, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&selector[start..]);
+    terms.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
+}
+
+/// A `labelSelector`: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+fn label_selector_matches(selector: Option<&str>, object: &Value) -> bool {
     let Some(selector) = selector else { return true };
-    selector.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
-        Some(("metadata.name", v)) => v == name,
-        Some(("metadata.namespace", v)) => v == namespace,
-        _ => false,
+    let labels = &object["metadata"]["labels"];
+    let label = |k: &str| labels[k.trim()].as_str();
+    selector_terms(selector).into_iter().all(|term| {
+        let set = |rest: &str| -> Vec<String> {
+            rest.trim().trim_start_matches('(').trim_end_matches(')').split(',').map(|v| v.trim().to_owned()).collect()
+        };
+        if let Some((k, rest)) = term.split_once(" notin ") {
+            label(k).is_none_or(|v| !set(rest).iter().any(|x| x == v))
+        } else if let Some((k, rest)) = term.split_once(" in ") {
+            label(k).is_some_and(|v| set(rest).iter().any(|x| x == v))
+        } else if let Some((k, v)) = term.split_once("!=") {
+            label(k) != Some(v.trim())
+        } else if let Some((k, v)) = term.split_once('=') {
+            label(k) == Some(v.trim_start_matches('=').trim())
+        } else if let Some(k) = term.strip_prefix('!') {
+            label(k).is_none()
+        } else {
+            label(term).is_some()
+        }
     })
 }
 
@@ -391,6 +481,7 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, heade
     {
         let mut store = inner.lock();
         *store.requests.entry((verb.to_owned(), plural.to_owned())).or_default() += 1;
+        store.params.entry((verb.to_owned(), plural.to_owned())).or_default().push(query_params(&uri));
         if store.forbidden.contains(&(verb.to_owned(), plural.to_owned())) {
             let scope = namespace.map_or_else(|| "at the cluster scope".to_owned(), |ns| format!("in the namespace \"{ns}\""));
             let message = format!(
@@ -401,12 +492,37 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, heade
     }
     let namespace = namespace.unwrap_or_default();
     let delay = inner.lock().delay;
-    if matches!(verb, "get" | "list") && !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+    let counted = matches!(verb, "get" | "list");
+    if counted {
+        let mut store = inner.lock();
+        store.in_flight += 1;
+        store.max_in_flight = store.max_in_flight.max(store.in_flight);
     }
+    // Even a fast answer takes a moment, so requests sent together overlap here.
+    tokio::time::sleep(if counted { delay.max(Duration::from_millis(5)) } else { Duration::ZERO }).await;
+    let response = answer(&inner, &resource, version, namespace, name, verb, &uri, &headers, &body);
+    if counted {
+        inner.lock().in_flight -= 1;
+    }
+    response
+}
+
+#[allow(clippy::too_many_arguments)]
+fn answer(
+    inner: &Arc<Inner>,
+    resource: &Resource,
+    version: &str,
+    namespace: &str,
+    name: Option<&str>,
+    verb: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let plural = resource.plural;
     match verb {
-        "list" => list(&inner, &resource, version, namespace, query_param(&uri, "fieldSelector").as_deref()),
-        "watch" => watch_stream(&inner, &resource, version, namespace, &uri),
+        "list" => list(inner, resource, version, namespace, &query_params(uri)),
+        "watch" => watch_stream(inner, resource, version, namespace, uri),
         "get" => {
             let store = inner.lock();
             match store
@@ -414,11 +530,11 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, heade
                 .get(&(resource.group, resource.plural))
                 .and_then(|m| m.get(&(namespace.to_owned(), name.unwrap_or_default().to_owned())))
             {
-                Some(o) => ok_json(at_version(o.clone(), &resource, version)),
+                Some(o) => ok_json(at_version(o.clone(), resource, version)),
                 None => status(404, "NotFound", &format!("{plural} \"{}\" not found", name.unwrap_or_default())),
             }
         }
-        _ => write_request(&inner, &resource, version, namespace, name, verb, &headers, &body),
+        _ => write_request(inner, resource, version, namespace, name, verb, headers, body),
     }
 }
 
@@ -449,14 +565,27 @@ fn resource_list(inner: &Inner, group: &str, version: &str) -> Value {
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version(group, version), "resources": resources})
 }
 
-fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, field_selector: Option<&str>) -> Response {
+/// A list with `fieldSelector`, `labelSelector`, `limit` and `continue` (the token is the offset
+/// of the next item; `remainingItemCount` is left out, as the real API does with selectors).
+fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, params: &BTreeMap<String, String>) -> Response {
     let store = inner.lock();
-    let items: Vec<Value> = store
+    let (fields, labels) = (params.get("fieldSelector").map(String::as_str), params.get("labelSelector").map(String::as_str));
+    let limit: usize = params.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let offset: usize = params.get("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let mut matching = store
         .objects
         .get(&(resource.group, resource.plural))
         .into_iter()
         .flat_map(|m| m.iter())
-        .filter(|((ns, name), _)| (namespace.is_empty() || ns == namespace) && field_selector_matches(field_selector, ns, name))
+        .filter(|((ns, _), o)| {
+            (namespace.is_empty() || ns == namespace) && field_selector_matches(fields, ns, o) && label_selector_matches(labels, o)
+        })
+        .skip(offset)
+        .peekable();
+    let page: Vec<_> = matching.by_ref().take(limit).collect();
+    let next = matching.peek().is_some().then(|| (offset + page.len()).to_string());
+    let items: Vec<Value> = page
+        .into_iter()
         .map(|(_, o)| {
             let mut o = o.clone();
             if resource.custom {
@@ -472,7 +601,7 @@ fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, fiel
     ok_json(json!({
         "kind": format!("{}List", resource.kind),
         "apiVersion": api_version(resource.group, version),
-        "metadata": {"resourceVersion": store.rv.to_string()},
+        "metadata": {"resourceVersion": store.rv.to_string(), "continue": next.unwrap_or_default()},
         "items": items,
     }))
 }
@@ -492,7 +621,7 @@ fn watch_stream(inner: &Arc<Inner>, resource: &Resource, version: &str, namespac
             e.group == resource.group
                 && e.plural == resource.plural
                 && (namespace.is_empty() || e.namespace == namespace)
-                && field_selector_matches(field_selector.as_deref(), &e.namespace, &e.name)
+                && field_selector_matches(field_selector.as_deref(), &e.namespace, &e.object["object"])
         }
     };
     let (backlog, mut live, current, gone) = {

@@ -2,7 +2,8 @@
 //! (docs/workloads.md#2-2-cloneset-inplaceonly, docs/workloads.md#3-2-cloneset-validation). Every failure is
 //! one 422 with the field errors joined as Kruise joins them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -11,8 +12,8 @@ use super::{check_selector, decode, defaults, immutable, int_or_string_value, no
 use crate::admission::Inputs;
 use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
-use crate::api::workloads::{CloneSet, IntOrString, PodRef};
-use crate::cluster::Query;
+use crate::api::workloads::{CloneSet, IntOrString, LabelSelector, PodRef};
+use crate::cluster::{Answers, ListFilter, Query};
 
 const MUTABLE: &[&str] = &[
     "replicas",
@@ -41,25 +42,30 @@ fn listed(value: &Value) -> Vec<&str> {
     value.pointer("/spec/scaleStrategy/podsToDelete").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect()
 }
 
+/// Up to this many newly listed pods are read one GET each (with Kruise's per-pod messages). More
+/// are read with one list of the CloneSet's pods (by its selector), so a request costs the API
+/// server at most this many GETs or one list, however long `podsToDelete` is.
+pub const MAX_POD_GETS: usize = 32;
+/// At most this many refused names are reported one by one.
+const MAX_REPORTED: usize = 100;
+
 /// Pods newly listed in `podsToDelete` (not in the old list), sorted; empty when the list has
 /// duplicates (that error stops the check) or for v1beta1 (which checks only duplicates).
+/// Linear in both lists (sets), so 200,000 names cost milliseconds, not a minute.
 fn new_pods_to_delete<'a>(list: &[&'a str], before: &[&str], v1beta1: bool) -> Vec<&'a str> {
     if v1beta1 || !duplicates(list).is_empty() {
         return Vec::new();
     }
-    let now: BTreeSet<&str> = list.iter().copied().collect();
-    now.into_iter().filter(|name| !before.contains(name)).collect()
+    let before: HashSet<&str> = before.iter().copied().collect();
+    let now: BTreeSet<&str> = list.iter().copied().filter(|name| !before.contains(name)).collect();
+    now.into_iter().collect()
 }
 
+/// Names listed more than once, each once, in the order their second listing appears.
 fn duplicates<'a>(list: &[&'a str]) -> Vec<&'a str> {
-    let mut seen = BTreeSet::new();
-    let mut dup = Vec::new();
-    for item in list {
-        if !seen.insert(*item) && !dup.contains(item) {
-            dup.push(*item);
-        }
-    }
-    dup
+    let mut seen = HashSet::new();
+    let mut reported = HashSet::new();
+    list.iter().copied().filter(|item| !seen.insert(*item) && reported.insert(*item)).collect()
 }
 
 fn namespace<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
@@ -70,14 +76,63 @@ fn pod_query(namespace: &str, name: &str) -> Query {
     Query::Get { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: namespace.into(), name: name.into() }
 }
 
-/// One GET per newly listed pod in `podsToDelete`. Read from the objects in place: this runs
-/// before every decision, so it decodes nothing.
+/// The CloneSet's pods in `namespace`, by its selector (`None` when it has no usable selector:
+/// that is an error of its own, and listing every pod of the namespace instead would be unbounded).
+fn pods_query(namespace: &str, selector: Option<&LabelSelector>) -> Option<Query> {
+    let labels = selector?.to_query()?;
+    let filter = ListFilter { labels, ..ListFilter::default() };
+    Some(Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some(namespace.into()), filter })
+}
+
+fn selector_of(value: &Value) -> Option<LabelSelector> {
+    value.pointer("/spec/selector").and_then(|s| serde_json::from_value(s.clone()).ok())
+}
+
+/// The lookups for the newly listed pods in `podsToDelete`: one GET each, or one list of the
+/// CloneSet's pods beyond [`MAX_POD_GETS`]. Read from the objects in place: this runs before every
+/// decision, so it decodes nothing else.
 pub fn queries(request: &AdmissionRequest, _inputs: &Inputs) -> Vec<Query> {
     let Ok(Some((new, old))) = objects(request) else { return Vec::new() };
     let v1beta1 = version(request, new) == "v1beta1";
     let before = old.map(listed).unwrap_or_default();
     let ns = namespace(request, new);
-    new_pods_to_delete(&listed(new), &before, v1beta1).into_iter().map(|name| pod_query(ns, name)).collect()
+    let names = new_pods_to_delete(&listed(new), &before, v1beta1);
+    if names.len() > MAX_POD_GETS {
+        return pods_query(ns, selector_of(new).as_ref()).into_iter().collect();
+    }
+    names.into_iter().map(|name| pod_query(ns, name)).collect()
+}
+
+/// Where the newly listed pods are read from in the answers.
+enum PodSource<'a> {
+    /// One GET per pod.
+    Gets(&'a Answers),
+    /// The CloneSet's pods by name, from one list (or why it failed).
+    Listed(Result<HashMap<&'a str, &'a Arc<Value>>, String>),
+}
+
+impl<'a> PodSource<'a> {
+    fn new(answers: &'a Answers, ns: &str, cs: &CloneSet, new_names: usize) -> Self {
+        if new_names <= MAX_POD_GETS {
+            return PodSource::Gets(answers);
+        }
+        let listed = match pods_query(ns, cs.spec.selector.as_ref()) {
+            None => Err("the CloneSet has no valid selector to list its pods by".to_owned()),
+            Some(query) => answers
+                .get(&query)
+                .map(|pods| pods.iter().filter_map(|pod| Some((pod.pointer("/metadata/name")?.as_str()?, pod))).collect::<HashMap<_, _>>()),
+        };
+        PodSource::Listed(listed)
+    }
+
+    /// The pod named `name`, `Ok(None)` when it does not exist, or why it could not be read.
+    fn get(&self, ns: &str, name: &str) -> Result<Option<&'a Arc<Value>>, String> {
+        match self {
+            PodSource::Gets(answers) => answers.get(&pod_query(ns, name)).map(|pods| pods.first()),
+            PodSource::Listed(Ok(pods)) => Ok(pods.get(name).copied()),
+            PodSource::Listed(Err(e)) => Err(e.clone()),
+        }
+    }
 }
 
 pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
@@ -158,12 +213,25 @@ fn scale_strategy(
     }
     let ns = namespace(request, value);
     let before = old.map(listed).unwrap_or_default();
-    for name in new_pods_to_delete(&names, &before, v1beta1) {
+    let new_names = new_pods_to_delete(&names, &before, v1beta1);
+    let pods = PodSource::new(inputs.answers, ns, cs, new_names.len());
+    if let PodSource::Listed(Err(e)) = &pods {
+        errors.push(field::invalid_shown(PATH, format!("[{} new names]", new_names.len()), format!("find pods failed: {e}")));
+        return;
+    }
+    let before_errors = errors.len();
+    for (checked, name) in new_names.iter().copied().enumerate() {
+        // Each refused name is one line of the message: past a hundred, say how many are left.
+        if errors.len() - before_errors == MAX_REPORTED {
+            let rest = new_names.len() - checked;
+            errors.push(field::invalid_shown(PATH, format!("[{rest} more names]"), "not checked one by one: fix the names above first"));
+            return;
+        }
         let fail = |detail: String| field::invalid_shown(PATH, field::go_quote(name), detail);
-        let pod = match inputs.answers.get(&pod_query(ns, name)) {
+        let pod = match pods.get(ns, name) {
             Err(e) => Err(format!("find pod {name} failed: {e}")),
-            Ok([]) => Err(format!("find pod {name} failed: pods {} not found", field::go_quote(name))),
-            Ok([pod, ..]) => decode::<PodRef>(pod, "Pod").map_err(|e| format!("find pod {name} failed: {e}")),
+            Ok(None) => Err(format!("find pod {name} failed: pods {} not found", field::go_quote(name))),
+            Ok(Some(pod)) => decode::<PodRef>(pod, "Pod").map_err(|e| format!("find pod {name} failed: {e}")),
         };
         match pod {
             Err(detail) => errors.push(fail(detail)),

@@ -2,7 +2,7 @@
 //! containers and containers composed with shared mounts, transferred env and `IS_INJECTED`, the volumes they
 //! reference, its pull secrets.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -62,28 +62,35 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 impl<'a> PodContext<'a> {
     pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
-        // A container this injection replaces in place is not an app container either (Kruise
-        // would share its mounts once, then skip it as IS_INJECTED on a re-invocation; skipping it
-        // from the start keeps the webhook idempotent).
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
         let hot_pairs = sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
         let sidecar_names: HashSet<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
-        let replaced = |c: &Value| name_of(c).is_some_and(|n| sidecar_names.contains(n));
-        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c) && !replaced(c)).collect();
+        // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
+        // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A
+        // re-invocation no longer sees it; `keep_earlier_injection` keeps what it gave.
+        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
         let mut shared_mounts = Vec::new();
         let mut subpath_env = Vec::new();
         let mut seen = HashSet::with_capacity(apps.iter().map(|a| list(a, "volumeMounts").len()).sum());
         for app in &apps {
+            // The app's env by name (the first of each), built once if a mount needs it: a search per
+            // mount would be mounts × env.
+            let mut env: Option<HashMap<&str, &Value>> = None;
             for mount in list(app, "volumeMounts") {
                 if str_field(mount, "mountPath").is_some_and(|p| seen.insert(p)) {
                     shared_mounts.push(mount);
                 }
                 let Some(expr) = str_field(mount, "subPathExpr") else { continue };
-                for var_name in subpath_vars(expr) {
-                    if let Some(var) = list(app, "env").iter().find(|e| name_of(e) == Some(var_name)) {
-                        subpath_env.push(var);
+                let env = env.get_or_insert_with(|| {
+                    let mut by_name = HashMap::new();
+                    for var in list(app, "env") {
+                        if let Some(name) = name_of(var) {
+                            by_name.entry(name).or_insert(var);
+                        }
                     }
-                }
+                    by_name
+                });
+                subpath_env.extend(subpath_vars(expr).into_iter().filter_map(|name| env.get(name).copied()));
             }
         }
         seen.clear();
@@ -94,6 +101,31 @@ impl<'a> PodContext<'a> {
             .collect();
         let pod_volumes = list(spec, "volumes");
         PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
+    }
+}
+
+/// A re-invocation rebuilds every sidecar from the pod as it is now, where an app container a sidecar
+/// replaced in place is gone (the sidecar took its place and carries IS_INJECTED), so the mounts,
+/// devices and env it shared would be dropped. When the pod already holds this container from an
+/// earlier injection and every mount, device and env var rebuilt now is already in it (by mount or
+/// device path, by env name), the earlier lists are kept as they are: a re-invocation then changes
+/// nothing.
+fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let name = injected.name();
+    let earlier =
+        list(spec, "containers").iter().chain(list(spec, "initContainers")).find(|c| name_of(c) == Some(name) && is_earlier_sidecar(c));
+    let (Some(earlier), Value::Object(container)) = (earlier, &mut injected.container) else { return };
+    for (key, id) in [("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"), ("env", "name")] {
+        let before = list(earlier, key);
+        let ids: HashSet<&str> = before.iter().filter_map(|item| str_field(item, id)).collect();
+        let now = container.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        // By key only: with the replaced container gone, another app container may now be the first
+        // with a mount path, so the rebuilt entry can differ in value from the one shared before.
+        let contained = now.iter().all(|item| str_field(item, id).is_some_and(|k| ids.contains(k)));
+        if contained && !before.is_empty() {
+            container.insert(key.into(), Value::Array(before.to_vec()));
+        }
     }
 }
 
@@ -132,6 +164,9 @@ pub fn build(set: &SidecarSet, ctx: &PodContext, warnings: &mut Vec<String>) -> 
         let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
         emit(set, sidecar, composed, sidecar.is_hot_upgrade(), before, &mut built.containers, &mut built.hot_upgraded);
+    }
+    for injected in built.init_containers.iter_mut().chain(&mut built.containers) {
+        keep_earlier_injection(injected, ctx.pod);
     }
     built.sidecar_list.sort();
     Ok(built)
@@ -203,7 +238,8 @@ fn compose<'a>(
         } else {
             Vec::new()
         };
-        let taken_by_mount = |d: &Value| shared_mounts.iter().any(|m| str_field(m, "mountPath") == str_field(d, "devicePath"));
+        let mount_paths: HashSet<&str> = shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
+        let taken_by_mount = |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.contains(p));
         let shared_devices: Vec<Value> = if sidecar.shares_volume_devices() {
             ctx.shared_devices.iter().filter(|d| free(d, "devicePath") && !taken_by_mount(d)).map(|d| (*d).clone()).collect()
         } else {
@@ -342,6 +378,40 @@ mod tests {
         assert_eq!(names("volumeMounts"), ["own", "v1", "v4"]);
         // /dev/x from a (not b's d2); /dev/y is a mount now; /dev/z is the sidecar's.
         assert_eq!(names("volumeDevices"), ["own", "d1"]);
+    }
+
+    /// Issue 16.4: only IS_INJECTED marks a sidecar. An app container named like a sidecar shares
+    /// its mounts (deduplicated by path) and the subPathExpr env they use, and a re-invocation on the
+    /// injected pod, where that container is gone, rebuilds the same sidecars.
+    #[test]
+    fn an_app_container_named_like_a_sidecar_still_shares_its_mounts() {
+        let pod = serde_json::json!({"spec": {"containers": [
+            {"name": "app", "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {"name": "proxy", "env": [{"name": "POD", "value": "p"}],
+             "volumeMounts": [{"name": "logs", "mountPath": "/logs", "subPathExpr": "$(POD)"}, {"name": "data2", "mountPath": "/data"}]}
+        ]}});
+        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [
+            {"name": "proxy", "image": "proxy:2", "shareVolumePolicy": {"type": "enabled"}},
+            {"name": "agent", "image": "agent:1", "shareVolumePolicy": {"type": "enabled"}}]}}))
+        .unwrap();
+        let sets = [Arc::new(set)];
+        let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
+        let built = build(&sets[0], &PodContext::new(&pod, &sets, &index), &mut Vec::new()).unwrap();
+        let mounts =
+            |c: &Value| c["volumeMounts"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        let env = |c: &Value| c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        for injected in &built.containers {
+            // /data from app (first of its path), /logs from the replaced proxy, with the POD env its subPathExpr reads.
+            assert_eq!(mounts(&injected.container), ["data", "logs"], "{}", injected.name());
+            assert_eq!(env(&injected.container), ["IS_INJECTED", "POD"], "{}", injected.name());
+        }
+        // Re-invocation: the pod as the first injection left it.
+        let injected_pod = serde_json::json!({"spec": {"containers":
+            super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().clone(), built.containers.clone())}});
+        let again = build(&sets[0], &PodContext::new(&injected_pod, &sets, &index), &mut Vec::new()).unwrap();
+        for (first, second) in built.containers.iter().zip(&again.containers) {
+            assert_eq!(first.container, second.container, "{} changed on re-invocation", first.name());
+        }
     }
 
     #[test]

@@ -16,9 +16,9 @@
 
 use std::sync::Arc;
 
-use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::admission::pattern::Pattern;
 use crate::admission::sidecarset_admission::selector::dns1123_subdomain_errors;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
 use crate::cluster::shared_map::SharedMap;
@@ -126,7 +126,7 @@ pub struct SidecarSetIndex {
     /// `resourcesPolicy.targetContainersNameRegex` patterns, compiled once (compiling per pod
     /// would dominate the decision's cost), with how many containers of decoded SidecarSets use
     /// each (a pattern no longer used is dropped).
-    name_regexes: SharedMap<String, (Regex, usize)>,
+    name_regexes: SharedMap<String, (Pattern, usize)>,
 }
 
 impl SidecarSetIndex {
@@ -187,7 +187,7 @@ impl SidecarSetIndex {
                 }
                 // An invalid pattern is reported when a pod meets it.
                 (None, true) => {
-                    if let Ok(regex) = Regex::new(pattern) {
+                    if let Ok(regex) = Pattern::compile(pattern) {
                         self.name_regexes.insert(pattern.to_owned(), (regex, 1));
                     }
                 }
@@ -234,7 +234,7 @@ impl SidecarSetIndex {
 
     /// A compiled `targetContainersNameRegex` of a live SidecarSet (restored revisions may use
     /// others, which are compiled on use).
-    pub fn name_regex(&self, pattern: &str) -> Option<&Regex> {
+    pub fn name_regex(&self, pattern: &str) -> Option<&Pattern> {
         self.name_regexes.get(pattern).map(|(regex, _)| regex)
     }
 

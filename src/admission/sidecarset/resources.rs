@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
-use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::calculator::{evaluate, parse_quantity};
+use crate::admission::pattern::Pattern;
 use crate::api::at;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 
@@ -18,7 +18,7 @@ pub fn compute(
     set: &SidecarSet,
     sidecar: &str,
     policy: &ResourcesPolicy,
-    compiled: Option<&Regex>,
+    compiled: Option<&Pattern>,
     pod: &Value,
     injected: &HashSet<String>,
 ) -> Result<Value, String> {
@@ -27,7 +27,7 @@ pub fn compute(
     let regex = match compiled {
         Some(r) => r,
         None => {
-            compiled_here = Regex::new(&policy.target_containers_name_regex).map_err(|e| {
+            compiled_here = Pattern::compile(&policy.target_containers_name_regex).map_err(|e| {
                 context(format!("targetContainersNameRegex {:?} is not a valid regex: {e}", policy.target_containers_name_regex))
             })?;
             &compiled_here

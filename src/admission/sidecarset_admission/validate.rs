@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use super::{corev1, selector};
 use crate::admission::Inputs;
 use crate::admission::field::{self, FieldError};
+use crate::admission::pattern::Pattern;
+use crate::admission::sidecarset::index::SidecarSetIndex;
 use crate::api::sidecarset::{
     BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector, REVISION_SIDECARSET_NAME_LABEL, SidecarContainer,
     SidecarSet,
@@ -170,7 +172,7 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     if spec.init_containers.is_empty() && spec.containers.is_empty() {
         errs.push(field::required("spec", "no initContainer or container defined for SidecarSet"));
     } else {
-        errs.extend(containers(set));
+        errs.extend(containers(set, ctx));
     }
     if let Err(e) = patch_whitelist(set, ctx) {
         errs.push(field::required("spec.patchPodMetadata", e));
@@ -321,10 +323,28 @@ fn priority_strategy(p: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Which `targetContainersNameRegex` patterns compile. Each distinct pattern is compiled at most
+/// once per request, and not at all when a SidecarSet in the cluster already uses it (the index
+/// holds it compiled), so a SidecarSet with many containers costs one compile per pattern.
+struct PatternCheck<'a> {
+    index: &'a SidecarSetIndex,
+    seen: HashMap<&'a str, Result<(), String>>,
+}
+
+impl<'a> PatternCheck<'a> {
+    fn check(&mut self, pattern: &'a str) -> Result<(), String> {
+        if self.index.name_regex(pattern).is_some() {
+            return Ok(());
+        }
+        self.seen.entry(pattern).or_insert_with(|| Pattern::compile(pattern).map(drop)).clone()
+    }
+}
+
 /// Per-container rules, then the fake-pod validation of containers, init containers and volumes.
-fn containers(set: &SidecarSet) -> Vec<FieldError> {
+fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
     let spec = &set.spec;
     let mut errs = Vec::new();
+    let mut patterns = PatternCheck { index: ctx.inputs.cluster.sidecarset_index(), seen: HashMap::new() };
     for (i, c) in spec.init_containers.iter().enumerate() {
         if let Some(policy) = &c.resources_policy {
             if !c.is_native_sidecar() {
@@ -334,7 +354,7 @@ fn containers(set: &SidecarSet) -> Vec<FieldError> {
                     "resourcesPolicy is only supported for containers with RestartPolicy Always",
                 ));
             }
-            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy")));
+            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy"), &mut patterns));
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
@@ -351,7 +371,7 @@ fn containers(set: &SidecarSet) -> Vec<FieldError> {
             }
         }
         if c.resources_policy.is_some() {
-            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy")));
+            errs.extend(resources_policy(c, &format!("spec[{i}].resourcesPolicy"), &mut patterns));
         }
     }
     let (volume_names, volume_errs) = corev1::validate_volumes(&spec.volumes);
@@ -397,7 +417,7 @@ fn transfer_env_field_ref(api_version: &str, field_path: &str, path: &str) -> Ve
 }
 
 /// resourcesPolicy: not with `resources`, a valid regex, at least one expression, each parses.
-fn resources_policy(c: &SidecarContainer, path: &str) -> Vec<FieldError> {
+fn resources_policy<'a>(c: &'a SidecarContainer, path: &str, patterns: &mut PatternCheck<'a>) -> Vec<FieldError> {
     let Some(policy) = &c.resources_policy else { return Vec::new() };
     let has = |k: &str| c.container.get("resources").and_then(|r| r.get(k)).and_then(Value::as_object).is_some_and(|m| !m.is_empty());
     if has("limits") || has("requests") {
@@ -407,7 +427,7 @@ fn resources_policy(c: &SidecarContainer, path: &str) -> Vec<FieldError> {
     let regex = &policy.target_containers_name_regex;
     if regex.is_empty() {
         errs.push(field::required(format!("{path}.targetContainersNameRegex"), "invalid empty regex"));
-    } else if let Err(e) = Regex::new(regex) {
+    } else if let Err(e) = patterns.check(regex) {
         errs.push(field::invalid_str(format!("{path}.targetContainersNameRegex"), regex, format!("invalid regex pattern: {e}")));
     }
     let expr = &policy.resources_expr;
@@ -467,7 +487,7 @@ fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
             }
         }
         for expr in &rule.allowed_annotation_key_exprs {
-            allowed.push(Regex::new(expr).map_err(|e| e.to_string())?);
+            allowed.push(Pattern::compile(expr)?);
         }
     }
     if allowed.is_empty() {

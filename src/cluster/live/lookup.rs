@@ -10,9 +10,18 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::discovery::Scope;
 use serde_json::Value;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+
 use super::api_error::{FailureKind, classify, resource_name};
 use crate::cluster::query::Answer;
 use crate::cluster::{Answers, Query};
+
+/// At most this many lookups of one request are in flight at once (a CloneSet adding 32 pods to
+/// `podsToDelete` asks 32 GETs; they go four at a time, not all at once).
+pub const MAX_CONCURRENT: usize = 4;
+/// A page of a full list.
+const PAGE: u32 = 500;
 
 /// Answers lookups against the API server. Kind-to-resource discovery is cached (a kind's
 /// resource name does not change while the process runs); answers are not.
@@ -29,21 +38,30 @@ impl LiveLookups {
         LiveLookups { client, timeout, resources: Mutex::new(HashMap::new()) }
     }
 
-    /// Perform every query (concurrently) and collect the answers for the decision.
+    /// Perform every query, [`MAX_CONCURRENT`] at a time, and collect the answers for the decision.
     pub async fn answer(&self, queries: &[Query]) -> Answers {
-        let results = futures_util::future::join_all(queries.iter().map(|q| async move { (q.clone(), self.one(q).await) })).await;
+        let mut waiting = queries.iter();
+        let mut running = FuturesUnordered::new();
         let mut answers = Answers::default();
-        for (query, answer) in results {
-            answers.insert(query, answer);
+        loop {
+            while running.len() < MAX_CONCURRENT
+                && let Some(query) = waiting.next()
+            {
+                running.push(self.one(query));
+            }
+            match running.next().await {
+                Some((query, answer)) => answers.insert(query, answer),
+                None => return answers,
+            }
         }
-        answers
     }
 
-    async fn one(&self, query: &Query) -> Answer {
-        match tokio::time::timeout(self.timeout, self.perform(query)).await {
+    async fn one(&self, query: &Query) -> (Query, Answer) {
+        let answer = match tokio::time::timeout(self.timeout, self.perform(query)).await {
             Ok(answer) => answer,
             Err(_) => Err(format!("{query}: the API server did not answer within {}ms", self.timeout.as_millis())),
-        }
+        };
+        (query.clone(), answer)
     }
 
     async fn perform(&self, query: &Query) -> Answer {
@@ -53,23 +71,37 @@ impl LiveLookups {
         let (resource, scope) = self.resource(group, version, kind).await.map_err(|e| format!("{query}: {e}"))?;
         let rbac_name = resource_name(&resource.group, &resource.plural);
         match query {
-            Query::List { namespace, .. } => {
+            Query::List { namespace, filter, .. } => {
                 let api: Api<DynamicObject> = match (namespace, &scope) {
                     (Some(ns), Scope::Namespaced) => Api::namespaced_with(self.client.clone(), ns, &resource),
                     _ => Api::all_with(self.client.clone(), &resource),
                 };
+                let selector = |s: &String| (!s.is_empty()).then(|| s.clone());
+                // When one counted object is enough, the first page holds one object (usually the
+                // answer), and pages grow only while they hold none (say, terminating pods).
+                let mut params = ListParams {
+                    label_selector: selector(&filter.labels),
+                    field_selector: selector(&filter.fields),
+                    limit: Some(if filter.until_one.is_some() { 1 } else { PAGE }),
+                    ..ListParams::default()
+                };
                 let mut objects = Vec::new();
-                let mut params = ListParams { limit: Some(500), ..ListParams::default() };
                 loop {
                     let page = api
                         .list(&params)
                         .await
                         .map_err(|e| format!("{query}: {}", classify(&e, "list", &rbac_name, namespace.as_deref())))?;
-                    objects.extend(page.items.into_iter().filter_map(|o| typed_value(o, &resource)));
+                    let items: Vec<Arc<Value>> = page.items.into_iter().filter_map(|o| typed_value(o, &resource)).collect();
+                    let enough = filter.until_one.is_some_and(|counted| items.iter().any(|o| counted.counts(o)));
+                    objects.extend(items);
+                    if enough {
+                        return Ok(objects);
+                    }
                     match page.metadata.continue_.filter(|c| !c.is_empty()) {
                         Some(token) => params.continue_token = Some(token),
                         None => return Ok(objects),
                     }
+                    params.limit = params.limit.map(|limit| (limit * 10).min(PAGE));
                 }
             }
             Query::Get { namespace, name, .. } => {
