@@ -12,7 +12,7 @@ use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
 use crate::server::listener::DEFAULT_MAX_CONNECTIONS;
-use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
+use crate::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -56,9 +56,14 @@ pub struct ServeArgs {
     pub decisions: DecisionArgs,
     #[command(flatten)]
     pub live: LiveOptions,
-    /// Largest accepted request body, in bytes (larger: HTTP 413).
+    /// Largest accepted request body, in bytes (larger: HTTP 413). The default is what
+    /// kube-apiserver can send: two objects at its 3 MiB body limit plus 1 MiB of envelope.
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// Bytes of request bodies and of the values they decode into, held at once by all requests;
+    /// beyond it HTTP 429 with Retry-After (a request that alone needs more: 413).
+    #[arg(long, default_value_t = DEFAULT_MAX_IN_FLIGHT_BYTES)]
+    pub max_in_flight_bytes: usize,
     /// Most open HTTPS connections (TLS handshakes included); further connections are closed at
     /// once and counted as `kruise_admission_http_errors_total{reason="connection_limit"}`.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
@@ -84,23 +89,13 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// Threads of the blocking pool (see `run`).
-const BLOCKING_THREADS: usize = 8;
-
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
     std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
-    // Every parse and decision runs on the blocking pool (so the internal deadline can fire while
-    // one runs). Capped so a burst of huge objects queues instead of starting hundreds of threads,
-    // each holding its object and an allocator heap (tokio's default is 512); with 2 cores, 8
-    // threads already keep both busy (docs/RELIABILITY.md has the soak's RSS with the cap).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(BLOCKING_THREADS)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    // docs/RELIABILITY.md has the soak's RSS with the capped blocking pool.
+    let runtime = crate::server::runtime(DEFAULT_WORKERS).context("starting the async runtime")?;
     runtime.block_on(async move {
         // Both live mode and self-managed certificates talk to the API server.
         let client = match (args.live.cluster_mode, args.live.cert_mode) {
@@ -115,6 +110,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.metrics_listen = args.metrics_listen;
         config.settings = args.decisions.settings();
         config.max_request_bytes = args.max_request_bytes;
+        config.max_in_flight_bytes = args.max_in_flight_bytes;
         config.limits.max_connections = args.max_connections;
         config.client_ca_file = args.client_ca_file.clone();
         config.shutdown_grace = args.shutdown_grace;
