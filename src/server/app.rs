@@ -203,15 +203,9 @@ async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Reque
         return Err(HttpError::too_large(limit));
     }
     let deadline = Deadline::new(deadline::from_query(request.uri().query()));
-    let mut held = state.budget.hold();
-    if let Some(len) = declared.filter(|len| *len <= limit)
-        && let Err(refusal) = held.grow(len)
-    {
-        drain(request.into_body(), limit).await;
-        return Err(HttpError::budget(refusal));
-    }
     let work = async {
-        let body = read_body(request.into_body(), limit, &mut held).await?;
+        let mut held = state.budget.hold();
+        let body = read_body(request.into_body(), limit, declared, &mut held).await?;
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
         let prepared = {
@@ -301,10 +295,12 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
     headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// Read the whole body, at most `limit` bytes, holding them in `held` (which already holds the
-/// declared length, if any).
-async fn read_body(mut body: Body, limit: usize, held: &mut Held) -> Result<Vec<u8>, HttpError> {
-    let mut bytes = Vec::with_capacity(held.bytes());
+/// Read the whole body, at most `limit` bytes, holding them in `held` as they arrive (not as
+/// declared: a client that declares a large body and trickles it must not hold the budget with
+/// bytes it never sent).
+async fn read_body(mut body: Body, limit: usize, declared: Option<usize>, held: &mut Held) -> Result<Vec<u8>, HttpError> {
+    // Reserved, not yet resident: pages are touched as the bytes arrive.
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(limit));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
@@ -312,7 +308,7 @@ async fn read_body(mut body: Body, limit: usize, held: &mut Held) -> Result<Vec<
             drain(body, limit).await;
             return Err(HttpError::too_large(limit));
         }
-        // Chunked bodies (and bodies longer than declared) are held as they come, a step ahead.
+        // Held a step ahead, so the budget is not asked for every frame.
         let wanted = bytes.len() + data.len();
         if wanted > held.bytes()
             && let Err(refusal) = held.grow(wanted.max(held.bytes() + BODY_STEP).min(limit) - held.bytes())
@@ -325,7 +321,7 @@ async fn read_body(mut body: Body, limit: usize, held: &mut Held) -> Result<Vec<
     Ok(bytes)
 }
 
-/// How much more of the budget a body without a usable Content-Length takes at a time.
+/// How much more of the budget a body takes at a time.
 const BODY_STEP: usize = 256 << 10;
 
 /// How much of an oversized body we still read (and discard) before answering 413.
