@@ -8,7 +8,7 @@
 //! - No webhook may hold more than half of the workers: a slow or attacked webhook cannot starve
 //!   the others (pod CREATEs keep their share while a SidecarSet flood queues behind its own).
 //! - A request waits for a worker at most half of what is left of its deadline, then is shed with
-//!   503 and `Retry-After`; when `max_waiting` requests already wait, it is shed at once with 429.
+//!   503 and `Retry-After`; when [`MAX_WAITING`] requests already wait, it is shed at once with 429.
 //!   The apiserver treats both as a failed call (failurePolicy), as it would our 504, but sooner.
 //! - Work whose deadline passed while it waited is not started (see `app::on_worker`).
 
@@ -25,6 +25,13 @@ use crate::admission::webhooks::Webhook;
 /// `server::runtime`), so file reads and the cluster reload never queue behind decisions; with 2
 /// cores, 8 already keep both busy while some wait on memory or the allocator.
 pub const DEFAULT_WORKERS: usize = 8;
+
+/// A backstop on requests waiting for a worker. What sheds first is the wait bounded by each
+/// request's deadline, and the memory budget their bodies hold; this only caps the bookkeeping.
+/// It is well above a burst the apiserver sends: a bound of 32 turned 64 concurrent small reviews
+/// (`tests/serve.rs`) into 429s, which `/mutate-pod`'s failurePolicy Ignore would have admitted
+/// without sidecars.
+pub const MAX_WAITING: usize = 1024;
 
 #[derive(Debug)]
 pub struct WorkQueue {
@@ -52,8 +59,8 @@ pub struct Worker {
 }
 
 impl WorkQueue {
-    /// `workers` in all, half of them (at least one) per webhook, and at most four requests
-    /// waiting per worker.
+    /// `workers` in all, half of them (at least one) per webhook, and at most [`MAX_WAITING`]
+    /// requests waiting.
     pub fn new(workers: usize, webhooks: &[Webhook]) -> Self {
         let workers = workers.max(1);
         let share = workers.div_ceil(2);
@@ -61,7 +68,7 @@ impl WorkQueue {
             workers: Arc::new(Semaphore::new(workers)),
             shares: webhooks.iter().map(|w| (w.path, Arc::new(Semaphore::new(share)))).collect(),
             waiting: AtomicUsize::new(0),
-            max_waiting: workers * 4,
+            max_waiting: MAX_WAITING,
         }
     }
 
@@ -117,7 +124,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_is_bounded() {
-        let queue = Arc::new(WorkQueue::new(1, WEBHOOKS));
+        let queue = Arc::new(WorkQueue { max_waiting: 4, ..WorkQueue::new(1, WEBHOOKS) });
         let _held = queue.admit(&WEBHOOKS[0], Duration::ZERO).await.unwrap();
         let waiters: Vec<_> = (0..4)
             .map(|_| {
