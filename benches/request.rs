@@ -23,7 +23,10 @@ use kruise_admission::cluster::Snapshot;
 use kruise_admission::server::app::{AppState, router};
 use kruise_admission::server::cluster::ClusterState;
 use kruise_admission::server::lookups::Lookups;
+use kruise_admission::server::memory_budget::MemoryBudget;
 use kruise_admission::server::metrics::Metrics;
+use kruise_admission::server::work_queue::WorkQueue;
+use kruise_admission::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -36,8 +39,10 @@ fn app(snapshot: Snapshot) -> Router {
         settings: Settings::default(),
         clock: Arc::new(SystemClock),
         metrics: Arc::new(Metrics::new().expect("metrics")),
-        max_request_bytes: 8 << 20,
+        max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         lookups: Lookups::Snapshot,
+        budget: MemoryBudget::new(DEFAULT_MAX_IN_FLIGHT_BYTES),
+        queue: WorkQueue::new(DEFAULT_WORKERS, WEBHOOKS),
     }))
 }
 

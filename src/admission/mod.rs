@@ -9,6 +9,7 @@ pub mod pattern;
 pub mod pod;
 pub mod protection;
 pub mod review;
+pub mod review_cost;
 pub mod sidecarset;
 pub mod sidecarset_admission;
 pub mod webhooks;

@@ -4,8 +4,15 @@
 //! This is the one place where errors become responses (code + message), so every edge (`serve`,
 //! `dry-run`) answers the same way. Objects are kept as `serde_json::Value` so that fields this binary
 //! does not know survive untouched into patches and outputs.
+//!
+//! `serve` decodes straight from the body with [`decode_review_body`], which never builds the parts
+//! of a review no decision reads (unknown fields, and the object the operation leaves empty);
+//! [`review_cost`] tells beforehand how much memory the rest will take.
+
+use std::fmt;
 
 use base64::Engine as _;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use super::patch::PatchOp;
@@ -44,10 +51,21 @@ impl Operation {
         }
     }
 
+    /// Whether a decision can read `object` (`new`) or `oldObject` (`!new`) for this operation:
+    /// the apiserver sends `object: null` on DELETE and no `oldObject` on CREATE and CONNECT, so
+    /// whatever a client puts there is dropped (after its type is checked) rather than decoded.
+    pub fn carries(self, new: bool) -> bool {
+        match self {
+            Operation::Create | Operation::Connect => new,
+            Operation::Update => true,
+            Operation::Delete => !new,
+        }
+    }
+
     /// The apiserver always sends upper case. Some hand-written reviews (see the recorded
     /// `pepr-pod-create-operation-mixedcase.json`) use `Create`; we accept any case and say so in a
     /// warning rather than refusing a review whose meaning is clear.
-    fn parse(s: &str) -> Option<(Operation, bool)> {
+    pub(crate) fn parse(s: &str) -> Option<(Operation, bool)> {
         let op = match s.to_ascii_uppercase().as_str() {
             "CREATE" => Operation::Create,
             "UPDATE" => Operation::Update,
@@ -311,8 +329,8 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
         Some(v @ Value::Object(_)) => v.clone(),
         Some(other) => return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other)))),
     };
-    let object = take_object(&mut request, "object").map_err(fail)?;
-    let old_object = take_object(&mut request, "oldObject").map_err(fail)?;
+    let object = take_object(&mut request, "object").map_err(fail)?.filter(|_| operation.carries(true));
+    let old_object = take_object(&mut request, "oldObject").map_err(fail)?.filter(|_| operation.carries(false));
     Ok(AdmissionRequest {
         version,
         uid: uid.clone(),
@@ -328,6 +346,233 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
         dry_run,
         decode_warnings,
     })
+}
+
+/// Which of `object` and `oldObject` [`decode_review_body`] builds; the other ones have their type
+/// checked and are dropped. [`review_cost`](super::review_cost) picks them from the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub object: bool,
+    pub old_object: bool,
+}
+
+impl Parts {
+    /// Both, for a review whose operation is not known beforehand.
+    pub const ALL: Parts = Parts { object: true, old_object: true };
+
+    pub fn for_operation(operation: Option<Operation>) -> Parts {
+        operation.map_or(Parts::ALL, |op| Parts { object: op.carries(true), old_object: op.carries(false) })
+    }
+}
+
+/// Decode an AdmissionReview from its JSON text. The answer is the one `serde_json::from_slice`
+/// then [`decode_review`] would give (the same parser: same syntax errors, same 128-level nesting
+/// limit, the last of duplicate keys wins), but only the fields `decode_review` reads are built as
+/// values, and of `object` and `oldObject` only those in `parts`: everything else is parsed,
+/// checked and dropped as it goes. The outer error is a JSON syntax error.
+pub fn decode_review_body(body: &[u8], parts: Parts) -> Result<Result<AdmissionRequest, DecodeError>, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let review = Fields { level: Level::Top, parts }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(decode_review(review))
+}
+
+const TOP_FIELDS: &[&str] = &["apiVersion", "kind"];
+const REQUEST_FIELDS: &[&str] = &["uid", "kind", "resource", "subResource", "name", "namespace", "operation", "dryRun", "userInfo"];
+
+#[derive(Clone, Copy)]
+enum Level {
+    Top,
+    Request,
+}
+
+/// What to do with the value after a key.
+enum Field {
+    Keep(&'static str),
+    Request,
+    /// `object` or `oldObject`: built when the flag is set, else only its type is kept.
+    Part(&'static str, bool),
+    Drop,
+}
+
+/// The keys of the top level or of `request` that [`decode_review`] reads.
+#[derive(Clone, Copy)]
+struct Fields {
+    level: Level,
+    parts: Parts,
+}
+
+impl<'de> DeserializeSeed<'de> for Fields {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// A key is matched against the names this level keeps without being copied.
+struct KeyOf(Fields);
+
+impl<'de> DeserializeSeed<'de> for KeyOf {
+    type Value = Field;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Field, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyOf {
+    type Value = Field;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
+        let Fields { level, parts } = self.0;
+        let keep = |names: &[&'static str]| names.iter().find(|name| **name == key).map_or(Field::Drop, |name| Field::Keep(name));
+        Ok(match (level, key) {
+            (Level::Top, "request") => Field::Request,
+            (Level::Top, _) => keep(TOP_FIELDS),
+            (Level::Request, "object") => Field::Part("object", parts.object),
+            (Level::Request, "oldObject") => Field::Part("oldObject", parts.old_object),
+            (Level::Request, _) => keep(REQUEST_FIELDS),
+        })
+    }
+}
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(field) = map.next_key_seed(KeyOf(self))? {
+            let (name, value) = match field {
+                Field::Keep(name) => (name, map.next_value::<Value>()?),
+                Field::Request => ("request", map.next_value_seed(Fields { level: Level::Request, parts: self.parts })?),
+                Field::Part(name, true) => (name, map.next_value::<Value>()?),
+                Field::Part(name, false) => (name, map.next_value::<Skip>()?.placeholder()),
+                Field::Drop => {
+                    map.next_value::<Skip>()?;
+                    continue;
+                }
+            };
+            kept.insert(name.to_owned(), value);
+        }
+        Ok(Value::Object(kept))
+    }
+
+    // Not an object: `decode_review` only needs its type to say what is wrong.
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        SkipVisitor.visit_seq(seq).map(Skip::placeholder)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Value, E> {
+        Ok(Skip::Bool.placeholder())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Value, E> {
+        Ok(Skip::Number.placeholder())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Value, E> {
+        Ok(Skip::Number.placeholder())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Value, E> {
+        Ok(Skip::Number.placeholder())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Value, E> {
+        Ok(Skip::String.placeholder())
+    }
+}
+
+/// A value parsed and checked like any other, then dropped; only its type is kept.
+#[derive(Debug, Clone, Copy)]
+enum Skip {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Skip {
+    /// The smallest value of the same type: an empty object reads as absent, anything else as
+    /// the type error it is.
+    fn placeholder(self) -> Value {
+        match self {
+            Skip::Null => Value::Null,
+            Skip::Bool => Value::Bool(false),
+            Skip::Number => Value::from(0),
+            Skip::String => Value::String(String::new()),
+            Skip::Array => Value::Array(Vec::new()),
+            Skip::Object => Value::Object(Map::new()),
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Skip, D::Error> {
+        // `deserialize_any`, not `deserialize_ignored_any`: serde_json counts nesting only here.
+        deserializer.deserialize_any(SkipVisitor)
+    }
+}
+
+struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip::Bool)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip::Number)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip::Number)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip::Number)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip::String)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_key::<Skip>()?.is_some() {
+            map.next_value::<Skip>()?;
+        }
+        Ok(Skip::Object)
+    }
 }
 
 /// The JSON Patch as the apiserver wants it: the RFC 6902 array, serialised, then base64.

@@ -12,7 +12,7 @@ use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
-use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
+use crate::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -61,9 +61,14 @@ pub struct ServeArgs {
     pub decisions: DecisionArgs,
     #[command(flatten)]
     pub live: LiveOptions,
-    /// Largest accepted request body, in bytes (larger: HTTP 413).
+    /// Largest accepted request body, in bytes (larger: HTTP 413). The default is what
+    /// kube-apiserver can send: two objects at its 3 MiB body limit plus 1 MiB of envelope.
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// Bytes of request bodies and of the values they decode into, held at once by all requests;
+    /// beyond it HTTP 429 with Retry-After (a request that alone needs more: 413).
+    #[arg(long, default_value_t = DEFAULT_MAX_IN_FLIGHT_BYTES)]
+    pub max_in_flight_bytes: usize,
     #[command(flatten)]
     pub connections: ConnectionArgs,
     /// How long in-flight requests may run after SIGTERM/SIGINT (Go duration, e.g. 25s).
@@ -109,24 +114,14 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// Threads of the blocking pool (see `run`).
-const BLOCKING_THREADS: usize = 8;
-
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     check_cluster_dir(&args)?;
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
     std::panic::set_hook(Box::new(|info| tracing::error!(panic = %info, "panic")));
-    // Every parse and decision runs on the blocking pool (so the internal deadline can fire while
-    // one runs). Capped so a burst of huge objects queues instead of starting hundreds of threads,
-    // each holding its object and an allocator heap (tokio's default is 512); with 2 cores, 8
-    // threads already keep both busy (docs/RELIABILITY.md has the soak's RSS with the cap).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(BLOCKING_THREADS)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    // docs/RELIABILITY.md has the soak's RSS with the capped blocking pool.
+    let runtime = crate::server::runtime(DEFAULT_WORKERS).context("starting the async runtime")?;
     runtime.block_on(async move {
         // Both live mode and self-managed certificates talk to the API server.
         let client = match (args.live.cluster_mode, args.live.cert_mode) {
@@ -141,6 +136,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.metrics_listen = args.metrics_listen;
         config.settings = args.decisions.settings();
         config.max_request_bytes = args.max_request_bytes;
+        config.max_in_flight_bytes = args.max_in_flight_bytes;
         args.connections.apply(&mut config.limits);
         config.client_ca_file = args.client_ca_file.clone();
         config.allowed_client_names = args.allowed_client_names.clone();

@@ -1,10 +1,15 @@
 //! The admission HTTP handler: one route per entry of the webhook table, each a thin adapter
 //! around `review::decode_review` → `webhooks::run` → `review::review_response`.
 //!
-//! HTTP-level refusals (wrong method, media type, size, unusable envelope, deadline, panic) are
-//! answered with a JSON `{"error": ...}` body and counted in `kruise_admission_http_errors_total`;
-//! everything the apiserver can match to a request (it has a uid) is answered inside an
-//! AdmissionReview with HTTP 200.
+//! HTTP-level refusals (wrong method, media type, size, unusable envelope, overload, deadline,
+//! panic) are answered with a JSON `{"error": ...}` body and counted in
+//! `kruise_admission_http_errors_total`; everything the apiserver can match to a request (it has a
+//! uid) is answered inside an AdmissionReview with HTTP 200.
+//!
+//! Hostile load (issue 17): the bytes a request holds (body, then decoded values) come from one
+//! [`MemoryBudget`], and its blocking work waits in one [`WorkQueue`]; both refuse early (429/503
+//! with `Retry-After`, 413 for what could never fit) rather than let the process starve or be
+//! OOM-killed.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -13,18 +18,20 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
 use http_body_util::BodyExt as _;
-use serde_json::Value;
 
 use super::cluster::ClusterState;
 use super::deadline;
 use super::lookups::Lookups;
+use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
+use super::work_queue::{Shed, WorkQueue};
 use crate::admission::review::{self, AdmissionRequest};
+use crate::admission::review_cost::review_cost;
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
 use crate::cluster::{Answers, Query, Snapshot};
@@ -40,6 +47,10 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub max_request_bytes: usize,
+    /// Bytes of bodies and decoded values held at once (`--max-in-flight-bytes`).
+    pub budget: Arc<MemoryBudget>,
+    /// Workers for the blocking work, shared fairly between webhooks.
+    pub queue: WorkQueue,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -72,11 +83,18 @@ struct HttpError {
     /// The `reason` label of `kruise_admission_http_errors_total`.
     reason: &'static str,
     message: String,
+    /// Sent as `Retry-After` (seconds): the refusal is about load, not about the request.
+    retry_after: Option<u32>,
 }
 
 impl HttpError {
     fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
-        HttpError { status, reason, message: message.into() }
+        HttpError { status, reason, message: message.into(), retry_after: None }
+    }
+
+    fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
@@ -85,6 +103,38 @@ impl HttpError {
 
     fn too_large(limit: usize) -> Self {
         HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the request body exceeds {limit} bytes (--max-request-bytes)"))
+    }
+
+    /// The memory budget refused: 429 while other requests hold it, 413 when it never could fit.
+    fn budget(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Busy => HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "memory_busy",
+                "too many bytes are being decoded at once (--max-in-flight-bytes); retry shortly",
+            )
+            .retry_after(1),
+            Refusal::Never { wanted, total } => HttpError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large_decoded",
+                format!("decoding this request would take about {wanted} bytes, more than --max-in-flight-bytes ({total})"),
+            ),
+        }
+    }
+
+    fn shed(shed: Shed) -> Self {
+        match shed {
+            Shed::QueueFull => {
+                HttpError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", "too many requests are waiting for a worker; retry shortly")
+                    .retry_after(1)
+            }
+            Shed::NoWorker(waited) => HttpError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                format!("no worker came free within {} ms (half of what was left of the deadline)", waited.as_millis()),
+            )
+            .retry_after(1),
+        }
     }
 
     fn into_response(self, metrics: &Metrics, path: &str, started: Instant) -> Response {
@@ -101,6 +151,9 @@ impl HttpError {
         let mut response = json_response(self.status, body);
         if self.status == StatusCode::METHOD_NOT_ALLOWED {
             response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+        }
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
@@ -149,43 +202,75 @@ async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Reque
     if let Err(error) = check_content_type(request.headers()) {
         return refuse(request, limit, error).await;
     }
+    let declared = declared_length(request.headers());
     // A body we would not even drain is refused before reading any of it.
-    if declared_length(request.headers()).is_some_and(|len| len > drain_budget(limit)) {
+    if declared.is_some_and(|len| len > drain_budget(limit)) {
         return Err(HttpError::too_large(limit));
     }
-    let deadline = deadline::from_query(request.uri().query());
-    let begun = Instant::now();
+    let deadline = Deadline::new(deadline::from_query(request.uri().query()));
     let work = async {
-        let body = read_body(request.into_body(), limit).await?;
+        let mut held = state.budget.hold();
+        let body = read_body(request.into_body(), limit, declared, &mut held).await?;
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
         let prepared = {
             let state = state.clone();
-            blocking(move || prepare(&state, webhook, &body)).await??
+            on_worker(state.clone(), webhook, deadline, move || prepare(&state, webhook, body, held)).await?
         };
         match prepared {
             Prepared::Answered(answered) => Ok(answered),
             Prepared::NeedsAnswers(pending) => {
                 // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
                 // API server yields a denial that says so rather than a bare 504.
-                let left = deadline.saturating_sub(begun.elapsed());
+                let left = deadline.left();
                 let answers = state.lookups.answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10)).await;
                 let state = state.clone();
-                blocking(move || decide(&state, webhook, &pending.request, &pending.snapshot, &answers)).await?
+                on_worker(state.clone(), webhook, deadline, move || decide(&state, webhook, &pending.request, &pending.snapshot, &answers))
+                    .await
             }
         }
     };
-    match tokio::time::timeout(deadline, work).await {
+    match tokio::time::timeout(deadline.length, work).await {
         Ok(result) => result,
-        Err(_) => Err(timeout_error(deadline)),
+        Err(_) => Err(timeout_error(deadline.length)),
     }
 }
 
-/// Run blocking work on the blocking pool.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, HttpError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))
+/// The internal deadline of one request: how long, and from when.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    length: Duration,
+    due: Instant,
+}
+
+impl Deadline {
+    fn new(length: Duration) -> Self {
+        Deadline { length, due: Instant::now() + length }
+    }
+
+    fn left(&self) -> Duration {
+        self.due.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Run blocking work on the blocking pool once the queue gives it a worker. It waits for one at
+/// most half of what is left of the deadline, keeps it until the work ends (even after the
+/// request was answered 504), and does not start at all when the deadline passed meanwhile.
+async fn on_worker<T: Send + 'static>(
+    state: Arc<AppState>,
+    webhook: &'static Webhook,
+    deadline: Deadline,
+    work: impl FnOnce() -> Result<T, HttpError> + Send + 'static,
+) -> Result<T, HttpError> {
+    let worker = state.queue.admit(webhook, deadline.left() / 2).await.map_err(HttpError::shed)?;
+    let job = tokio::task::spawn_blocking(move || {
+        let _worker = worker;
+        if deadline.left().is_zero() {
+            return Err(timeout_error(deadline.length));
+        }
+        work()
+    });
+    job.await.map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))?
 }
 
 fn timeout_error(deadline: Duration) -> HttpError {
@@ -215,15 +300,26 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
     headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// Read the whole body, at most `limit` bytes.
-async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, HttpError> {
-    let mut bytes = Vec::new();
+/// Read the whole body, at most `limit` bytes, holding them in `held` as they arrive (not as
+/// declared: a client that declares a large body and trickles it must not hold the budget with
+/// bytes it never sent).
+async fn read_body(mut body: Body, limit: usize, declared: Option<usize>, held: &mut Held) -> Result<Vec<u8>, HttpError> {
+    // Reserved, not yet resident: pages are touched as the bytes arrive.
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(limit));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
         if bytes.len() + data.len() > limit {
             drain(body, limit).await;
             return Err(HttpError::too_large(limit));
+        }
+        // Held a step ahead, so the budget is not asked for every frame.
+        let wanted = bytes.len() + data.len();
+        if wanted > held.bytes()
+            && let Err(refusal) = held.grow(wanted.max(held.bytes() + BODY_STEP).min(limit) - held.bytes())
+        {
+            drain(body, limit).await;
+            return Err(HttpError::budget(refusal));
         }
         bytes.extend_from_slice(&data);
     }
@@ -238,6 +334,9 @@ async fn refuse<T>(request: Request, limit: usize, error: HttpError) -> Result<T
     drain(request.into_body(), limit).await;
     Err(error)
 }
+
+/// How much more of the budget a body takes at a time.
+const BODY_STEP: usize = 256 << 10;
 
 /// How much of an oversized body we still read (and discard) before answering 413.
 fn drain_budget(limit: usize) -> usize {
@@ -266,6 +365,8 @@ struct Pending {
     request: AdmissionRequest,
     snapshot: Arc<Snapshot>,
     queries: Vec<Query>,
+    /// The decoded request's share of the memory budget, kept until it is decided.
+    _held: Held,
 }
 
 enum Prepared {
@@ -280,10 +381,17 @@ fn inputs<'a>(state: &'a AppState, snapshot: &'a Snapshot, answers: &'a Answers)
 
 /// Parse and decode one review and name its lookups; decide it at once when it needs none.
 /// Blocking; runs on the blocking pool.
-fn prepare(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Prepared, HttpError> {
+fn prepare(state: &AppState, webhook: &Webhook, body: Vec<u8>, mut held: Held) -> Result<Prepared, HttpError> {
+    // What the values decoded from the body will take, and as much again for the decision's
+    // working copy (a mutator edits a clone of the object), held before anything is decoded.
+    let cost = review_cost(&body);
+    held.grow(cost.decoded.saturating_mul(2)).map_err(HttpError::budget)?;
     // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
-    let value: Value = serde_json::from_slice(body).map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
-    let request = match review::decode_review(value) {
+    let decoded =
+        review::decode_review_body(&body, cost.parts()).map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    held.shrink(body.len());
+    drop(body);
+    let request = match decoded {
         Ok(request) => request,
         Err(error) => {
             let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), error.answerable.as_ref()) else {
@@ -313,7 +421,7 @@ fn prepare(state: &AppState, webhook: &Webhook, body: &[u8]) -> Result<Prepared,
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }
-    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries })))
+    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, _held: held })))
 }
 
 /// Decide a decoded review with its lookups answered. Blocking; a panic is contained as a 500.
@@ -390,6 +498,7 @@ mod tests {
     use crate::admission::review::AdmissionError;
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
     use crate::cluster::Snapshot;
+    use serde_json::Value;
     use tower::ServiceExt as _;
 
     fn panics(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
@@ -436,6 +545,8 @@ mod tests {
             clock: Arc::new(SystemClock),
             metrics: metrics.clone(),
             max_request_bytes: 1 << 20,
+            budget: MemoryBudget::new(64 << 20),
+            queue: WorkQueue::new(4, TEST_WEBHOOKS),
         };
         (router(Arc::new(state)), metrics)
     }
@@ -487,6 +598,8 @@ mod tests {
             clock: Arc::new(SystemClock),
             metrics,
             max_request_bytes: 1 << 20,
+            budget: MemoryBudget::new(64 << 20),
+            queue: WorkQueue::new(4, TEST_WEBHOOKS),
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

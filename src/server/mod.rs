@@ -13,8 +13,10 @@ pub mod deadline;
 pub mod health;
 pub mod listener;
 pub mod lookups;
+pub mod memory_budget;
 pub mod metrics;
 pub mod tls;
+pub mod work_queue;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -59,6 +61,10 @@ pub struct ServerConfig {
     pub cert_status: Option<CertStatusView>,
     pub settings: Settings,
     pub max_request_bytes: usize,
+    /// Bytes of request bodies and of what they decode into, held at once by all requests.
+    pub max_in_flight_bytes: usize,
+    /// Workers for parsing and deciding (the blocking work of requests).
+    pub workers: usize,
     pub shutdown_grace: Duration,
     /// How often the certificate files and the cluster folder are checked for changes.
     pub reload_interval: Duration,
@@ -69,7 +75,29 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
 }
 
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
+/// The largest body kube-apiserver sends: an AdmissionReview carries `object` and, on UPDATE,
+/// `oldObject`. kube-apiserver accepts write bodies up to 3 MiB (`MaxRequestBodyBytes`, in
+/// kubernetes `staging/src/k8s.io/apiserver/pkg/server/config.go`: twice etcd's 1.5 MiB request
+/// limit, `DefaultMaxRequestBytes` in etcd `server/embed/config.go`, because JSON is larger than
+/// the protobuf etcd stores), and what it reads back from etcd was stored within the same limit;
+/// so each object is at most about 3 MiB of JSON. Two of them, plus 1 MiB for the envelope
+/// (`userInfo`, `options`) and for fields defaulting and earlier mutating webhooks add: 7 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 7 << 20;
+
+pub use memory_budget::DEFAULT_MAX_IN_FLIGHT_BYTES;
+pub use work_queue::DEFAULT_WORKERS;
+
+/// Blocking threads besides the workers, so file reads and the cluster reload never queue behind
+/// decisions.
+const SPARE_BLOCKING_THREADS: usize = 4;
+
+/// The runtime `serve` runs on. Every parse and decision runs on the blocking pool (so the internal
+/// deadline can fire while one runs); the pool is capped, and [`work_queue`] admits at most
+/// `workers` of them, so a burst of huge objects queues (or is shed) instead of starting hundreds
+/// of threads, each holding its object and an allocator heap (tokio's default is 512).
+pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().max_blocking_threads(workers + SPARE_BLOCKING_THREADS).enable_all().build()
+}
 
 /// Where live mode reads the cluster.
 #[derive(Clone)]
@@ -114,6 +142,8 @@ impl ServerConfig {
             settings: Settings::default(),
             clock: Arc::new(SystemClock),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            workers: DEFAULT_WORKERS,
             shutdown_grace: Duration::from_secs(25),
             reload_interval: Duration::from_secs(1),
             limits: ConnLimits::default(),
@@ -316,6 +346,8 @@ impl Server {
             clock: config.clock.clone(),
             metrics: metrics.clone(),
             max_request_bytes: config.max_request_bytes,
+            budget: memory_budget::MemoryBudget::new(config.max_in_flight_bytes),
+            queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);

@@ -1,0 +1,277 @@
+//! How much memory decoding a review will take, found by one cheap pass over its bytes before any
+//! of it is decoded, so `serve` can refuse a body whose decoded form would not fit (issue 17.1).
+//!
+//! A `serde_json::Value` is far larger than its text: with `preserve_order` every value is an
+//! 80-byte slot, every object member a hash-map entry around it, and vectors grow by doubling, so
+//! `[0,0,0,…]` takes about 80 times its length. The scan charges each value what
+//! [`decode_review_body`](super::review::decode_review_body) will allocate for it, as an upper
+//! bound, counting only the parts that are built: the envelope, and `object` / `oldObject` as the
+//! operation found by the same scan selects them ([`Parts::for_operation`]).
+
+use std::mem::size_of;
+
+use serde_json::Value;
+
+use super::review::{Operation, Parts};
+
+/// A value's slot in an array; vectors grow by doubling, so up to twice the slots in use.
+const ARRAY_SLOT: usize = 2 * size_of::<Value>();
+/// An index-map entry: hash, key, value.
+const ENTRY: usize = size_of::<(u64, String, Value)>();
+/// A member of an object: its entry plus its index, doubled for growth.
+const OBJECT_SLOT: usize = 2 * (ENTRY + size_of::<usize>() + 1);
+/// What an object's first member allocates besides its slot: the smallest index map holds three
+/// entries and four index buckets, more than one slot covers (a one-key object is about 400
+/// resident bytes; from two members on, the slots cover it).
+const OBJECT_FIRST: usize = ENTRY + 4 * (size_of::<usize>() + 1) + 2 * BLOCK_OVERHEAD;
+/// What the allocator adds to each heap block (header and size-class rounding, at most).
+const BLOCK_OVERHEAD: usize = 16;
+
+/// serde_json's nesting limit.
+const MAX_DEPTH: usize = 128;
+
+/// Heap bytes for a string of `len` bytes of JSON text (its decoded form is never longer).
+fn string_heap(len: usize) -> usize {
+    if len == 0 { 0 } else { len.next_multiple_of(16) + BLOCK_OVERHEAD }
+}
+
+/// The scan's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReviewCost {
+    /// Bytes the values built by `decode_review_body(body, self.parts())` take at most.
+    pub decoded: usize,
+    /// `request.operation` (the last one, as the decoder sees it), when it is plain text.
+    pub operation: Option<Operation>,
+}
+
+impl ReviewCost {
+    /// What the decoder must build: the parts the apiserver fills in for this operation.
+    pub fn parts(&self) -> Parts {
+        Parts::for_operation(self.operation)
+    }
+}
+
+/// Where a value sits, for charging it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Envelope,
+    Object,
+    OldObject,
+}
+
+/// A container being scanned.
+struct Frame {
+    is_object: bool,
+    /// The top level, or the top level's `request`: their keys decide where values are charged.
+    role: Role,
+    part: Part,
+    /// The key of the member whose value comes next (objects only).
+    key: Key,
+    /// Whether a member was seen (objects only; an empty object allocates nothing).
+    has_members: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Top,
+    Request,
+    Inside,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Request,
+    Object,
+    OldObject,
+    Operation,
+    Other,
+}
+
+impl Key {
+    /// Only exact, unescaped spellings match; an escaped key is charged as envelope, which is
+    /// always charged, so the bound holds whatever the decoder makes of it.
+    fn of(raw: &[u8], role: Role) -> Key {
+        match (role, raw) {
+            (Role::Top, b"request") => Key::Request,
+            (Role::Request, b"object") => Key::Object,
+            (Role::Request, b"oldObject") => Key::OldObject,
+            (Role::Request, b"operation") => Key::Operation,
+            _ => Key::Other,
+        }
+    }
+}
+
+/// Scan a review body. Never fails: text that is not JSON is charged as far as it goes and left
+/// to the decoder to refuse (it allocates no more than this counted for the same bytes).
+pub fn review_cost(body: &[u8]) -> ReviewCost {
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut charged = [0usize; 3];
+    let mut operation = None;
+    // After `{` or `,` in an object, the next string is a key.
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < body.len() {
+        let byte = body[i];
+        // The role and part of a value starting here, and its slot in its parent.
+        let (role, part, slot) = match stack.last() {
+            None => (Role::Top, Part::Envelope, size_of::<Value>()),
+            Some(parent) if parent.is_object => {
+                let role = if parent.role == Role::Top && parent.key == Key::Request { Role::Request } else { Role::Inside };
+                let part = match (parent.role, parent.key) {
+                    (Role::Request, Key::Object) => Part::Object,
+                    (Role::Request, Key::OldObject) => Part::OldObject,
+                    _ => parent.part,
+                };
+                // The member's slot was charged with its key.
+                (role, part, 0)
+            }
+            Some(parent) => (Role::Inside, parent.part, ARRAY_SLOT),
+        };
+        match byte {
+            // serde_json refuses the 128th level of nesting: nothing after it is ever built.
+            b'{' | b'[' if stack.len() >= MAX_DEPTH => break,
+            b'{' | b'[' => {
+                charged[part as usize] += slot + BLOCK_OVERHEAD;
+                if role == Role::Request {
+                    operation = None; // a later `request` replaces an earlier one whole
+                }
+                stack.push(Frame { is_object: byte == b'{', role, part, key: Key::Other, has_members: false });
+                expect_key = byte == b'{';
+                i += 1;
+            }
+            b'}' | b']' => {
+                stack.pop();
+                expect_key = false;
+                i += 1;
+            }
+            b',' => {
+                expect_key = stack.last().is_some_and(|f| f.is_object);
+                i += 1;
+            }
+            b'"' => {
+                let (len, escaped) = string_at(body, i + 1);
+                let text = &body[i + 1..(i + 1 + len).min(body.len())];
+                match stack.last_mut() {
+                    Some(frame) if frame.is_object && expect_key => {
+                        frame.key = if escaped { Key::Other } else { Key::of(text, frame.role) };
+                        let member_part = match (frame.role, frame.key) {
+                            (Role::Request, Key::Object) => Part::Object,
+                            (Role::Request, Key::OldObject) => Part::OldObject,
+                            _ => frame.part,
+                        };
+                        let first = if frame.has_members { 0 } else { OBJECT_FIRST };
+                        frame.has_members = true;
+                        charged[member_part as usize] += first + OBJECT_SLOT + string_heap(len);
+                        expect_key = false;
+                    }
+                    Some(frame) => {
+                        if frame.role == Role::Request && frame.key == Key::Operation {
+                            operation =
+                                if escaped { None } else { std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op) };
+                        }
+                        charged[part as usize] += slot + string_heap(len);
+                    }
+                    None => charged[part as usize] += slot + string_heap(len),
+                }
+                i += 1 + len + 1;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' | b':' => i += 1,
+            _ => {
+                // A number or a literal: no heap of its own.
+                if let Some(frame) = stack.last_mut()
+                    && frame.role == Role::Request
+                    && frame.key == Key::Operation
+                {
+                    operation = None;
+                }
+                charged[part as usize] += slot;
+                i += body[i..]
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' | b':'))
+                    .unwrap_or(body.len() - i);
+            }
+        }
+    }
+    let parts = Parts::for_operation(operation);
+    let decoded = charged[Part::Envelope as usize]
+        + if parts.object { charged[Part::Object as usize] } else { 0 }
+        + if parts.old_object { charged[Part::OldObject as usize] } else { 0 };
+    ReviewCost { decoded, operation }
+}
+
+/// The length of the string whose text starts at `start` (after the opening quote), up to its
+/// closing quote or the end of the body, and whether it has escapes.
+fn string_at(body: &[u8], start: usize) -> (usize, bool) {
+    let mut escaped = false;
+    let mut j = start;
+    while j < body.len() {
+        match body[j] {
+            b'"' => return (j - start, escaped),
+            b'\\' => {
+                escaped = true;
+                j += 2;
+            }
+            _ => j += 1,
+        }
+    }
+    (body.len() - start, escaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::review::decode_review_body;
+
+    fn review(operation: &str, object: &str, old_object: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","operation":"{operation}","object":{object},"oldObject":{old_object}}}}}"#
+        )
+    }
+
+    #[test]
+    fn finds_the_operation_and_charges_only_the_parts_it_builds() {
+        let big = format!("[{}0]", "0,".repeat(10_000));
+        let create = review_cost(review("CREATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes());
+        assert_eq!(create.operation, Some(Operation::Create));
+        assert_eq!(create.parts(), Parts { object: true, old_object: false });
+        let update = review_cost(review("UPDATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes());
+        assert_eq!(update.parts(), Parts::ALL);
+        assert!(update.decoded > create.decoded + 10_000 * ARRAY_SLOT, "{update:?} {create:?}");
+        let delete = review_cost(review("DELETE", "null", &format!(r#"{{"x":{big}}}"#)).as_bytes());
+        assert_eq!(delete.parts(), Parts { object: false, old_object: true });
+    }
+
+    #[test]
+    fn the_last_request_and_operation_count_and_escapes_mean_unknown() {
+        let two = r#"{"request":{"operation":"DELETE"},"request":{"operation":"CREATE"}}"#;
+        assert_eq!(review_cost(two.as_bytes()).operation, Some(Operation::Create));
+        let reset = r#"{"request":{"operation":"DELETE"},"request":{"uid":"u"}}"#;
+        assert_eq!(review_cost(reset.as_bytes()).operation, None);
+        let escaped = r#"{"request":{"operation":"DEL\u0045TE"}}"#;
+        assert_eq!(review_cost(escaped.as_bytes()).operation, None);
+        let nested = r#"{"request":{"object":{"operation":"DELETE"}}}"#;
+        assert_eq!(review_cost(nested.as_bytes()).operation, None);
+        let lower = r#"{"request":{"operation":"delete"}}"#;
+        assert_eq!(review_cost(lower.as_bytes()).operation, Some(Operation::Delete), "decode_review accepts any case");
+    }
+
+    #[test]
+    fn strings_with_quotes_and_brackets_inside_do_not_confuse_it() {
+        let tricky = review("CREATE", r#"{"a":"x\"]}{[","b":"\\"}"#, r#"{"c":[1,2]}"#);
+        let cost = review_cost(tricky.as_bytes());
+        assert_eq!(cost.operation, Some(Operation::Create));
+        // Garbage is charged too, without panicking.
+        for junk in ["", "\"", "\"\\", "{{{{", "]]]", "{\"request\":", "nul", "[1,"] {
+            review_cost(junk.as_bytes());
+        }
+    }
+
+    #[test]
+    fn the_decoder_builds_what_the_scan_selected() {
+        let body = review("CREATE", r#"{"metadata":{"name":"p"}}"#, r#"{"metadata":{"name":"old"}}"#);
+        let cost = review_cost(body.as_bytes());
+        let request = decode_review_body(body.as_bytes(), cost.parts()).unwrap().unwrap();
+        assert!(request.object.is_some());
+        assert!(request.old_object.is_none(), "CREATE carries no oldObject");
+    }
+}

@@ -1,0 +1,242 @@
+//! `serve` decodes reviews straight from the body (`review::decode_review_body`), building only what
+//! decisions read, and charges the memory budget what `review_cost` says that takes (issue 17.1).
+//! Here: the answer is the one the whole-document parse gives (so patches and denials cannot
+//! change), and the charge bounds what decoding really takes: the growth of the peak resident set
+//! (VmHWM in /proc/self/status) of a fresh process that decodes one body of each hostile shape.
+
+mod common;
+
+use std::process::Command;
+
+use kruise_admission::admission::review::{decode_review, decode_review_body};
+use kruise_admission::admission::review_cost::review_cost;
+use serde_json::{Value, json};
+
+/// The answer of the whole-document parse the server used before, as text to compare.
+fn whole(body: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Err(e) => format!("syntax: {e}"),
+        Ok(value) => format!("{:?}", decode_review(value)),
+    }
+}
+
+fn streamed(body: &[u8]) -> String {
+    match decode_review_body(body, review_cost(body).parts()) {
+        Err(e) => format!("syntax: {e}"),
+        Ok(decoded) => format!("{decoded:?}"),
+    }
+}
+
+fn review(operation: &str, object: Value, old_object: Value) -> Vec<u8> {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": operation, "namespace": "default",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": object, "oldObject": old_object, "options": {"kind": "CreateOptions"}
+    }})
+    .to_string()
+    .into_bytes()
+}
+
+#[test]
+fn every_recorded_review_decodes_as_before() {
+    let mut checked = 0;
+    for path in common::recorded_reviews() {
+        if path.extension().is_some_and(|e| e != "json") {
+            continue;
+        }
+        let body = std::fs::read(&path).unwrap();
+        assert_eq!(streamed(&body), whole(&body), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked > 20, "only {checked} recorded reviews");
+}
+
+#[test]
+fn hostile_and_odd_bodies_get_the_same_answer_as_before() {
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
+    let good = String::from_utf8(review("CREATE", pod.clone(), Value::Null)).unwrap();
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let mut cases: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"null".to_vec(),
+        b"[1,2]".to_vec(),
+        b"\"text\"".to_vec(),
+        b"{".to_vec(),
+        good.as_bytes()[..good.len() / 2].to_vec(),
+        format!("{good}garbage").into_bytes(),
+        format!("{good}{good}").into_bytes(),
+        good.replacen("\"uid\":\"u\"", "\"uid\":\"a\",\"uid\":\"b\"", 1).into_bytes(),
+        good.replacen("{\"apiVersion\"", "{\"request\":{\"uid\":\"first\"},\"apiVersion\"", 1).into_bytes(),
+        good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"DELETE\",\"operation\":\"CREATE\"", 1).into_bytes(),
+        good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"C\\u0052EATE\"", 1).into_bytes(),
+        good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"create\"", 1).into_bytes(),
+        good.replacen("\"operation\":\"CREATE\"", "\"operation\":7", 1).into_bytes(),
+        good.replacen("\"object\":", "\"o\\u0062ject\":", 1).into_bytes(),
+        good.replacen("\"spec\":{", &format!("\"spec\":{{\"x\":{},", deep(120)), 1).into_bytes(),
+        good.replacen("\"spec\":{", &format!("\"spec\":{{\"x\":{},", deep(125)), 1).into_bytes(),
+        good.replacen("\"spec\":{", &format!("\"spec\":{{\"x\":{},", deep(10_000)), 1).into_bytes(),
+        good.replacen("\"spec\":{", "\"spec\":{\"x\":1e400,", 1).into_bytes(),
+        good.replacen("\"spec\":{", "\"spec\":{\"x\":\"\\ud800\",", 1).into_bytes(),
+        good.replacen("\"options\":{", &format!("\"options\":{{\"x\":{},", deep(126)), 1).into_bytes(),
+        good.replacen("\"options\":{", "\"options\":{\"x\":NaN,", 1).into_bytes(),
+        review("CREATE", json!(7), Value::Null),
+        review("CREATE", pod.clone(), json!("old")),
+        review("CREATE", pod.clone(), json!({"metadata": {"name": "old"}})),
+        review("CREATE", pod.clone(), json!({})),
+        review("UPDATE", pod.clone(), pod.clone()),
+        review("UPDATE", pod.clone(), Value::Null),
+        review("DELETE", Value::Null, pod.clone()),
+        review("DELETE", pod.clone(), pod.clone()),
+        review("DELETE", json!([1]), pod.clone()),
+        review("CONNECT", pod.clone(), pod.clone()),
+        review("PATCH", pod.clone(), pod.clone()),
+    ];
+    let mut invalid_utf8 = good.clone().into_bytes();
+    let at = good.find("\"p\"").unwrap() + 1;
+    invalid_utf8[at] = 0xC3;
+    cases.push(invalid_utf8);
+    let mut bad_in_old = review("CREATE", pod.clone(), json!({"a": "xx"}));
+    let at = bad_in_old.windows(4).position(|w| w == b"\"xx\"").unwrap() + 1;
+    bad_in_old[at] = 0xFF; // invalid UTF-8 inside the oldObject a CREATE never builds: still refused
+    cases.push(bad_in_old);
+    for body in &cases {
+        assert_eq!(streamed(body), whole(body), "{}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+    }
+}
+
+/// Bodies of the shapes an attacker would pick, and realistic ones, filled to about `size`. Written
+/// into one string reserved up front: memory freed before the measurement would be reused by the
+/// decoder without growing the resident set, and hide what decoding takes.
+fn shape(name: &str, size: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(size + 4096);
+    let mut push_review = |operation: &str, object: &dyn Fn(&mut String), old_object: &dyn Fn(&mut String)| {
+        out.push_str(r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":""#);
+        out.push_str(operation);
+        out.push_str(
+            r#"","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"object":"#,
+        );
+        object(&mut out);
+        out.push_str(r#","oldObject":"#);
+        old_object(&mut out);
+        out.push_str("}}");
+    };
+    let pod = |out: &mut String, filler: &dyn Fn(&mut String)| {
+        out.push_str(r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c"}],"x":"#);
+        filler(out);
+        out.push_str("}}");
+    };
+    let fill = |unit: &'static str| {
+        move |out: &mut String| {
+            out.push('[');
+            for i in 0..size / (unit.len() + 1) {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(unit);
+            }
+            out.push(']');
+        }
+    };
+    let env = |from: usize, to: usize| {
+        move |out: &mut String| {
+            use std::fmt::Write as _;
+            out.push('[');
+            for i in from..to {
+                if i > from {
+                    out.push(',');
+                }
+                write!(out, r#"{{"name":"VAR_{i:06}","value":"{}"}}"#, "v".repeat(70)).unwrap();
+            }
+            out.push(']');
+        }
+    };
+    let null = |out: &mut String| out.push_str("null");
+    let vars = size / 100;
+    let deep: &'static str = Box::leak(format!("{}0{}", r#"{"a":"#.repeat(20), "}".repeat(20)).into_boxed_str());
+    match name {
+        "tiny values" => push_review("CREATE", &|o| pod(o, &fill("0")), &null),
+        "empty objects" => push_review("CREATE", &|o| pod(o, &fill("{}")), &null),
+        "one-key objects" => push_review("CREATE", &|o| pod(o, &fill(r#"{"a":0}"#)), &null),
+        "deep-ish objects" => push_review("CREATE", &|o| pod(o, &fill(deep)), &null),
+        "short strings" => push_review("CREATE", &|o| pod(o, &fill(r#""ab""#)), &null),
+        "one long string" => push_review(
+            "CREATE",
+            &|o| {
+                pod(o, &|o: &mut String| {
+                    o.push('"');
+                    o.extend(std::iter::repeat_n('x', size));
+                    o.push('"');
+                })
+            },
+            &null,
+        ),
+        "environment variables" => push_review("CREATE", &|o| pod(o, &env(0, vars)), &null),
+        "UPDATE of two objects" => push_review("UPDATE", &|o| pod(o, &env(0, vars / 2)), &|o| pod(o, &env(vars / 2, vars))),
+        "oldObject on CREATE (never built)" => push_review("CREATE", &|o| pod(o, &null), &|o| pod(o, &fill("0"))),
+        other => panic!("no shape {other}"),
+    }
+    out.into_bytes()
+}
+
+const SHAPES: &[&str] = &[
+    "tiny values",
+    "empty objects",
+    "one-key objects",
+    "deep-ish objects",
+    "short strings",
+    "one long string",
+    "environment variables",
+    "UPDATE of two objects",
+    "oldObject on CREATE (never built)",
+];
+
+fn status_bytes(field: &str) -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in /proc/self/status"));
+    line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
+}
+
+/// Run in a child process by the test below (an environment variable names the shape): decode one
+/// body and print the growth of the peak resident set and the charge.
+#[test]
+fn measure_one_shape() {
+    let Ok(name) = std::env::var("DECODE_BODY_SHAPE") else { return };
+    let body = shape(&name, 4 << 20);
+    let cost = review_cost(&body);
+    // Reset the peak to what is resident now (Linux: 5 > clear_refs).
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = status_bytes("VmRSS:");
+    let decoded = decode_review_body(&body, cost.parts());
+    let peak = status_bytes("VmHWM:");
+    assert!(matches!(decoded, Ok(Ok(_))), "{name}: {decoded:?}");
+    println!("MEASURED {} {} {}", body.len(), peak - before, cost.decoded);
+}
+
+#[test]
+fn the_charge_bounds_the_resident_memory_decoding_takes() {
+    for name in SHAPES {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "measure_one_shape", "--nocapture", "--test-threads=1"])
+            .env("DECODE_BODY_SHAPE", name)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        let line = stdout
+            .lines()
+            .find_map(|l| l.split_once("MEASURED ").map(|(_, rest)| rest.trim()))
+            .unwrap_or_else(|| panic!("{name}: {stdout}"));
+        let [body, grew, charged]: [usize; 3] = line.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap();
+        println!(
+            "{name}: body {body}, resident growth {grew} ({:.1}x the body), charged {charged} ({:.2}x the growth)",
+            grew as f64 / body as f64,
+            charged as f64 / grew.max(1) as f64
+        );
+        // Pages are resident in 4 KiB steps and the allocator maps in larger ones: 1 MiB of slack.
+        assert!(grew <= charged + (1 << 20), "{name}: decoding took {grew} resident bytes, only {charged} were charged");
+        // Not so loose that the budget turns honest requests away.
+        assert!(charged <= 3 * grew + (1 << 20), "{name}: charged {charged} for {grew} resident bytes");
+    }
+}
