@@ -21,11 +21,25 @@ fn loopback(last: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, last])
 }
 
-/// A TCP connection from `source` that sends nothing.
-async fn silent(to: SocketAddr, source: IpAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(SocketAddr::new(source, 0)).expect("bind a loopback source address");
-    socket.connect(to).await.expect("connect")
+/// A TCP connection from `source` that sends nothing. Connecting gives up after a second: the
+/// kernel completes connections into the listen queue, so only a server that stopped accepting
+/// (its queue full) leaves a connect hanging.
+async fn silent(to: SocketAddr, source: IpAddr) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(source, 0))?;
+    tokio::time::timeout(Duration::from_secs(1), socket.connect(to)).await.map_err(|_| std::io::ErrorKind::TimedOut)?
+}
+
+/// `n` silent connections from `sources` in turn, or fewer when the server stops accepting.
+async fn flood(to: SocketAddr, sources: impl Iterator<Item = IpAddr> + Clone, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for source in sources.cycle().take(n) {
+        match silent(to, source).await {
+            Ok(tcp) => held.push(tcp),
+            Err(_) => break,
+        }
+    }
+    held
 }
 
 /// `/readyz` from `source` on a new connection, answered 200 within `limit`?
@@ -54,8 +68,8 @@ async fn reviewed_within(client: &TlsClient, limit: Duration) -> Result<(), Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowloris_or_a_silent_connection_on_the_metrics_port_is_closed_at_the_header_timeout() {
     let server = TestServer::start_with(|c| c.metrics_limits.header_read_timeout = Duration::from_millis(500)).await;
-    let mut quiet = silent(server.metrics, loopback(1)).await;
-    let mut slow = silent(server.metrics, loopback(1)).await;
+    let mut quiet = silent(server.metrics, loopback(1)).await.unwrap();
+    let mut slow = silent(server.metrics, loopback(1)).await.unwrap();
     let writer = tokio::spawn(async move {
         let header = b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
         for byte in header.iter().chain(std::iter::repeat(&b'a')) {
@@ -82,12 +96,10 @@ async fn a_slowloris_or_a_silent_connection_on_the_metrics_port_is_closed_at_the
 async fn one_address_flooding_the_metrics_port_is_capped_and_another_is_served() {
     let server = TestServer::start().await;
     let per_peer = ConnLimits::metrics_port().max_connections_per_peer;
-    let mut held = Vec::new();
-    for _ in 0..per_peer {
-        held.push(silent(server.metrics, loopback(1)).await);
-    }
+    let held = flood(server.metrics, [loopback(1)].into_iter(), per_peer).await;
+    assert_eq!(held.len(), per_peer);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut extra = silent(server.metrics, loopback(1)).await;
+    let mut extra = silent(server.metrics, loopback(1)).await.unwrap();
     let started = Instant::now();
     let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
     assert!(closed && started.elapsed() < Duration::from_secs(1), "connection {} from 127.0.0.1 is closed at once", per_peer + 1);
@@ -118,17 +130,15 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     let good = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap()).with_source(loopback(2));
     reviewed_within(&good, Duration::from_secs(5)).await.expect("served before the flood");
 
-    let mut held = Vec::new();
-    for _ in 0..300 {
-        held.push(silent(metrics, loopback(1)).await);
-    }
+    let mut held = flood(metrics, [loopback(1)].into_iter(), 300).await;
+    assert_eq!(held.len(), 300, "the server kept accepting (and closing) connections");
     tokio::time::sleep(Duration::from_millis(300)).await;
     ready_within(metrics, loopback(2), Duration::from_secs(3)).await.expect("/readyz from 127.0.0.2 while 127.0.0.1 floods");
     reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 127.0.0.1 floods the metrics port");
 
-    for i in 0..300 {
-        held.push(silent(metrics, loopback(10 + (i % 60) as u8)).await);
-    }
+    let from_many = flood(metrics, (10..70).map(loopback), 300).await;
+    assert_eq!(from_many.len(), 300, "the server kept accepting (and closing) connections");
+    held.extend(from_many);
     tokio::time::sleep(Duration::from_millis(300)).await;
     reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 60 addresses flood the metrics port");
     drop(held);
