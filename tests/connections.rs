@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::client::{BOTH, Proto, TlsClient, channel_body, http_get};
+use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
 use common::h2::{self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
 const SECOND_PEER: [u8; 4] = [127, 0, 0, 2];
 
@@ -33,21 +33,6 @@ async fn served_within(client: &TlsClient, proto: Proto, limit: Duration) -> Res
         if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
     };
     tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
-}
-
-/// Read until the peer closes (or `limit` passes); what was read and whether it closed.
-async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Duration) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => return (out, false),
-        }
-    }
 }
 
 /// The error codes of the GOAWAY frames the server sent in a raw HTTP/2 session, and whether it

@@ -10,11 +10,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::client::{BOTH, Proto, TlsClient, channel_body, http_get};
+use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 /// The check after every case: a good review over a new HTTP/1.1 and a new HTTP/2 connection.
@@ -25,21 +25,6 @@ async fn alive(client: &TlsClient, case: &str) {
         let reply = attempt.await.unwrap_or_else(|_| panic!("after {case}: no answer over {proto:?} within 10 s"));
         assert_eq!(reply.status, StatusCode::OK, "after {case} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
         assert_eq!(reply.json()["response"]["uid"], "alive", "after {case}");
-    }
-}
-
-/// Read until the peer closes (or `limit` passes); what was read and whether it closed.
-async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Duration) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => return (out, false),
-        }
     }
 }
 

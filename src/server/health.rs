@@ -12,8 +12,11 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
 
 use super::cluster::ClusterState;
+use super::listener::{self, ConnLimits, Port};
 use super::metrics::Metrics;
 use super::tls::CertResolver;
 use crate::cluster::live::LiveCluster;
@@ -85,6 +88,16 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
         }
         last = Some(now);
     }
+}
+
+/// Serve the probe and metrics port until `stop` resolves, through the same accept loop as the
+/// webhook port (its limits: [`ConnLimits::metrics_port`]), then close its connections
+/// gracefully and wait for them.
+pub async fn serve(listener: TcpListener, health: Arc<Health>, limits: ConnLimits, stop: impl Future<Output = ()> + Send) {
+    let metrics = health.metrics.clone();
+    let graceful = GracefulShutdown::new();
+    listener::accept_until(listener, Port::Metrics, router(health), &limits, &metrics, &graceful, stop).await;
+    graceful.shutdown().await;
 }
 
 pub fn router(health: Arc<Health>) -> Router {

@@ -1,7 +1,9 @@
-//! Our own accept loop: TCP → TLS (tokio-rustls) → HTTP/1.1 or HTTP/2 (hyper-util `auto`, chosen
-//! by ALPN / the connection preface) → the axum router. Owning the loop is what lets us bound the
-//! TLS handshake, bound connections in total and per peer address, recycle connections (idle
-//! timeout, maximum age), refuse new connections the moment shutdown starts and drain the rest.
+//! Our own accept loop, for both ports: TCP → TLS (tokio-rustls) → HTTP/1.1 or HTTP/2 (hyper-util
+//! `auto`, chosen by ALPN / the connection preface) → the axum router on the webhook port; TCP →
+//! HTTP/1.1 → the health router on the probe and metrics port. Owning the loop is what lets us
+//! bound the TLS handshake, bound connections in total and per peer address, recycle connections
+//! (idle timeout, maximum age), refuse new connections the moment shutdown starts and drain the
+//! rest. Both ports share the process's file descriptors, so both are bounded.
 //!
 //! Closing a connection is always graceful first: HTTP/2 gets GOAWAY (streams in flight finish,
 //! the client opens a new connection for the next request), HTTP/1.1 gets `Connection: close` on
@@ -64,6 +66,9 @@ pub struct ConnLimits {
     /// work a cancelled request started may run on; a client that cancels as fast as it sends
     /// (rapid reset of accepted streams) would otherwise pile it up without bound.
     pub max_cancelled_requests: usize,
+    /// Serve HTTP/2 besides HTTP/1.1. Without it the connection is HTTP/1.1 from its first byte,
+    /// so `header_read_timeout` bounds a connection that sends nothing at all.
+    pub http2: bool,
 }
 
 /// The apiserver keeps a handful of HTTP/2 connections per replica; thousands leave room for
@@ -103,6 +108,28 @@ impl Default for ConnLimits {
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             close_grace: DEFAULT_CLOSE_GRACE,
             max_cancelled_requests: 100,
+            http2: true,
+        }
+    }
+}
+
+impl ConnLimits {
+    /// The probe and metrics port: its clients are the kubelet (one short connection per probe)
+    /// and a Prometheus or two (one keep-alive connection each), all sending a GET at once. Small
+    /// caps keep a flood there from taking the file descriptors the webhook port needs, and the
+    /// per-peer cap keeps one flooding address from taking the kubelet's slots.
+    pub fn metrics_port() -> Self {
+        ConnLimits {
+            // The kubelet's probe timeout is 1 s by default; a GET takes no time to send.
+            header_read_timeout: Duration::from_secs(5),
+            max_connections: 64,
+            max_connections_per_peer: 8,
+            idle_timeout: Duration::from_secs(30),
+            // Prometheus's default scrape timeout.
+            close_grace: Duration::from_secs(10),
+            // Prometheus and the kubelet speak HTTP/1.1 here; h2c would only add a protocol to attack.
+            http2: false,
+            ..ConnLimits::default()
         }
     }
 }
@@ -118,7 +145,7 @@ fn http_builder(limits: &ConnLimits) -> auto::Builder<TokioExecutor> {
         .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
         .keep_alive_interval(limits.h2_keep_alive_interval)
         .keep_alive_timeout(limits.h2_keep_alive_interval);
-    builder
+    if limits.http2 { builder } else { builder.http1_only() }
 }
 
 /// Open connections per source address.
@@ -169,12 +196,33 @@ impl RateLimitedLog {
     }
 }
 
+/// Which port a loop serves: what is spoken on it and how its refusals are counted.
+#[derive(Clone)]
+pub enum Port {
+    /// The webhook port: a TLS handshake (within `handshake_timeout`), then HTTP. Refusals are
+    /// `kruise_admission_http_errors_total{reason="connection_limit"|"peer_connection_limit"}`.
+    Webhooks(TlsAcceptor),
+    /// `/healthz`, `/readyz` and `/metrics`: plain HTTP. Refusals are `metrics_connection_limit`
+    /// and `metrics_peer_connection_limit`.
+    Metrics,
+}
+
+impl Port {
+    /// The `http_errors` reasons of a refusal past the total and the per-peer limit.
+    fn refusal_reasons(&self) -> (&'static str, &'static str) {
+        match self {
+            Port::Webhooks(_) => ("connection_limit", "peer_connection_limit"),
+            Port::Metrics => ("metrics_connection_limit", "metrics_peer_connection_limit"),
+        }
+    }
+}
+
 /// Accept connections until `shutdown` resolves, then drop the listener (new connections are
 /// refused from then on) and start closing the open ones gracefully. Each connection holds a
 /// watcher of `graceful`, so the caller can wait for the drain.
 pub async fn accept_until(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    port: Port,
     app: Router,
     limits: &ConnLimits,
     metrics: &Metrics,
@@ -186,6 +234,7 @@ pub async fn accept_until(
     let peers = Arc::new(PeerCounts::default());
     let (drain, draining) = watch::channel(false);
     let (mut total_log, mut peer_log) = (RateLimitedLog::default(), RateLimitedLog::default());
+    let (total_reason, peer_reason) = port.refusal_reasons();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -204,23 +253,23 @@ pub async fn accept_until(
         // Closing at once (instead of leaving the connection in the backlog) tells the client to
         // try another replica now rather than after its own timeout.
         let Some(slot) = peers.try_take(peer.ip(), limits.max_connections_per_peer) else {
-            metrics.http_error("peer_connection_limit");
+            metrics.http_error(peer_reason);
             if peer_log.ready() {
-                tracing::warn!(%peer, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
+                tracing::warn!(%peer, reason = peer_reason, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
             }
             continue;
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            metrics.http_error("connection_limit");
+            metrics.http_error(total_reason);
             if total_log.ready() {
-                tracing::warn!(%peer, max_connections = limits.max_connections, "connection refused: too many open connections");
+                tracing::warn!(%peer, reason = total_reason, max_connections = limits.max_connections, "connection refused: too many open connections");
             }
             continue;
         };
         let connection = Connection {
             tcp,
             peer,
-            acceptor: acceptor.clone(),
+            port: port.clone(),
             builder: builder.clone(),
             app: app.clone(),
             limits: limits.clone(),
@@ -241,7 +290,7 @@ pub async fn accept_until(
 struct Connection {
     tcp: TcpStream,
     peer: SocketAddr,
-    acceptor: TlsAcceptor,
+    port: Port,
     builder: Arc<auto::Builder<TokioExecutor>>,
     app: Router,
     limits: ConnLimits,
@@ -262,9 +311,13 @@ enum CloseReason {
 
 impl Connection {
     async fn serve(self) {
-        let Connection { tcp, peer, acceptor, builder, app, limits, mut draining, _watcher } = self;
+        let Connection { tcp, peer, port, builder, app, limits, draining, _watcher } = self;
         // Latency matters more than packet count for small JSON answers.
         let _ = tcp.set_nodelay(true);
+        let acceptor = match port {
+            Port::Webhooks(acceptor) => acceptor,
+            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, draining).await,
+        };
         let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(error)) => {
@@ -276,53 +329,68 @@ impl Connection {
                 return;
             }
         };
-        let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
-        let service = TowerToHyperService::new(Tracked { app, activity: activity.clone() });
-        let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(tls), service));
-        let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
-        let mut age = std::pin::pin!(age);
-        // Checking idleness a few times per timeout is precise enough and costs one timer.
-        let mut idle_check = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(10)));
-        idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Set once we have asked the connection to close; then only its end (or, except during
-        // shutdown, which has its own deadline in `Server::run`, the grace period) is awaited.
-        let mut closing: Option<CloseReason> = None;
-        let grace_over = tokio::time::sleep(Duration::ZERO);
-        let mut grace_over = std::pin::pin!(grace_over);
-        loop {
-            let reason = tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(error) = result {
-                        tracing::debug!(%peer, %error, "connection closed with an error");
-                    }
-                    return;
+        serve_http(tls, peer, &builder, app, &limits, draining).await;
+    }
+}
+
+/// Serve HTTP on an established connection (plain or after the TLS handshake) until it ends,
+/// closing it gracefully when it is idle, too old, cancels too much or the server shuts down.
+async fn serve_http<I>(
+    io: I,
+    peer: SocketAddr,
+    builder: &auto::Builder<TokioExecutor>,
+    app: Router,
+    limits: &ConnLimits,
+    mut draining: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
+    let service = TowerToHyperService::new(Tracked { app, activity: activity.clone() });
+    let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
+    let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
+    let mut age = std::pin::pin!(age);
+    // Checking idleness a few times per timeout is precise enough and costs one timer.
+    let mut idle_check = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(10)));
+    idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Set once we have asked the connection to close; then only its end (or, except during
+    // shutdown, which has its own deadline in `Server::run`, the grace period) is awaited.
+    let mut closing: Option<CloseReason> = None;
+    let grace_over = tokio::time::sleep(Duration::ZERO);
+    let mut grace_over = std::pin::pin!(grace_over);
+    loop {
+        let reason = tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, %error, "connection closed with an error");
                 }
-                () = &mut grace_over, if closing.is_some_and(|r| !matches!(r, CloseReason::Shutdown)) => {
-                    tracing::debug!(%peer, reason = ?closing, "connection still busy after the close grace period; dropped");
-                    return;
-                }
-                Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => CloseReason::Shutdown,
-                () = &mut age, if closing.is_none() => CloseReason::MaxAge,
-                () = activity.abuse.notified(), if closing.is_none() => CloseReason::Cancellations,
-                _ = idle_check.tick(), if closing.is_none() => {
-                    if activity.idle_for() < limits.idle_timeout {
-                        continue;
-                    }
-                    CloseReason::Idle
-                }
-            };
-            match reason {
-                CloseReason::Cancellations => {
-                    tracing::warn!(%peer, max_cancelled_requests = limits.max_cancelled_requests, "closing a connection whose client cancels too many requests")
-                }
-                _ => tracing::debug!(%peer, ?reason, "closing connection gracefully"),
+                return;
             }
-            // HTTP/2: GOAWAY, streams in flight finish. HTTP/1.1: `Connection: close` on the
-            // response in flight, or closed at once when idle.
-            connection.as_mut().graceful_shutdown();
-            grace_over.as_mut().reset(tokio::time::Instant::now() + limits.close_grace);
-            closing = Some(reason);
+            () = &mut grace_over, if closing.is_some_and(|r| !matches!(r, CloseReason::Shutdown)) => {
+                tracing::debug!(%peer, reason = ?closing, "connection still busy after the close grace period; dropped");
+                return;
+            }
+            Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => CloseReason::Shutdown,
+            () = &mut age, if closing.is_none() => CloseReason::MaxAge,
+            () = activity.abuse.notified(), if closing.is_none() => CloseReason::Cancellations,
+            _ = idle_check.tick(), if closing.is_none() => {
+                if activity.idle_for() < limits.idle_timeout {
+                    continue;
+                }
+                CloseReason::Idle
+            }
+        };
+        match reason {
+            CloseReason::Cancellations => {
+                tracing::warn!(%peer, max_cancelled_requests = limits.max_cancelled_requests, "closing a connection whose client cancels too many requests")
+            }
+            _ => tracing::debug!(%peer, ?reason, "closing connection gracefully"),
         }
+        // HTTP/2: GOAWAY, streams in flight finish. HTTP/1.1: `Connection: close` on the
+        // response in flight, or closed at once when idle.
+        connection.as_mut().graceful_shutdown();
+        grace_over.as_mut().reset(tokio::time::Instant::now() + limits.close_grace);
+        closing = Some(reason);
     }
 }
 

@@ -69,6 +69,8 @@ pub struct ServerConfig {
     /// How often the certificate files and the cluster folder are checked for changes.
     pub reload_interval: Duration,
     pub limits: ConnLimits,
+    /// Limits of the probe and metrics port ([`ConnLimits::metrics_port`]).
+    pub metrics_limits: ConnLimits,
     /// The routing table served; `WEBHOOKS` except in tests that need a misbehaving webhook.
     pub webhooks: &'static [Webhook],
     /// Where decisions read the time (the system clock; tests pin it to compare with `dry-run --now`).
@@ -147,6 +149,7 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(25),
             reload_interval: Duration::from_secs(1),
             limits: ConnLimits::default(),
+            metrics_limits: ConnLimits::metrics_port(),
             webhooks: WEBHOOKS,
         }
     }
@@ -331,12 +334,9 @@ impl Server {
         });
         let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-        let metrics_server = axum::serve(metrics_listener, health::router(health.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = metrics_stopped.await;
-            })
-            .into_future();
-        let mut metrics_task = tokio::spawn(metrics_server);
+        let mut metrics_task = tokio::spawn(health::serve(metrics_listener, health.clone(), config.metrics_limits.clone(), async move {
+            let _ = metrics_stopped.await;
+        }));
 
         let app = app::router(Arc::new(app::AppState {
             webhooks: config.webhooks,
@@ -360,7 +360,8 @@ impl Server {
                 }
             }
         };
-        listener::accept_until(https, tokio_rustls::TlsAcceptor::from(tls), app, &config.limits, &metrics, &graceful, stop).await;
+        let port = listener::Port::Webhooks(tokio_rustls::TlsAcceptor::from(tls));
+        listener::accept_until(https, port, app, &config.limits, &metrics, &graceful, stop).await;
 
         health.draining.store(true, Ordering::Relaxed);
         let open = graceful.count();

@@ -4,10 +4,11 @@
 //! the certificate a handshake presented.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -18,6 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -264,12 +266,42 @@ impl Reply {
 
 /// GET over plain HTTP/1.1 (the metrics port): status and body text.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
-    let tcp = TcpStream::connect(addr).await.expect("connect to the metrics port");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, ClientBody>(TokioIo::new(tcp)).await.expect("handshake");
+    try_http_get(addr, None, path).await.unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
+}
+
+/// GET over plain HTTP/1.1 on a new connection from `source` (another loopback address is another
+/// peer to the server): status and body text, or what went wrong.
+pub async fn try_http_get(addr: SocketAddr, source: Option<IpAddr>, path: &str) -> Result<(StatusCode, String), String> {
+    let tcp = match source {
+        None => TcpStream::connect(addr).await,
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+            socket.bind(SocketAddr::new(ip, 0)).map_err(|e| e.to_string())?;
+            socket.connect(addr).await
+        }
+    }
+    .map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, ClientBody>(TokioIo::new(tcp)).await.map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn);
     let request = Request::get(path).header(hyper::header::HOST, addr.to_string()).body(full(Bytes::new())).expect("request");
-    let response = sender.send_request(request).await.expect("response");
+    let response = sender.send_request(request).await.map_err(|e| format!("request: {e}"))?;
     let status = response.status();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let body = response.into_body().collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Read until the peer closes (or `limit` passes); what was read and whether it closed.
+pub async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Duration) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (out, false),
+        }
+    }
 }

@@ -40,4 +40,5 @@ pub fn good_review(uid: &str) -> serde_json::Value {
 
 pub mod client;
 pub mod h2;
+pub mod serve_process;
 pub mod server;

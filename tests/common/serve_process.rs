@@ -1,0 +1,83 @@
+//! The `kruise-admission serve` binary as a child process, with its JSON log lines.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_kruise-admission");
+
+/// A `serve` process and its JSON log lines; killed when dropped.
+pub struct Serve {
+    pub child: Child,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    /// `serve` on loopback ports in `dir`, with `args` after the addresses.
+    pub fn start(dir: &Path, args: &[&str]) -> Serve {
+        Self::start_limited(dir, None, args)
+    }
+
+    /// As [`Serve::start`], with the process's open-file limit (`ulimit -n`) lowered to
+    /// `max_open_files` when given, so a test can show what exhausts it.
+    pub fn start_limited(dir: &Path, max_open_files: Option<u32>, args: &[&str]) -> Serve {
+        let mut command = match max_open_files {
+            None => Command::new(BIN),
+            Some(n) => {
+                // `exec` keeps the pid: killing the child kills the server.
+                let mut sh = Command::new("sh");
+                sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#, &n.to_string(), BIN]);
+                sh
+            }
+        };
+        let mut child = command
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+                if send.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        Serve { child, lines }
+    }
+
+    /// Log lines up to and including the first whose message is `message`.
+    pub fn until(&self, message: &str) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self.lines.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("no {message:?} in {seen:#?}"));
+            let done = event["message"] == message;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// An address field of a log line (`https`, `metrics`).
+pub fn addr(event: &Value, field: &str) -> SocketAddr {
+    event[field].as_str().unwrap_or_else(|| panic!("{field} missing from {event}")).parse().expect("address")
+}

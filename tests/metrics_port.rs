@@ -1,0 +1,145 @@
+//! Connection limits of the plain-HTTP probe and metrics port (`--metrics-listen`), over real TCP
+//! on 127.0.0.x: it runs the webhook port's accept loop with its own small limits, so slowloris,
+//! silent connections and floods there neither keep `/readyz` from answering another address nor
+//! take the file descriptors the webhook port needs (the server is one process).
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::client::{Proto, TlsClient, read_until_closed, try_http_get};
+use common::serve_process::{Serve, addr};
+use common::server::TestServer;
+use hyper::{Method, StatusCode};
+use kruise_admission::server::listener::ConnLimits;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpSocket, TcpStream};
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+/// A TCP connection from `source` that sends nothing. Connecting gives up after a second: the
+/// kernel completes connections into the listen queue, so only a server that stopped accepting
+/// (its queue full) leaves a connect hanging.
+async fn silent(to: SocketAddr, source: IpAddr) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(source, 0))?;
+    tokio::time::timeout(Duration::from_secs(1), socket.connect(to)).await.map_err(|_| std::io::ErrorKind::TimedOut)?
+}
+
+/// `n` silent connections from `sources` in turn, or fewer when the server stops accepting.
+async fn flood(to: SocketAddr, sources: impl Iterator<Item = IpAddr> + Clone, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for source in sources.cycle().take(n) {
+        match silent(to, source).await {
+            Ok(tcp) => held.push(tcp),
+            Err(_) => break,
+        }
+    }
+    held
+}
+
+/// `/readyz` from `source` on a new connection, answered 200 within `limit`?
+async fn ready_within(metrics: SocketAddr, source: IpAddr, limit: Duration) -> Result<(), String> {
+    match tokio::time::timeout(limit, try_http_get(metrics, Some(source), "/readyz")).await {
+        Ok(Ok((StatusCode::OK, _))) => Ok(()),
+        Ok(Ok((status, body))) => Err(format!("status {status}: {body}")),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(format!("no answer within {limit:?}")),
+    }
+}
+
+/// A good review on a new HTTP/2 connection from `client`, answered 200 within `limit`?
+async fn reviewed_within(client: &TlsClient, limit: Duration) -> Result<(), String> {
+    let attempt = async {
+        let mut conn = client.connect(Proto::Http2).await.map_err(|e| format!("connect: {e}"))?;
+        let body = Bytes::from(common::good_review("good").to_string());
+        let reply = conn.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.map_err(|e| format!("request: {e}"))?;
+        if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
+    };
+    tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+}
+
+/// Before: `axum::serve` had no header timeout (no timer), so both connections stayed open for
+/// good. Now HTTP/1.1 starts at the first byte and the header timeout closes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowloris_or_a_silent_connection_on_the_metrics_port_is_closed_at_the_header_timeout() {
+    let server = TestServer::start_with(|c| c.metrics_limits.header_read_timeout = Duration::from_millis(500)).await;
+    let mut quiet = silent(server.metrics, loopback(1)).await.unwrap();
+    let mut slow = silent(server.metrics, loopback(1)).await.unwrap();
+    let writer = tokio::spawn(async move {
+        let header = b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
+        for byte in header.iter().chain(std::iter::repeat(&b'a')) {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let started = Instant::now();
+    let (_, closed) = read_until_closed(&mut quiet, Duration::from_secs(4)).await;
+    assert!(closed, "a connection that sends nothing is closed");
+    assert!(started.elapsed() < Duration::from_secs(3), "within about the header timeout: {:?}", started.elapsed());
+    // The slowloris writer stops when its writes fail: the server closed its connection.
+    let stopped = tokio::time::timeout(Duration::from_secs(4), writer).await;
+    assert!(stopped.is_ok(), "the slowloris connection is still open after 4 s (header timeout 500 ms)");
+    ready_within(server.metrics, loopback(1), Duration::from_secs(3)).await.expect("/readyz after the attack");
+    server.stop().await.unwrap();
+}
+
+/// Before: every connection was accepted. Now the 9th from one address is closed at once and
+/// counted, and another address is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_flooding_the_metrics_port_is_capped_and_another_is_served() {
+    let server = TestServer::start().await;
+    let per_peer = ConnLimits::metrics_port().max_connections_per_peer;
+    let held = flood(server.metrics, [loopback(1)].into_iter(), per_peer).await;
+    assert_eq!(held.len(), per_peer);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut extra = silent(server.metrics, loopback(1)).await.unwrap();
+    let started = Instant::now();
+    let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
+    assert!(closed && started.elapsed() < Duration::from_secs(1), "connection {} from 127.0.0.1 is closed at once", per_peer + 1);
+    ready_within(server.metrics, loopback(2), Duration::from_secs(3)).await.expect("/readyz from 127.0.0.2");
+    let metrics = try_http_get(server.metrics, Some(loopback(2)), "/metrics").await.unwrap().1;
+    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="metrics_peer_connection_limit"} 1"#), "{metrics}");
+    drop(held);
+    server.stop().await.unwrap();
+}
+
+/// The binary with its open-file limit at 160, flooded on the metrics port with 300 silent
+/// connections, first from one address, then from 60 addresses. Before: the server ran out of
+/// file descriptors, so neither `/readyz` nor the webhook port answered anyone. Now: one address
+/// gets 8 connections and another is served on both ports; 60 addresses get 64 in all and the
+/// webhook port is served (a probe from yet another address may be refused until the attackers'
+/// connections time out: the total cap is what keeps the descriptors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster");
+    std::fs::create_dir(&cluster).unwrap();
+    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n").unwrap();
+    let serve = Serve::start_limited(dir.path(), Some(160), &["--cluster-dir", cluster.to_str().unwrap()]);
+    let ready = serve.until("kruise-admission ready to serve").pop().unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", serve.child.id())).unwrap();
+    assert!(limits.lines().any(|l| l.starts_with("Max open files") && l.split_whitespace().nth(3) == Some("160")), "{limits}");
+    let (https, metrics) = (addr(&ready, "https"), addr(&ready, "metrics"));
+    let good = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap()).with_source(loopback(2));
+    reviewed_within(&good, Duration::from_secs(5)).await.expect("served before the flood");
+
+    let mut held = flood(metrics, [loopback(1)].into_iter(), 300).await;
+    assert_eq!(held.len(), 300, "the server kept accepting (and closing) connections");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ready_within(metrics, loopback(2), Duration::from_secs(3)).await.expect("/readyz from 127.0.0.2 while 127.0.0.1 floods");
+    reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 127.0.0.1 floods the metrics port");
+
+    let from_many = flood(metrics, (10..70).map(loopback), 300).await;
+    assert_eq!(from_many.len(), 300, "the server kept accepting (and closing) connections");
+    held.extend(from_many);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 60 addresses flood the metrics port");
+    drop(held);
+}
