@@ -18,6 +18,7 @@
 # Knobs: E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
 #        E2E_LATENCY_PODS (pods per webhook for the latency comparison, default 200; 0 skips it),
 #        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds, default 1800),
+#        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
 #        KUBE_APISERVER_CACHE (see kube-apiserver.sh), PYTHON (an interpreter with PyYAML).
 set -euo pipefail
 
@@ -25,6 +26,7 @@ E2E=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$E2E/../.." && pwd)
 PYTHON=${PYTHON:-python3}
 LATENCY_PODS=${E2E_LATENCY_PODS:-200}
+MANIFESTS=$(cd "${E2E_MANIFESTS:-$ROOT/manifests}" && pwd)
 EXTRA_APISERVER_FLAGS=()
 EXTRA_SERVER_FLAGS=()
 # shellcheck source=tests/e2e/lib.sh
@@ -80,7 +82,7 @@ overlay() { # overlay NAME COMPONENT...: a kustomization of the base plus compon
     local dir=$WORK/kustomize/$1 rel
     shift
     mkdir -p "$dir"
-    rel=$("$PYTHON" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$ROOT/manifests" "$dir")
+    rel=$("$PYTHON" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$MANIFESTS" "$dir")
     {
         echo "resources: [$rel]"
         echo "components: [$(for c in "$@"; do printf '%s/components/%s,' "$rel" "$c"; done | sed 's/,$//')]"
@@ -89,14 +91,14 @@ overlay() { # overlay NAME COMPONENT...: a kustomization of the base plus compon
 }
 render() { kubectl kustomize "$1" | yaml_to_json; }
 
-say "rendering the kustomize base"
-render "$ROOT/manifests" >"$WORK/base.json"
+say "rendering the kustomize base ($MANIFESTS)"
+render "$MANIFESTS" >"$WORK/base.json"
 jq -r '.[] | "  \(.kind) \(.metadata.namespace // "-")/\(.metadata.name)"' "$WORK/base.json"
 RBAC_KINDS='["ServiceAccount","Role","ClusterRole","RoleBinding","ClusterRoleBinding"]'
 if jq -e 'any(.[]; .kind == "ClusterRole" or .kind == "Role")' "$WORK/base.json" >/dev/null; then
     RBAC_FROM="the base"
     jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' "$WORK/base.json" >"$WORK/rbac.json"
-elif [ -d "$ROOT/manifests/components/live-cluster" ]; then
+elif [ -d "$MANIFESTS/components/live-cluster" ]; then
     # Older layout: the base was folder mode and the live-cluster component carried the RBAC.
     RBAC_FROM="the base + components/live-cluster"
     render "$(overlay live live-cluster)" | jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' >"$WORK/rbac.json"
@@ -140,7 +142,7 @@ kc delete crd sidecarsets.apps.kruise.io --wait=true >/dev/null
 wait_for 60 crd_gone sidecarsets.apps.kruise.io || die "the stand-in OpenKruise CRD was not deleted"
 
 # Without Kruise: the base plus the sidecarset-crd component installs ours.
-if [ -d "$ROOT/manifests/components/sidecarset-crd" ]; then
+if [ -d "$MANIFESTS/components/sidecarset-crd" ]; then
     CRD_FROM="the base + components/sidecarset-crd"
     render "$(overlay crd sidecarset-crd)" >"$WORK/with-crd.json"
 else
