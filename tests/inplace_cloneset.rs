@@ -1,4 +1,5 @@
-//! `/validate-apps-kruise-io-v1alpha1-cloneset`: every rule of spec §A.2/§A.3 for CloneSet, one
+//! `/validate-apps-kruise-io-v1alpha1-cloneset`: every rule of
+//! docs/workloads.md#2-2-cloneset-inplaceonly and §3 for CloneSet, one
 //! table row per statement, run through the routing table like `serve` and `dry-run` do.
 
 mod inplace_support;
@@ -432,7 +433,7 @@ fn pods_to_delete() {
 fn v1beta1_follows_kruise_master() {
     let base = cloneset("v1beta1");
     let world = World::default();
-    // Master's v1beta1 path does not run the InPlaceOnly check (spec §A.2).
+    // Master's v1beta1 path does not run the InPlaceOnly check (docs/workloads.md#2-2-cloneset-inplaceonly).
     let new = with(&base, |o| set(o, "/spec/template/spec/containers/0/imagePullPolicy", json!("Never")));
     check("no InPlaceOnly check", &update("v1beta1", &base, &new, &world), &Expect::Allowed);
     let surge = with(&base, |o| set(o, "/spec/updateStrategy/rollingUpdate/maxSurge", json!(1)));
@@ -462,8 +463,8 @@ fn v1beta1_follows_kruise_master() {
 
 #[test]
 fn delete_on_this_path_is_delete_protection() {
-    // Kruise registers vcloneset for DELETE too; that DELETE is delete protection (spec §B), not
-    // the workload rules, which never look at it.
+    // Kruise registers vcloneset for DELETE too; that DELETE is delete protection
+    // (docs/workloads.md#4-delete-protection), not the workload rules, which never look at it.
     let world = World::default();
     let delete = |old: &Value| {
         let mut r = review("clonesets", "CloneSet", "v1alpha1", "DELETE", old, Some(old));

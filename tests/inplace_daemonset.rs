@@ -1,4 +1,5 @@
-//! `/validate-apps-kruise-io-daemonset`: Advanced DaemonSet rules of spec §A.2/§A.3. No
+//! `/validate-apps-kruise-io-daemonset`: Advanced DaemonSet rules of
+//! docs/workloads.md#2-4-daemonset and §3. No
 //! InPlaceOnly; CREATE failures answer 500 and UPDATE failures 422, as Kruise does.
 
 mod inplace_support;

@@ -1,5 +1,6 @@
-//! `/validate-apps-kruise-io-statefulset`: Advanced StatefulSet rules of spec §A.2/§A.3, with
-//! DESIGN.md's deliberate difference (the InPlaceOnly rule is anchored like CloneSet's).
+//! `/validate-apps-kruise-io-statefulset`: Advanced StatefulSet rules of
+//! docs/workloads.md#2-3-statefulset-inplaceonly and §3, with the README's deliberate difference (the
+//! InPlaceOnly rule is anchored like CloneSet's).
 
 mod inplace_support;
 

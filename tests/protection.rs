@@ -1,6 +1,6 @@
-//! Delete protection (`policy.kruise.io/delete-protection`, spec §B): every protected kind against
-//! every label value, the early exits, failed lookups, the registrations, recorded DELETE reviews,
-//! and a folder of cluster objects as `dry-run --cluster-dir` reads it.
+//! Delete protection (`policy.kruise.io/delete-protection`, docs/workloads.md#4-delete-protection): every
+//! protected kind against every label value, the early exits, failed lookups, the registrations, recorded
+//! DELETE reviews, and a folder of cluster objects as `dry-run --cluster-dir` reads it.
 //!
 //! Decisions go the way an edge takes them: `webhooks::matching` picks the webhooks, each webhook's
 //! `queries` names its lookups, `Answers::from_snapshot` answers them, `webhooks::run` decides.
@@ -25,12 +25,22 @@ const CASCADING_MSG: &str = "forbidden by ResourcesProtectionDeletion for policy
 static INPLACE_STANDIN: Webhook = protection::webhook(
     "vcloneset-and-vstatefulset-standin",
     "/standin",
-    &[Rule {
-        groups: &["apps.kruise.io"],
-        versions: &["v1alpha1", "v1beta1"],
-        resources: &["clonesets", "statefulsets"],
-        operations: &[Operation::Delete],
-    }],
+    &[
+        Rule {
+            groups: &["apps.kruise.io"],
+            versions: &["v1alpha1", "v1beta1"],
+            resources: &["clonesets"],
+            kind: "CloneSet",
+            operations: &[Operation::Delete],
+        },
+        Rule {
+            groups: &["apps.kruise.io"],
+            versions: &["v1alpha1", "v1beta1"],
+            resources: &["statefulsets"],
+            kind: "StatefulSet",
+            operations: &[Operation::Delete],
+        },
+    ],
     ObjectScope::All,
 );
 
@@ -264,7 +274,7 @@ fn cascading_workloads_are_refused_while_replicas_are_above_zero() {
         assert_denied(&with(json!({"replicas": 3})), &format!("{CASCADING_MSG} and replicas 3>0"));
         assert_denied(&with(json!({"replicas": 1})), &format!("{CASCADING_MSG} and replicas 1>0"));
         assert_allowed(&with(json!({"replicas": 0})));
-        // nil replicas count as 0 (spec §B.2 notes): nothing to protect.
+        // nil replicas count as 0 (docs/workloads.md#4-3-kinds): nothing to protect.
         assert_allowed(&with(json!({})));
         assert_allowed(&with(json!({"replicas": null})));
     }
@@ -272,7 +282,8 @@ fn cascading_workloads_are_refused_while_replicas_are_above_zero() {
 
 #[test]
 fn cascading_workloads_ignore_owned_pods() {
-    // Only spec.replicas counts (spec §E.3): running pods in the namespace do not block a workload at 0.
+    // Only spec.replicas counts (docs/workloads.md#4-3-kinds): running pods in the namespace do not block a
+    // workload at 0.
     let env = Env::new(vec![pod("shop", "web-abc", "Running", false)]);
     assert_allowed(&env.decide(&delete(DEPLOYMENT, object(DEPLOYMENT, "web", Some("Cascading"), json!({"replicas": 0})))));
 }
@@ -465,7 +476,7 @@ fn a_lookup_the_edge_did_not_perform_refuses_instead_of_allowing() {
     assert!(message.ends_with(HINT), "{message}");
 }
 
-// ---------------------------------------------------------------- early exits (§B.1) and the switch
+// ------------------------------------------------- early exits (workloads.md §4.1, §4.2) and the switch
 
 #[test]
 fn an_object_already_being_deleted_is_allowed() {
@@ -553,7 +564,7 @@ fn malformed_fields_that_are_read_are_bad_requests() {
     assert_eq!(env.decide(&delete(SERVICE, old)).status.map(|s| s.code), Some(400));
 }
 
-// ---------------------------------------------------------------- registrations (§B.2, §D.1)
+// ------------------------------------------------- registrations (workloads.md §4.3, §4.5)
 
 #[test]
 fn each_protected_kind_is_registered_for_delete_only_under_kruises_name_and_path() {
@@ -592,7 +603,7 @@ fn each_protected_kind_is_registered_for_delete_only_under_kruises_name_and_path
 
 #[test]
 fn unprotected_kinds_are_not_sent_and_not_refused() {
-    // Spec §B.2 last row: Advanced DaemonSet, DaemonSet, Pod, ... carry no protection.
+    // docs/workloads.md#4-3-kinds, last row: Advanced DaemonSet, DaemonSet, Pod, ... carry no protection.
     let env = Env::new(vec![]);
     let kinds = [
         Kind { group: "apps", version: "v1", kind: "DaemonSet", resource: "daemonsets", namespaced: true },
@@ -661,7 +672,8 @@ fn folder() -> PathBuf {
 }
 
 /// The folder's DELETE reviews and their decisions, expected from the folder's contents and spec
-/// §B.2/§B.3 (see the comments in the YAML files): the denial message, or `None` for allowed.
+/// docs/workloads.md#4-3-kinds and 4-4-messages (see the comments in the YAML files): the denial message, or
+/// `None` for allowed.
 fn folder_cases() -> [(&'static str, Option<String>); 11] {
     [
         ("namespace-shop-cascading.json", Some(format!("{CASCADING_MSG} and active pods 2>0"))),

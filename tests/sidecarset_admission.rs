@@ -1,6 +1,6 @@
 //! SidecarSet admission through the routing table, as every edge calls it (`webhooks::run`): the
-//! mutating webhook defaults and hashes, the validating webhook applies every rule of spec §9 /
-//! inplace-protection-daemon §A.6 with Kruise's messages, and conflicts with other SidecarSets.
+//! mutating webhook defaults and hashes, the validating webhook applies every rule of
+//! docs/sidecarset.md#9-sidecarset-admission with Kruise's messages, and conflicts with other SidecarSets.
 
 use serde_json::{Value, json};
 
@@ -121,7 +121,8 @@ fn both_webhooks_are_registered_like_kruise() {
 #[test]
 fn create_is_defaulted_hashed_and_validated_and_the_hash_is_kruises() {
     let cluster = Cluster::new(vec![]);
-    // The §8 vector: `containers: [{name: dns-f, image: dns:1.0}]`, defaulted.
+    // The docs/sidecarset.md#8-the-sidecarset-hash vector: `containers: [{name: dns-f, image: dns:1.0}]`,
+    // defaulted.
     let object = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "sidecarset1"},
                         "spec": {"selector": {"matchLabels": {"app": "nginx"}}, "containers": [{"name": "dns-f", "image": "dns:1.0"}]}});
     let (decision, mutated) = cluster.call(MUTATE, "CREATE", &object, None);
@@ -155,7 +156,7 @@ fn an_image_change_changes_only_the_image_hash() {
     let h = |v: &Value, k: &str| v["metadata"]["annotations"][k].as_str().unwrap().to_owned();
     assert_ne!(h(&a, "kruise.io/sidecarset-hash"), h(&b, "kruise.io/sidecarset-hash"));
     assert_eq!(h(&a, "kruise.io/sidecarset-hash-without-image"), h(&b, "kruise.io/sidecarset-hash-without-image"));
-    // Volumes do not take part in the hash (§8 consequences).
+    // Volumes do not take part in the hash (docs/sidecarset.md#8-the-sidecarset-hash).
     let c = cluster.mutate(&with(|v| v["spec"]["volumes"][0] = json!({"name": "logs", "hostPath": {"path": "/var/log"}})));
     assert_eq!(h(&a, "kruise.io/sidecarset-hash"), h(&c, "kruise.io/sidecarset-hash"));
 }
@@ -858,7 +859,8 @@ fn a_pod_created_after_the_sidecarset_gets_kruises_hash_entries() {
     let outcome = webhooks::run(webhooks::by_path("/mutate-pod").unwrap(), &request, &inputs);
     assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
     let injected = outcome.mutated.unwrap();
-    // The §7 example, byte for byte: the hash is the §8 vector our mutating webhook wrote.
+    // The docs/sidecarset.md §7 example, byte for byte: the hash is the §8 vector our mutating
+    // webhook wrote.
     assert_eq!(
         injected["metadata"]["annotations"]["kruise.io/sidecarset-hash"],
         r#"{"sidecarset1":{"updateTimestamp":"2026-07-02T09:56:09Z","hash":"6wbd76bd7984x24fb4f44fv9222cw9v9bcf85x766744wddd4zwx927zzz2zb684","sidecarSetName":"sidecarset1","sidecarList":["dns-f"]}}"#
@@ -867,7 +869,7 @@ fn a_pod_created_after_the_sidecarset_gets_kruises_hash_entries() {
         injected["metadata"]["annotations"]["kruise.io/sidecarset-hash-without-image"],
         r#"{"sidecarset1":{"updateTimestamp":"2026-07-02T09:56:09Z","hash":"82684vwf9d4cb4wz4vffx4ddfbb47ww4z4wwxdbwb8w2zbb7zvf4524cdd49bv94","sidecarSetName":"sidecarset1","sidecarList":["dns-f"]}}"#
     );
-    // The defaults written by SidecarSet admission reach the pod (§9).
+    // The defaults written by SidecarSet admission reach the pod (docs/sidecarset.md#9-1-defaulting).
     let sidecar = &injected["spec"]["containers"][0];
     assert_eq!(sidecar["name"], "dns-f");
     assert_eq!(sidecar["imagePullPolicy"], "IfNotPresent");
@@ -875,7 +877,8 @@ fn a_pod_created_after_the_sidecarset_gets_kruises_hash_entries() {
 }
 
 /// The example SidecarSets of `examples/cluster` carry hash annotations; admitting them again must
-/// reproduce those values (a second, independent derivation of §8).
+/// reproduce those values (a second, independent derivation of
+/// docs/sidecarset.md#8-the-sidecarset-hash).
 #[test]
 fn example_sidecarsets_keep_their_hashes() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster/sidecarsets");

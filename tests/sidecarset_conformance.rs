@@ -1,6 +1,6 @@
 //! SidecarSet injection conformance: data-driven cases in `tests/sidecarset/cases/*.yaml`, each an
 //! input pod plus the cluster objects (SidecarSets, Namespaces, ControllerRevisions) and the
-//! expected outcome, written from spec/sidecarset-injection.md. Every case also checks:
+//! expected outcome, written from docs/sidecarset.md. Every case also checks:
 //! - the JSON patch, applied by an independent RFC 6902 implementation (`json-patch`), gives the
 //!   mutated pod;
 //! - running `/mutate-pod` again on its own output yields no patch (idempotency).
@@ -11,7 +11,7 @@
 //!
 //! Case format:
 //! ```yaml
-//! section: "5.3"            # the spec section the case is written from
+//! section: "5.3"            # the docs/sidecarset.md section it is written from
 //! description: ...
 //! now: 2026-07-02T09:56:09Z # the injected clock (default shown)
 //! random: 0.5               # every uniform draw (default 0.5)

@@ -1,6 +1,7 @@
 //! A SidecarSet CREATE through `kruise-admission dry-run`: defaulted and hashed by the mutating
 //! webhook and validated, in one run; a pod created afterwards (the admitted SidecarSet in the
-//! cluster folder) gets the hash entries Kruise writes (spec §7, §8).
+//! cluster folder) gets the hash entries Kruise writes
+//! (docs/sidecarset.md#7-pod-annotations, docs/sidecarset.md#8-the-sidecarset-hash).
 
 use std::process::{Command, Output};
 

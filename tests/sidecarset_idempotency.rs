@@ -130,8 +130,9 @@ fn recorded_pod_creates_with_every_example_matching() {
     run_all(&Snapshot::from_objects(match_everything(&example_objects())), true);
 }
 
-/// The examples' hash annotations are what Kruise's SidecarSet webhook writes (§8 recipe), so
-/// editing an example's containers without updating its hashes fails here.
+/// The examples' hash annotations are what Kruise's SidecarSet webhook writes
+/// (docs/sidecarset.md#8-the-sidecarset-hash), so editing an example's containers without updating its hashes
+/// fails here.
 #[test]
 fn example_hash_annotations_follow_the_recipe() {
     use kruise_admission::admission::sidecarset_admission::hash::sidecarset_hashes;
@@ -148,7 +149,7 @@ fn example_hash_annotations_follow_the_recipe() {
 }
 
 /// The four examples on the pod they are written for (namespace shop, all opt-in labels): what
-/// each one contributes, per the spec.
+/// each one contributes, per docs/sidecarset.md#5-what-each-sidecarset-contributes.
 #[test]
 fn examples_inject_into_the_pod_they_are_written_for() {
     let snapshot = Snapshot::from_objects(example_objects());
@@ -204,9 +205,9 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     assert_eq!(hashes["token-refresher"]["sidecarList"], json!(["token-refresher"]));
     assert_eq!(hashes["mesh-agent"]["sidecarList"], json!(["mesh-agent"]));
 
-    // Fed back (reinvocationPolicy: IfNeeded): no patch. The hot-upgrade pair mesh-agent-1/-2 is
-    // in the pod now and must not count as an envoy resourcesPolicy target (spec §5.6: containers
-    // of injected SidecarSets never do); counted, they raised envoy's summed limits on every
+    // Fed back (reinvocationPolicy: IfNeeded): no patch. The hot-upgrade pair mesh-agent-1/-2 is in the pod
+    // now and must not count as an envoy resourcesPolicy target (docs/sidecarset.md#5-6-resources-policy:
+    // containers of injected SidecarSets never do); counted, they raised envoy's summed limits on every
     // re-invocation. Found by the fuzz target `review`.
     let again = webhooks::run(webhook, &decode_review(with_object(&review, &pod)).expect("review"), &inputs);
     assert!(again.decision.allowed, "{:?}", again.decision.status);

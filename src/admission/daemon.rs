@@ -1,14 +1,15 @@
 //! DaemonSet-style scheduling stamp.
 //!
-//! The trigger is ours (DESIGN.md "DaemonSet-style scheduling"): a Pod names a target node through
+//! The trigger is ours (docs/workloads.md#5-1-trigger): a Pod names a target node through
 //! the `kruise-admission.dev/target-node` annotation, or through `spec.nodeName` when it is owned by
 //! a DaemonSet (apps/v1 or apps.kruise.io) or carries `kruise-admission.dev/daemon-scheduling: "true"`.
 //!
-//! The stamp itself is upstream Kubernetes' (spec §C.1–C.3): `ReplaceDaemonSetPodNodeNameNodeAffinity`
-//! (one `matchFields metadata.name In [node]` term replaces every required term), `spec.nodeName`
-//! cleared so the scheduler binds the pod, and `AddOrUpdateDaemonPodTolerations`. BroadcastJob pods
-//! are pinned without tolerations (Kruise adds none, §C.5); DaemonSet pods that name no node get the
-//! tolerations only, as the controller's pod template would carry them.
+//! The stamp itself is upstream Kubernetes' (docs/workloads.md#5-2-node-pinning to 5-4; kubernetes/kubernetes
+//! `pkg/controller/daemon/util/daemonset_util.go`): `ReplaceDaemonSetPodNodeNameNodeAffinity` (one
+//! `matchFields metadata.name In [node]` term replaces every required term), `spec.nodeName` cleared so the
+//! scheduler binds the pod, and `AddOrUpdateDaemonPodTolerations`. BroadcastJob pods are pinned without
+//! tolerations (Kruise adds none, docs/workloads.md#5-5-broadcastjob); DaemonSet pods that name no node get
+//! the tolerations only, as the controller's pod template would carry them.
 //!
 //! Everything is done on the pod's JSON value so that fields this binary does not model survive.
 
@@ -18,7 +19,8 @@ use super::Inputs;
 use super::review::AdmissionError;
 use crate::api::{at, keys};
 
-/// The default daemon tolerations in upstream's order (§C.2); the last one only for hostNetwork pods.
+/// The default daemon tolerations in upstream's order (docs/workloads.md#5-3-default-tolerations); the last
+/// one only for hostNetwork pods.
 const DEFAULT_TOLERATIONS: [(&str, &str); 6] = [
     (keys::TAINT_NODE_NOT_READY, "NoExecute"),
     (keys::TAINT_NODE_UNREACHABLE, "NoExecute"),
@@ -111,7 +113,8 @@ fn owners(pod: &Value) -> (bool, bool) {
     (daemon, broadcast)
 }
 
-/// `ReplaceDaemonSetPodNodeNameNodeAffinity` (§C.1), then clear `spec.nodeName`.
+/// `ReplaceDaemonSetPodNodeNameNodeAffinity` (docs/workloads.md#5-2-node-pinning), then clear
+/// `spec.nodeName`.
 fn pin(spec: &mut Map<String, Value>, node: &str) -> Result<(), AdmissionError> {
     let terms = json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
     let affinity = object_field(spec, "affinity", "spec.affinity")?;
@@ -137,7 +140,8 @@ fn object_field<'a>(map: &'a mut Map<String, Value>, key: &str, path: &str) -> R
     slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("request.object.{path} must be an object")))
 }
 
-/// `AddOrUpdateDaemonPodTolerations` (§C.2): each default in table order, through add-or-update.
+/// `AddOrUpdateDaemonPodTolerations` (docs/workloads.md#5-3-default-tolerations): each default in table
+/// order, through add-or-update.
 fn add_daemon_tolerations(spec: &mut Map<String, Value>) -> Result<(), AdmissionError> {
     let host_network = spec.get("hostNetwork") == Some(&Value::Bool(true));
     let slot = spec.entry("tolerations").or_insert(Value::Null);
@@ -153,7 +157,8 @@ fn add_daemon_tolerations(spec: &mut Map<String, Value>) -> Result<(), Admission
     Ok(())
 }
 
-/// `AddOrUpdateTolerationInPodSpec` (§C.3) for the default toleration `{key, operator: Exists, effect}`.
+/// `AddOrUpdateTolerationInPodSpec` (docs/workloads.md#5-4-add-or-update) for the default toleration
+/// `{key, operator: Exists, effect}`.
 fn add_or_update(list: &mut Vec<Value>, key: &str, effect: &str) -> Result<(), AdmissionError> {
     let mut matching = Vec::new();
     for (index, existing) in list.iter().enumerate() {
@@ -203,7 +208,7 @@ mod tests {
     use super::*;
     use crate::admission::patch::diff;
 
-    /// The seven defaults of §C.2, written out from the spec's table.
+    /// The seven defaults, written out from the table in docs/workloads.md#5-3-default-tolerations.
     fn defaults(host_network: bool) -> Vec<Value> {
         let mut list = vec![
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}),
@@ -262,7 +267,7 @@ mod tests {
         &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     }
 
-    // --- Trigger (DESIGN.md) ---
+    // --- Trigger (docs/workloads.md#5-1-trigger) ---
 
     #[test]
     fn target_node_annotation_pins_a_plain_pod_and_adds_tolerations() {
@@ -340,7 +345,7 @@ mod tests {
         assert!(out["spec"].get("nodeName").is_none());
     }
 
-    // --- §C.1 pinning ---
+    // --- pinning (docs/workloads.md#5-2-node-pinning) ---
 
     #[test]
     fn affinity_with_only_pod_affinities_keeps_them_and_gains_node_affinity() {
@@ -418,7 +423,7 @@ mod tests {
         }
     }
 
-    // --- §C.2 default tolerations ---
+    // --- default tolerations (docs/workloads.md#5-3-default-tolerations) ---
 
     #[test]
     fn network_unavailable_only_with_host_network() {
@@ -437,7 +442,7 @@ mod tests {
         assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
     }
 
-    // --- §C.3 add-or-update ---
+    // --- add-or-update (docs/workloads.md#5-4-add-or-update) ---
 
     #[test]
     fn a_deep_equal_toleration_is_left_in_place_and_not_duplicated() {

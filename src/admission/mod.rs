@@ -90,7 +90,8 @@ pub struct Settings {
     /// everything, so a configuration that still sends to them never blocks a request.
     pub disabled: Vec<Capability>,
     /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
-    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`, spec §A.5).
+    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`,
+    /// docs/workloads.md#2-5-vertical-scaling).
     /// Off by default, as in Kruise.
     pub inplace_vertical_scaling: bool,
     /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit

@@ -1,5 +1,5 @@
 //! Delete protection: the `policy.kruise.io/delete-protection` label on Namespaces, CRDs, workloads,
-//! Services and Ingresses (spec §B).
+//! Services and Ingresses (docs/workloads.md#4-delete-protection).
 //!
 //! One entry point, [`check_delete`], handles every protected kind by the request's kind, so the
 //! protection-only webhooks and the CloneSet / Advanced StatefulSet validators can all call it.
@@ -101,7 +101,8 @@ fn protected_kind(group: &str, version: &str, kind: &str) -> Option<Protected> {
     }
 }
 
-/// Everything that can be decided from the request and the object being deleted (spec §B.1, §B.2).
+/// Everything that can be decided from the request and the object being deleted
+/// (docs/workloads.md#4-2-early-exits, docs/workloads.md#4-3-kinds).
 fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, AdmissionError> {
     if !settings.enabled(Capability::DeleteProtection) || request.operation != Operation::Delete || !request.sub_resource.is_empty() {
         return Ok(Plan::Allow);

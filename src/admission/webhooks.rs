@@ -23,6 +23,9 @@ pub struct Rule {
     pub versions: &'static [&'static str],
     /// `pods`, or `pods/eviction` for a subresource.
     pub resources: &'static [&'static str],
+    /// The kind of the objects `resources` names. Metrics label requests with it, and only with
+    /// it: the `kind` a request claims is never a label value (see [`Webhook::metric_kind`]).
+    pub kind: &'static str,
     pub operations: &'static [Operation],
 }
 
@@ -107,6 +110,13 @@ pub struct Webhook {
 }
 
 impl Webhook {
+    /// The metrics' `kind` label for a request that claims `kind`: the kind of one of this
+    /// webhook's rules, or [`OTHER_KIND`]. The label set stays bounded by this table whatever
+    /// clients send.
+    pub fn metric_kind(&self, kind: &str) -> &'static str {
+        self.rules.iter().map(|rule| rule.kind).find(|known| *known == kind).unwrap_or(OTHER_KIND)
+    }
+
     pub fn kind(&self) -> WebhookKind {
         match self.handler {
             Handler::Mutate(_) | Handler::MutateIf(..) => WebhookKind::Mutating,
@@ -156,15 +166,20 @@ fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<V
 }
 
 /// SidecarSet admission (mutating and validating): both served versions, CREATE and UPDATE.
-const SIDECARSET_RULES: &[Rule] =
-    &[Rule { groups: KRUISE, versions: sidecarset_admission::VERSIONS, resources: &["sidecarsets"], operations: CREATE_UPDATE }];
+const SIDECARSET_RULES: &[Rule] = &[Rule {
+    groups: KRUISE,
+    versions: sidecarset_admission::VERSIONS,
+    resources: &["sidecarsets"],
+    kind: "SidecarSet",
+    operations: CREATE_UPDATE,
+}];
 
 /// Every webhook this binary serves.
 pub static WEBHOOKS: &[Webhook] = &[
     Webhook {
         name: "mpod.kb.io",
         path: "/mutate-pod",
-        rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], operations: CREATE }],
+        rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], kind: "Pod", operations: CREATE }],
         handler: Handler::MutateIf(pod::may_mutate, pod::mutate),
         queries: None,
         failure_policy: FailurePolicy::Ignore,
@@ -191,12 +206,12 @@ pub static WEBHOOKS: &[Webhook] = &[
         scope: ObjectScope::All,
         capability: Capability::SidecarSetAdmission,
     },
-    // Delete protection (spec §B, §D.1): DELETE only. CloneSet and Advanced StatefulSet DELETE
-    // arrive on their in-place validators, which call `protection::check_delete`.
+    // Delete protection (docs/workloads.md#4-5-webhook-wiring): DELETE only. CloneSet and Advanced
+    // StatefulSet DELETE arrive on their in-place validators, which call `protection::check_delete`.
     protection::webhook(
         "vnamespace.kb.io",
         "/validate-namespace",
-        &[Rule { groups: &[""], versions: &["v1"], resources: &["namespaces"], operations: DELETE }],
+        &[Rule { groups: &[""], versions: &["v1"], resources: &["namespaces"], kind: "Namespace", operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
@@ -206,6 +221,7 @@ pub static WEBHOOKS: &[Webhook] = &[
             groups: &["apiextensions.k8s.io"],
             versions: &["v1", "v1beta1"],
             resources: &["customresourcedefinitions"],
+            kind: "CustomResourceDefinition",
             operations: DELETE,
         }],
         ObjectScope::DeleteProtected,
@@ -213,31 +229,37 @@ pub static WEBHOOKS: &[Webhook] = &[
     protection::webhook(
         "vbuiltindeployment.kb.io",
         "/validate-apps-deployment",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["deployments"], operations: DELETE }],
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["deployments"], kind: "Deployment", operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vbuiltinreplicaset.kb.io",
         "/validate-apps-replicaset",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["replicasets"], operations: DELETE }],
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["replicasets"], kind: "ReplicaSet", operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vbuiltinstatefulset.kb.io",
         "/validate-apps-statefulset",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["statefulsets"], operations: DELETE }],
+        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["statefulsets"], kind: "StatefulSet", operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vservice.kb.io",
         "/validate-service",
-        &[Rule { groups: &[""], versions: &["v1"], resources: &["services"], operations: DELETE }],
+        &[Rule { groups: &[""], versions: &["v1"], resources: &["services"], kind: "Service", operations: DELETE }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vingress.kb.io",
         "/validate-ingress",
-        &[Rule { groups: &["networking.k8s.io"], versions: &["v1", "v1beta1"], resources: &["ingresses"], operations: DELETE }],
+        &[Rule {
+            groups: &["networking.k8s.io"],
+            versions: &["v1", "v1beta1"],
+            resources: &["ingresses"],
+            kind: "Ingress",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     // Kruise's UnitedDeployment validator also checks CREATE and UPDATE; this binary only protects
@@ -246,13 +268,25 @@ pub static WEBHOOKS: &[Webhook] = &[
     protection::webhook(
         "vuniteddeployment.kb.io",
         "/validate-apps-kruise-io-v1alpha1-uniteddeployment",
-        &[Rule { groups: &["apps.kruise.io"], versions: &["v1alpha1"], resources: &["uniteddeployments"], operations: DELETE }],
+        &[Rule {
+            groups: &["apps.kruise.io"],
+            versions: &["v1alpha1"],
+            resources: &["uniteddeployments"],
+            kind: "UnitedDeployment",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     Webhook {
         name: "vcloneset.kb.io",
         path: "/validate-apps-kruise-io-v1alpha1-cloneset",
-        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["clonesets"], operations: CREATE_UPDATE_DELETE }],
+        rules: &[Rule {
+            groups: KRUISE,
+            versions: KRUISE_VERSIONS,
+            resources: &["clonesets"],
+            kind: "CloneSet",
+            operations: CREATE_UPDATE_DELETE,
+        }],
         handler: Handler::Validate(validate_cloneset),
         queries: Some(inplace::cloneset::queries),
         failure_policy: FailurePolicy::Fail,
@@ -262,7 +296,13 @@ pub static WEBHOOKS: &[Webhook] = &[
     Webhook {
         name: "vstatefulset.kb.io",
         path: "/validate-apps-kruise-io-statefulset",
-        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["statefulsets"], operations: CREATE_UPDATE_DELETE }],
+        rules: &[Rule {
+            groups: KRUISE,
+            versions: KRUISE_VERSIONS,
+            resources: &["statefulsets"],
+            kind: "StatefulSet",
+            operations: CREATE_UPDATE_DELETE,
+        }],
         handler: Handler::Validate(validate_statefulset),
         queries: None,
         failure_policy: FailurePolicy::Fail,
@@ -272,7 +312,13 @@ pub static WEBHOOKS: &[Webhook] = &[
     Webhook {
         name: "vdaemonset.kb.io",
         path: "/validate-apps-kruise-io-daemonset",
-        rules: &[Rule { groups: KRUISE, versions: KRUISE_VERSIONS, resources: &["daemonsets"], operations: CREATE_UPDATE }],
+        rules: &[Rule {
+            groups: KRUISE,
+            versions: KRUISE_VERSIONS,
+            resources: &["daemonsets"],
+            kind: "DaemonSet",
+            operations: CREATE_UPDATE,
+        }],
         handler: Handler::Validate(inplace::daemonset::validate),
         queries: None,
         failure_policy: FailurePolicy::Fail,
@@ -280,6 +326,9 @@ pub static WEBHOOKS: &[Webhook] = &[
         capability: Capability::WorkloadRules,
     },
 ];
+
+/// The `kind` label for metrics when no rule of the webhook names the request's kind.
+pub const OTHER_KIND: &str = "other";
 
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
     WEBHOOKS.iter().find(|w| w.path == path)

@@ -442,7 +442,8 @@ impl SidecarSet {
         self.spec.injection_strategy.as_ref().is_some_and(|s| s.paused)
     }
 
-    /// The base SidecarSet this one replaces, when it is a canary (§2: both annotations, exact).
+    /// The base SidecarSet this one replaces, when it is a canary (both annotations, exact:
+    /// docs/sidecarset.md#2-which-sidecarsets-match).
     pub fn canary_base(&self) -> Option<&str> {
         let a = &self.metadata.annotations;
         (a.get(CANARY_ANNOTATION).map(String::as_str) == Some("true"))
@@ -511,9 +512,9 @@ pub mod v1alpha1 {
     }
 }
 
-/// Kruise's conversion (§2): a non-empty `spec.namespace` becomes a namespaceSelector on
-/// `kubernetes.io/metadata.name` and replaces any namespaceSelector; the custom-version label
-/// becomes `spec.customVersion`.
+/// Kruise's conversion (docs/sidecarset.md#2-which-sidecarsets-match): a non-empty `spec.namespace` becomes a
+/// namespaceSelector on `kubernetes.io/metadata.name` and replaces any namespaceSelector; the custom-version
+/// label becomes `spec.customVersion`.
 impl From<v1alpha1::SidecarSet> for SidecarSet {
     fn from(old: v1alpha1::SidecarSet) -> Self {
         let s = old.spec;

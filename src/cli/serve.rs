@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// when the file changes. Without it any client is served.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// With --client-ca-file: accept only client certificates whose Common Name or a DNS SAN is
+    /// this name (repeatable; compared exactly). Without it any certificate the CA signed is served.
+    #[arg(long = "allowed-client-name", value_name = "NAME", requires = "client_ca_file")]
+    pub allowed_client_names: Vec<String>,
     /// Folder of the generated or self-managed CA and serving certificate (used without
     /// --tls-cert-file; must be writable).
     #[arg(long, default_value = "certs")]
@@ -117,6 +121,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_request_bytes = args.max_request_bytes;
         config.limits.max_connections = args.max_connections;
         config.client_ca_file = args.client_ca_file.clone();
+        config.allowed_client_names = args.allowed_client_names.clone();
         config.shutdown_grace = args.shutdown_grace;
         if let (ClusterMode::Live, Some(client)) = (args.live.cluster_mode, client) {
             let settings = LiveSettings {

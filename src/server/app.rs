@@ -349,7 +349,7 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
     metrics.requests.with_label_values(&[webhook.name, kind, a.operation, code.as_str(), rejected]).inc();
     metrics.duration.with_label_values(&[webhook.name, kind, a.operation, rejected]).observe(started.elapsed().as_secs_f64());
     if !a.allowed {
-        metrics.rejections.with_label_values(&[webhook.name, kind, a.operation, a.kind.as_str(), code.as_str()]).inc();
+        metrics.rejections.with_label_values(&[webhook.name, kind, a.operation, webhook.metric_kind(&a.kind), code.as_str()]).inc();
     }
     // Denials carry no patch; counting their zeros would only blur the distribution.
     if webhook.kind() == WebhookKind::Mutating && a.allowed {

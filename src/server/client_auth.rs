@@ -2,6 +2,11 @@
 //! certificate chaining to one of the CAs in the file, as the apiserver does when its admission
 //! configuration names a client certificate. The CA file is re-read like the serving certificate,
 //! so rotating the apiserver's client CA needs no restart.
+//!
+//! A CA often signs more than the apiserver's certificate (a cluster CA signs every kubelet's and
+//! controller's client certificate), so `--allowed-client-name` can pin the subjects: the chain must
+//! verify AND the certificate's Common Name or one of its DNS SANs must be listed. Either check
+//! failing refuses the TLS handshake, before any HTTP is read.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,6 +101,84 @@ impl ClientCertVerifier for ReloadingVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.current.load().supported_verify_schemes()
+    }
+}
+
+/// The names a client certificate presents: its subject Common Names and DNS SANs (`None` when
+/// the certificate cannot be parsed; the chain check has already accepted it, so that is rare).
+fn presented_names(end_entity: &CertificateDer<'_>) -> Option<Vec<String>> {
+    let (_, cert) = x509_parser::parse_x509_certificate(end_entity.as_ref()).ok()?;
+    let mut names: Vec<String> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_owned());
+            }
+        }
+    }
+    Some(names)
+}
+
+/// Wraps the CA verifier: a certificate that chains to the CA is accepted only when its Common
+/// Name or a DNS SAN is one of `allowed` (compared exactly, as Kubernetes compares user names).
+#[derive(Debug)]
+pub struct PinnedNames {
+    inner: Arc<dyn ClientCertVerifier>,
+    allowed: Vec<String>,
+}
+
+impl PinnedNames {
+    pub fn new(inner: Arc<dyn ClientCertVerifier>, allowed: Vec<String>) -> Self {
+        PinnedNames { inner, allowed }
+    }
+}
+
+impl ClientCertVerifier for PinnedNames {
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let presented = presented_names(end_entity).unwrap_or_default();
+        if presented.iter().any(|name| self.allowed.contains(name)) {
+            return Ok(verified);
+        }
+        // Only a holder of a certificate from the trusted CA gets here, so this cannot be flooded
+        // by strangers; the names tell the operator which --allowed-client-name is missing.
+        tracing::warn!(?presented, allowed = ?self.allowed, "client certificate refused: no allowed name (--allowed-client-name)");
+        Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 

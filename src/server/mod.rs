@@ -48,6 +48,9 @@ pub struct ServerConfig {
     pub tls_key_file: PathBuf,
     /// CA bundle that client certificates must chain to; `None` serves any client.
     pub client_ca_file: Option<PathBuf>,
+    /// With `client_ca_file`: only client certificates whose Common Name or a DNS SAN is listed
+    /// are accepted; empty accepts any name the CA signed.
+    pub allowed_client_names: Vec<String>,
     /// The cluster folder (folder mode, when `live` is `None`).
     pub cluster_dir: PathBuf,
     /// Live mode: watch the API server instead of reading `cluster_dir`.
@@ -104,6 +107,7 @@ impl ServerConfig {
             tls_cert_file,
             tls_key_file,
             client_ca_file: None,
+            allowed_client_names: Vec::new(),
             cluster_dir,
             live: None,
             cert_status: None,
@@ -162,10 +166,15 @@ impl Server {
             Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
             None => None,
         };
-        let verifier = client_ca.as_ref().map(|(_, v)| v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>);
-        if let Some((file, _)) = &client_ca {
-            tracing::info!(client_ca = %file.path.display(), "client certificates required");
+        if client_ca.is_none() && !config.allowed_client_names.is_empty() {
+            anyhow::bail!("--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed");
         }
+        let verifier = client_ca.as_ref().map(|(file, v)| {
+            let names = &config.allowed_client_names;
+            tracing::info!(client_ca = %file.path.display(), allowed_names = ?names, "client certificates required");
+            let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = v.clone();
+            if names.is_empty() { verifier } else { Arc::new(client_auth::PinnedNames::new(verifier, names.clone())) }
+        });
         let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
         let cluster = Arc::new(ClusterState::default());

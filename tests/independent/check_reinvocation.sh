@@ -3,10 +3,11 @@
 # patches applied with evanphx/json-patch (Go, what kube-apiserver uses) and python jsonpatch give
 # the reported object, and feeding the object back gives no patch.
 # Installs what it needs: Go 1.19 and evanphx/json-patch from Debian (apt-get), python jsonpatch
-# kubernetes-validate and PyYAML (a venv under target/ when the system Python lacks them).
+# kubernetes-validate and PyYAML (a venv in cargo's target directory when the system Python lacks them).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+. .ci/cargo-paths.sh
+TARGET_DIR="$(cargo_target_dir)"
 GO=/usr/lib/go-1.19/bin/go
 EVANPHX_SRC=/usr/share/gocode/src/github.com/evanphx/json-patch
 
@@ -15,7 +16,7 @@ if [ ! -x "$GO" ] || [ ! -d "$EVANPHX_SRC" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-1.19 golang-github-evanphx-json-patch-dev
 fi
 mkdir -p "$TARGET_DIR"
-checker="$(pwd)/$TARGET_DIR/evanphx-check"
+checker="$TARGET_DIR/evanphx-check"
 (cd tests/independent/evanphx && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="${GOCACHE:-/tmp/go-build-cache}" \
     "$GO" build -o "$checker" .)
 
@@ -29,6 +30,7 @@ if ! "$PY" -c "$PY_CHECK" 2>/dev/null; then
     PY="$VENV/bin/python"
 fi
 
-cargo build --bins
-"$PY" tests/independent/check_reinvocation.py --binary "$TARGET_DIR/debug/kruise-admission" --checker "$checker" \
+echo "building kruise-admission (cargo build), then checking every recorded Pod CREATE" >&2
+binary="$(cargo_exe kruise-admission --bin kruise-admission)"
+"$PY" tests/independent/check_reinvocation.py --binary "$binary" --checker "$checker" \
     --cluster-dir examples/cluster

@@ -1,5 +1,6 @@
-//! `/validate-apps-kruise-io-v1alpha1-cloneset` (`vcloneset.kb.io`), CREATE and UPDATE (spec §A.2,
-//! §A.3). Every failure is one 422 with the field errors joined as Kruise joins them.
+//! `/validate-apps-kruise-io-v1alpha1-cloneset` (`vcloneset.kb.io`), CREATE and UPDATE
+//! (docs/workloads.md#2-2-cloneset-inplaceonly, docs/workloads.md#3-2-cloneset-validation). Every failure is
+//! one 422 with the field errors joined as Kruise joins them.
 
 use std::collections::BTreeSet;
 
@@ -91,8 +92,9 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         if immutable::spec_changed_outside(old_value, new_value, MUTABLE, &[]) {
             errors.push(field::forbidden("spec", IMMUTABLE_MESSAGE));
         }
-        // Kruise master's v1beta1 path skips this check (spec §A.2); the released v1alpha1 runs it.
-        // It keys off the new object's strategy only, and diffs the templates as sent.
+        // Kruise master's v1beta1 path skips this check (docs/workloads.md#2-2-cloneset-inplaceonly); the
+        // released v1alpha1 runs it. It keys off the new object's strategy only, and diffs the templates as
+        // sent.
         if !v1beta1
             && cs.spec.update_strategy.type_ == "InPlaceOnly"
             && let Some(offence) =

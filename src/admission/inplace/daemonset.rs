@@ -1,6 +1,6 @@
-//! `/validate-apps-kruise-io-daemonset` (`vdaemonset.kb.io`), Advanced DaemonSet v1alpha1 and
-//! v1beta1, CREATE and UPDATE (spec §A.2, §A.3). There is no InPlaceOnly for DaemonSets;
-//! `rollingUpdate.type: InPlaceIfPossible` only forbids surge.
+//! `/validate-apps-kruise-io-daemonset` (`vdaemonset.kb.io`), Advanced DaemonSet v1alpha1 and v1beta1, CREATE
+//! and UPDATE (docs/workloads.md#2-4-daemonset, docs/workloads.md#3-4-daemonset-validation). There is no
+//! InPlaceOnly for DaemonSets; `rollingUpdate.type: InPlaceIfPossible` only forbids surge.
 //!
 //! Kruise answers CREATE failures with 500 (its "validating fn" path) and UPDATE failures with 422;
 //! we keep both codes.

@@ -1,9 +1,9 @@
 //! Defaults applied to the copy being judged, never to the object (validators return no patch).
 //!
-//! - [`pod_spec`]: Kruise's validators default the pod template before checking it (spec §A.3, last
-//!   bullets: `SetDefaultPodSpec`), so a template without `restartPolicy` or `imagePullPolicy` is
-//!   judged as Kruise judges it. Note `imagePullPolicy: Always` for every image, Kruise's choice
-//!   for in-place updates.
+//! - [`pod_spec`]: Kruise's validators default the pod template before checking it
+//!   (docs/workloads.md#3-5-template-defaults: `SetDefaultPodSpec`), so a template without `restartPolicy` or
+//!   `imagePullPolicy` is judged as Kruise judges it. Note `imagePullPolicy: Always` for every image,
+//!   Kruise's choice for in-place updates.
 //! - [`cloneset`], [`statefulset`], [`daemonset`]: the strategy defaults Kruise's mutating
 //!   webhooks (`mcloneset`, `mstatefulset`, `mdaemonset`) write before its validators run. This
 //!   binary does not serve those mutating webhooks, so the validators fill the same values in

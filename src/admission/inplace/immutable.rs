@@ -1,6 +1,6 @@
-//! Field immutability on UPDATE (spec §A.3): everything in `spec` except a kind's mutable fields
-//! must stay the same, compared like `equality.Semantic.DeepEqual` on the typed object, where a
-//! missing field, `null`, `""`, `[]` and `{}` are all the zero value. Plus
+//! Field immutability on UPDATE (docs/workloads.md#3-1-immutable-fields): everything in `spec` except a
+//! kind's mutable fields must stay the same, compared like `equality.Semantic.DeepEqual` on the typed object,
+//! where a missing field, `null`, `""`, `[]` and `{}` are all the zero value. Plus
 //! `ValidateObjectMetaUpdate`'s immutable metadata.
 
 use std::borrow::Cow;

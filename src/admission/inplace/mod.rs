@@ -1,4 +1,4 @@
-//! In-place update rules and the validation around them for Kruise workloads (spec §A.1–§A.5):
+//! In-place update rules and the validation around them for Kruise workloads (docs/workloads.md §2, §3):
 //! `/validate-apps-kruise-io-v1alpha1-cloneset`, `/validate-apps-kruise-io-statefulset` and
 //! `/validate-apps-kruise-io-daemonset`, CREATE and UPDATE.
 

@@ -1,8 +1,8 @@
-//! In-place vertical scaling (spec §A.5, behind `Settings::inplace_vertical_scaling`, flag
-//! `--inplace-vertical-scaling`): a `replace` of a container's cpu or memory request or limit can be
-//! applied in place when the pod's QoS class stays the same. Kruise's webhook refuses these changes
-//! under InPlaceOnly even with its `InPlaceWorkloadVerticalScaling` gate on; with the option on we
-//! admit exactly what its controllers can then apply without recreating the pod.
+//! In-place vertical scaling (docs/workloads.md#2-5-vertical-scaling, behind
+//! `Settings::inplace_vertical_scaling`, flag `--inplace-vertical-scaling`): a `replace` of a container's cpu
+//! or memory request or limit can be applied in place when the pod's QoS class stays the same. Kruise's
+//! webhook refuses these changes under InPlaceOnly even with its `InPlaceWorkloadVerticalScaling` gate on;
+//! with the option on we admit exactly what its controllers can then apply without recreating the pod.
 
 use serde_json::Value;
 

@@ -1,11 +1,12 @@
-//! `/validate-apps-kruise-io-statefulset` (`vstatefulset.kb.io`), Advanced StatefulSet v1alpha1 and
-//! v1beta1, CREATE and UPDATE (spec §A.2, §A.3).
+//! `/validate-apps-kruise-io-statefulset` (`vstatefulset.kb.io`), Advanced StatefulSet v1alpha1 and v1beta1,
+//! CREATE and UPDATE (docs/workloads.md#2-3-statefulset-inplaceonly,
+//! docs/workloads.md#3-3-statefulset-validation).
 //!
 //! On UPDATE the field validation and immutability run first; only if they pass is the InPlaceOnly
 //! check reached, and its failure is a plain message, not a field error (as in Kruise). The check
-//! is anchored like CloneSet's (DESIGN.md: Kruise's unanchored rule lets `imagePullPolicy` through),
-//! and it diffs both templates after Kruise's template defaults, so a stored template that lacks
-//! them does not turn every update into spurious `add` operations.
+//! is anchored like CloneSet's (docs/workloads.md#2-3-statefulset-inplaceonly: Kruise's unanchored rule
+//! lets `imagePullPolicy` through), and it diffs both templates after Kruise's template defaults, so a
+//! stored template that lacks them does not turn every update into spurious `add` operations.
 
 use serde_json::Value;
 

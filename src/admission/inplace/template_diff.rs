@@ -1,7 +1,7 @@
-//! The InPlaceOnly check (spec §A.2): between the old and the new `template.spec`, the only change
-//! allowed is a `replace` of `/containers/<N>/image` (anchored, for CloneSet and — a deliberate
-//! difference from Kruise — Advanced StatefulSet alike). Template metadata is not part of the diff,
-//! so labels and annotations may change freely.
+//! The InPlaceOnly check (docs/workloads.md#2-2-cloneset-inplaceonly): between the old and the new
+//! `template.spec`, the only change allowed is a `replace` of `/containers/<N>/image` (anchored, for CloneSet
+//! and — a deliberate difference from Kruise — Advanced StatefulSet alike). Template metadata is not part of
+//! the diff, so labels and annotations may change freely.
 //!
 //! The diff is `admission::patch::diff`, linear in the template size (`benches/inplace_diff.rs`),
 //! and its operations come in a deterministic order (Kruise's Go diff walks maps in random order,

@@ -1,4 +1,5 @@
-//! The Kruise annotations on a pod (§5, §7): the two hash maps, the injected list and the
+//! The Kruise annotations on a pod (docs/sidecarset.md#5-what-each-sidecarset-contributes,
+//! docs/sidecarset.md#7-pod-annotations): the two hash maps, the injected list and the
 //! working hot-upgrade container map. Parsed once from the pod, updated per SidecarSet, written back
 //! with Kruise's exact JSON shapes.
 
@@ -73,7 +74,7 @@ pub fn parse_hash_map(key: &str, raw: Option<&str>) -> Result<HashEntries, Strin
 }
 
 /// Replace `name`'s entry with `new`, keeping the old timestamp when nothing else changed (so a
-/// re-invoked webhook produces no patch; DESIGN.md).
+/// re-invoked webhook produces no patch; docs/sidecarset.md#7-pod-annotations).
 pub fn upsert(map: &mut HashEntries, name: &str, mut new: HashEntry) {
     if let Some(old) = map.get(name)
         && old.same_as(&new)
@@ -120,7 +121,7 @@ impl PodAnnotations {
         })
     }
 
-    /// The annotations to write over the pod's (§6.6).
+    /// The annotations to write over the pod's (docs/sidecarset.md#6-6-annotations-written).
     pub fn write(&self, out: &mut Map<String, Value>) {
         out.insert(HASH_ANNOTATION.into(), Value::String(write_hash_map(&self.hash)));
         out.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(write_hash_map(&self.hash_without_image)));

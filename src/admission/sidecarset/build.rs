@@ -1,5 +1,6 @@
-//! What one SidecarSet contributes to a pod (§5): its init containers and containers composed with
-//! shared mounts, transferred env and `IS_INJECTED`, the volumes they reference, its pull secrets.
+//! What one SidecarSet contributes to a pod (docs/sidecarset.md#5-what-each-sidecarset-contributes): its init
+//! containers and containers composed with shared mounts, transferred env and `IS_INJECTED`, the volumes they
+//! reference, its pull secrets.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -157,7 +158,7 @@ fn emit(
     }
 }
 
-/// §5.1 steps 2–5 for one sidecar.
+/// docs/sidecarset.md#5-1-init-containers steps 2–5 for one sidecar.
 fn compose<'a>(
     set: &SidecarSet,
     sidecar: &SidecarContainer,
@@ -253,7 +254,8 @@ fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
     }
 }
 
-/// §5.5: env vars copied from a pod container named directly or through a label/annotation.
+/// docs/sidecarset.md#5-5-transferenv: env vars copied from a pod container named directly or through a
+/// label/annotation.
 fn transferred_env<'a>(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodContext<'a>, warnings: &mut Vec<String>) -> Vec<&'a Value> {
     let containers = at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let mut out = Vec::new();
@@ -314,8 +316,9 @@ fn source_name(entry: &TransferEnvVar, pod: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// Spec §5.1: own mounts, then each shared mount whose mountPath is used by no mount or device
-    /// of the sidecar, earlier shared entries winning; devices likewise against devices and mounts.
+    /// docs/sidecarset.md#5-3-composition: own mounts, then each shared mount whose mountPath is used by no
+    /// mount or device of the sidecar, earlier shared entries winning; devices likewise against devices and
+    /// mounts.
     #[test]
     fn shared_mounts_and_devices_are_compared_by_path() {
         let pod = serde_json::json!({"spec": {"containers": [

@@ -1,5 +1,5 @@
-//! Hot upgrade (§5.7): a sidecar `N` becomes the pair `N-1` (working, the SidecarSet's image) and
-//! `N-2` (the empty image), each told its version through annotations.
+//! Hot upgrade (docs/sidecarset.md#5-7-hot-upgrade): a sidecar `N` becomes the pair `N-1` (working, the
+//! SidecarSet's image) and `N-2` (the empty image), each told its version through annotations.
 
 use serde_json::{Map, Value, json};
 

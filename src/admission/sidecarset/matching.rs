@@ -1,5 +1,6 @@
-//! Which SidecarSets a pod gets (§2): paused, namespaceSelector (read from the Namespace object),
-//! selector (empty matches nothing, an invalid operator is an error), canaries replacing their base.
+//! Which SidecarSets a pod gets (docs/sidecarset.md#2-which-sidecarsets-match): paused, namespaceSelector
+//! (read from the Namespace object), selector (empty matches nothing, an invalid operator is an error),
+//! canaries replacing their base.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -63,7 +64,8 @@ impl<'a> PodTarget<'a> {
     }
 }
 
-/// Does `set` match the pod (§2 items 1–3)? `Err` only for an invalid `spec.selector`.
+/// Does `set` match the pod (docs/sidecarset.md#2-which-sidecarsets-match, rules 1–3)? `Err` only for an
+/// invalid `spec.selector`.
 pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if set.is_paused() {
         return Ok(false);

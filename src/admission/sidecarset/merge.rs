@@ -1,5 +1,5 @@
-//! The merge rule (§6.2), the same for init containers and containers: a sidecar replaces a
-//! same-named container of the pod in place; others go before or after the pod's list.
+//! The merge rule (docs/sidecarset.md#6-2-merge-rule), the same for init containers and containers: a sidecar
+//! replaces a same-named container of the pod in place; others go before or after the pod's list.
 
 use std::collections::HashMap;
 

@@ -1,4 +1,5 @@
-//! `spec.patchPodMetadata` (§4): annotations a SidecarSet sets on the pod, per patch policy.
+//! `spec.patchPodMetadata` (docs/sidecarset.md#4-patchpodmetadata): annotations a SidecarSet sets on the pod,
+//! per patch policy.
 
 use serde_json::{Map, Value};
 

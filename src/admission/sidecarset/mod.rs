@@ -1,5 +1,5 @@
 //! SidecarSet injection into pods on CREATE (`/mutate-pod`), with Kruise's semantics
-//! (spec/sidecarset-injection.md §1–§7, §10) and DESIGN.md's deliberate differences: SidecarSets in
+//! (docs/sidecarset.md §1–§7, §10) and the README's deliberate differences: SidecarSets in
 //! name order, a denial naming both SidecarSets when two inject one container name, timestamps
 //! from the injected clock and kept when nothing else changes.
 
@@ -107,13 +107,14 @@ fn selecting(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> Result
     Ok(matched)
 }
 
-/// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject (§1).
+/// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject
+/// (docs/sidecarset.md#1-when-injection-runs).
 fn is_active(pod: &Value) -> bool {
     let phase = at(pod, &["status", "phase"]).and_then(Value::as_str);
     !matches!(phase, Some("Succeeded" | "Failed")) && at(pod, &["metadata", "deletionTimestamp"]).is_none_or(Value::is_null)
 }
 
-/// The pod's namespace, else the request's, else `default` (§1).
+/// The pod's namespace, else the request's, else `default` (docs/sidecarset.md#1-when-injection-runs).
 fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
     let ns = at(pod, &["metadata", "namespace"]).and_then(Value::as_str).unwrap_or_default();
     let ns = if ns.is_empty() { request.namespace.as_str() } else { ns };
@@ -138,10 +139,10 @@ fn annotations_mut(pod: &mut Value) -> Result<&mut Map<String, Value>, Admission
     slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
 }
 
-/// Our own denial (DESIGN.md): two injected containers (init or not) with one name, from two
-/// SidecarSets or from one (a SidecarSet the validating webhook would reject, e.g. read from the
-/// cluster folder, or a hot-upgrade pair `<name>-1` colliding with a sidecar of that name). The
-/// merge replaces by name, so letting both through would also make a re-invocation change the pod.
+/// Our own denial (docs/sidecarset.md#6-2-merge-rule): two injected containers (init or not) with one name,
+/// from two SidecarSets or from one (a SidecarSet the validating webhook would reject, e.g. read from the
+/// cluster folder, or a hot-upgrade pair `<name>-1` colliding with a sidecar of that name). The merge
+/// replaces by name, so letting both through would also make a re-invocation change the pod.
 fn check_duplicate_names(built: &[Built]) -> Result<(), AdmissionError> {
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for item in built.iter().flat_map(|b| b.init_containers.iter().chain(&b.containers)) {
@@ -178,7 +179,7 @@ fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, ti
     upsert(&mut state.hash_without_image, set.name(), entry(annotation(HASH_WITHOUT_IMAGE_ANNOTATION), String::new()));
 }
 
-/// §6: merge everything collected into the pod.
+/// docs/sidecarset.md#6-merging-into-the-pod: merge everything collected into the pod.
 fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &PodAnnotations) -> Result<(), AdmissionError> {
     let mut init = Vec::new();
     let mut containers = Vec::new();

@@ -1,4 +1,5 @@
-//! `resourcesPolicy` (§5.6): a sidecar's resources computed from the pod's target containers.
+//! `resourcesPolicy` (docs/sidecarset.md#5-6-resources-policy): a sidecar's resources computed from the pod's
+//! target containers.
 
 use std::collections::HashSet;
 

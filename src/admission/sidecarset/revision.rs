@@ -1,5 +1,6 @@
-//! Which revision of a SidecarSet a pod gets (§3): the live object, or a version pinned through
-//! `injectionStrategy.revision` and restored from a ControllerRevision in the Kruise namespace.
+//! Which revision of a SidecarSet a pod gets (docs/sidecarset.md#3-revisions): the live object, or a version
+//! pinned through `injectionStrategy.revision` and restored from a ControllerRevision in the Kruise
+//! namespace.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use crate::api::sidecarset::{
     SidecarSetSpec, SidecarSetStatus,
 };
 
-/// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (§10.3).
+/// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (docs/sidecarset.md#10-3).
 pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
     let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else { return Ok(Arc::clone(set)) };
     if revision.custom_version.is_none() && revision.revision_name.is_none() {
@@ -94,8 +95,8 @@ fn restore(
         |k: &str| revision.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str).map(str::to_owned);
     let (hash, without_image) = match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
         (Some(h), Some(w)) => (h, w),
-        // Kruise recomputes them from the restored spec (§3); one hash implementation serves this
-        // and the SidecarSet mutating webhook.
+        // Kruise recomputes them from the restored spec (docs/sidecarset.md#3-revisions); one hash
+        // implementation serves this and the SidecarSet mutating webhook.
         _ => {
             let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
             sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?

@@ -1,8 +1,10 @@
-//! SidecarSet defaulting (spec §9, Kruise `apis/apps/defaults`), applied to the object as JSON so
-//! that fields this binary does not know are left alone. v1alpha1 and v1beta1 default alike.
+//! SidecarSet defaulting (docs/sidecarset.md#9-1-defaulting, Kruise `apis/apps/defaults`), applied to the
+//! object as JSON so that fields this binary does not know are left alone. v1alpha1 and v1beta1 default
+//! alike.
 //!
-//! Kruise fills these in before hashing, so the hash of §8 depends on every rule here: a default
-//! added or missed changes the bytes. Quirks kept on purpose because the hash depends on them:
+//! Kruise fills these in before hashing, so the hash (docs/sidecarset.md#8-the-sidecarset-hash) depends on
+//! every rule here: a default added or missed changes the bytes. Quirks kept on purpose because the hash
+//! depends on them:
 //! - startup probes are not defaulted (Kruise's SidecarSet defaulting skips them, unlike a pod's);
 //! - an empty `transferEnv[].sourceContainerNameFrom` is left alone (Kruise dereferences it and
 //!   would crash; we simply do nothing).
@@ -58,7 +60,7 @@ fn each_object<'a>(obj: &'a mut Map<String, Value>, key: &str) -> impl Iterator<
     obj.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
 }
 
-/// Apply every §9 default to a SidecarSet object (either version).
+/// Apply every default of docs/sidecarset.md#9-1-defaulting to a SidecarSet object (either version).
 pub fn apply(sidecarset: &mut Value) {
     let Some(root) = sidecarset.as_object_mut() else { return };
     let Some(spec) = object_at(root, "spec") else { return };

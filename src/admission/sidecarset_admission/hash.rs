@@ -1,4 +1,5 @@
-//! The SidecarSet hash (spec §8), byte-compatible with Kruise.
+//! The SidecarSet hash (docs/sidecarset.md#8-the-sidecarset-hash), byte-compatible with Kruise
+//! (openkruise/kruise `pkg/control/sidecarcontrol/hash.go`).
 //!
 //! Kruise hashes `json.Marshal` of its Go `SidecarContainer` structs, so the bytes depend on Go's
 //! rules, not on the JSON the user wrote: fields in struct declaration order (`k8s.io/api` v0.32,
@@ -353,8 +354,8 @@ pub fn is_native_sidecar(container: &Value) -> bool {
     container.get("restartPolicy").and_then(Value::as_str) == Some("Always")
 }
 
-/// The JSON Kruise hashes for a SidecarSet `spec` (§8 step 1–2). With `without_image`, every
-/// container's and init container's image is blanked first.
+/// The JSON Kruise hashes for a SidecarSet `spec` (docs/sidecarset.md#8-the-sidecarset-hash, steps 1–2). With
+/// `without_image`, every container's and init container's image is blanked first.
 pub fn canonical_json(spec: &Value, without_image: bool) -> Result<String, EncodeError> {
     let mut enc = Encoder { out: String::with_capacity(512), path: vec!["spec".into()] };
     let blank = |list: Option<&Value>| -> Option<Value> {
@@ -407,7 +408,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    // The six vectors of spec §8 (Kruise's own hash tests).
+    // The six vectors of Kruise's own hash tests (`pkg/control/sidecarcontrol/hash_test.go`).
     const PLAIN: &str = "w26c4x8fz245642fdv499b464248f974xddx4x55z5dw55bc6x66464fxz77dc78";
     const NATIVE: &str = "4xwx4d4844vd4v9x79wb4xbxf4xb29475cc4446v8cz2c2f2f5c5bw448vd42z8w";
     const PLAIN_NO_IMAGE: &str = "8wzddb4dvv9c6x8zdc77z4z75987424f457dfv6724ddw6zbdx467wz5x24fc759";

@@ -32,8 +32,8 @@ fn decode(object: &Value) -> Result<SidecarSet, AdmissionError> {
     SidecarSet::from_value(object).map_err(AdmissionError::BadRequest)
 }
 
-/// `/mutate-apps-kruise-io-sidecarset`: §9 defaults, then the §8 hash annotations, on CREATE and
-/// UPDATE.
+/// `/mutate-apps-kruise-io-sidecarset`: the defaults of docs/sidecarset.md#9-1-defaulting, then the hash
+/// annotations (docs/sidecarset.md#8-the-sidecarset-hash), on CREATE and UPDATE.
 pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());
@@ -68,10 +68,10 @@ pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) 
     Ok(Vec::new())
 }
 
-/// The v1alpha1→v1beta1 conversion of `spec.namespace` (§2), done at admission because the CRD has
-/// no conversion webhook: a non-empty `spec.namespace` becomes (and replaces) the namespaceSelector
-/// `kubernetes.io/metadata.name: <namespace>`, so the object keeps its meaning when it is stored
-/// or read as v1beta1 (whose schema has no `namespace`).
+/// The v1alpha1→v1beta1 conversion of `spec.namespace` (docs/sidecarset.md#2-which-sidecarsets-match), done
+/// at admission because the CRD has no conversion webhook: a non-empty `spec.namespace` becomes (and
+/// replaces) the namespaceSelector `kubernetes.io/metadata.name: <namespace>`, so the object keeps its
+/// meaning when it is stored or read as v1beta1 (whose schema has no `namespace`).
 fn namespace_to_selector(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
     let Some(namespace) = spec.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_owned) else { return };
@@ -81,7 +81,7 @@ fn namespace_to_selector(object: &mut Value) {
 
 /// `/validate-apps-kruise-io-sidecarset`: field rules, then conflicts with the other SidecarSets.
 /// Denials carry code 500, as Kruise's handler reports validation failures through its
-/// internal-error path (inplace-protection-daemon §A.6); undecodable objects get 400.
+/// internal-error path (docs/sidecarset.md#9-6-response-codes); undecodable objects get 400.
 pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());

@@ -1,7 +1,7 @@
-//! `/validate-apps-kruise-io-sidecarset`: every rule of spec §9 and inplace-protection-daemon §A.6,
-//! then conflict detection against the other SidecarSets, with Kruise's messages and paths
-//! (including its odd ones: `revision`, `updateStrategy` and `spec[0].resourcesPolicy` without the
-//! full path, `spec.container.podInjectPolicy`).
+//! `/validate-apps-kruise-io-sidecarset`: every rule of docs/sidecarset.md#9-3-validation and
+//! 9-5-update-rules, then conflict detection (docs/sidecarset.md#9-4-conflicts) against the other
+//! SidecarSets, with Kruise's messages and paths (including its odd ones: `revision`, `updateStrategy` and
+//! `spec[0].resourcesPolicy` without the full path, `spec.container.podInjectPolicy`).
 //!
 //! Everything Kruise looks up live (base SidecarSet, ControllerRevisions, the other SidecarSets,
 //! the `kruise-configuration` ConfigMap) is read from the cluster snapshot.

@@ -1,6 +1,7 @@
 //! `--cert-mode self-managed`: one CA and serving certificate for all replicas, kept in a Secret,
 //! written to the folder the server reads its TLS files from, and the CA bundle patched into this
-//! server's own webhook configurations (Kruise's behaviour, spec §D.3).
+//! server's own webhook configurations (Kruise's behaviour: openkruise/kruise
+//! `pkg/webhook/util/controller/webhook_controller.go`, `pkg/webhook/util/writer/`).
 //!
 //! Replicas never coordinate through locks: the Secret is created with `create` (a loser gets
 //! AlreadyExists and reads the winner's), replaced with its resourceVersion as a precondition (a
