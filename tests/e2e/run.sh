@@ -71,6 +71,10 @@ FLOOR=$TARGET_DIR/e2e/webhook-floor
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------
+# shellcheck source=tests/e2e/client_auth.sh
+source "$E2E/client_auth.sh"
+client_auth_prepare
+
 say "etcd and kube-apiserver on 127.0.0.1"
 start_etcd
 start_apiserver
@@ -218,6 +222,7 @@ source "$E2E/checks.sh"
 source "$E2E/latency.sh"
 # shellcheck source=tests/e2e/shutdown.sh
 source "$E2E/shutdown.sh"
+client_auth_checks
 
 printf '\n%d passed, %d failed\n' "$PASSED" "$FAILED"
 if [ "$FAILED" -ne 0 ]; then
