@@ -55,7 +55,8 @@ e2e_cleanup() {
     # Newest first: the webhook servers, then kube-apiserver, then etcd.
     for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
     [ -n "${WATCHDOG:-}" ] && kill "$WATCHDOG" 2>/dev/null
-    if [ "$rc" -ne 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+    # Exit 1 is failed checks (their reasons are printed); anything else stopped the suite itself.
+    if [ "$rc" -gt 1 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
         printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$WORK" >&2
         for f in "$WORK"/logs/*.log; do
             [ -f "$f" ] || continue

@@ -34,7 +34,11 @@ source "$E2E/lib.sh"
 
 # --- prerequisites ---------------------------------------------------------------------------------
 say "prerequisites"
-command -v kubectl >/dev/null || die "kubectl is needed (the suite's client)"
+# kubectl from PATH, else the one .ci/manifests-check.sh unpacks (CI runs it first).
+if ! command -v kubectl >/dev/null && [ -x "${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}/kubectl" ]; then
+    PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}
+fi
+command -v kubectl >/dev/null || die "kubectl is needed (the suite's client; .ci/manifests-check.sh unpacks one into target/manifests-tools)"
 if ! command -v jq >/dev/null || ! "$PYTHON" -c 'import yaml' 2>/dev/null; then
     command -v apt-get >/dev/null || die "jq and PyYAML are needed"
     apt-get update -qq >/dev/null || true
@@ -189,7 +193,7 @@ if wait_for 90 server_ready; then
     pass server-ready "/readyz 200 in live mode with the base's RBAC"
 else
     fail server-ready "/readyz not 200 after 90 s: $(curl -s "http://127.0.0.1:$METRICS_PORT/readyz")"
-    exit 1
+    die "nothing else can be checked without the server"
 fi
 
 ca_bundles_match() {
@@ -224,8 +228,6 @@ source "$E2E/latency.sh"
 source "$E2E/shutdown.sh"
 client_auth_checks
 
+[ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
 printf '\n%d passed, %d failed\n' "$PASSED" "$FAILED"
-if [ "$FAILED" -ne 0 ]; then
-    printf 'failed: %s\n' "${FAILURES[*]}"
-    exit 1
-fi
+[ "$FAILED" -eq 0 ] || exit 1
