@@ -241,3 +241,21 @@ refused cloneset-inplace-env 'only allowed to update images in spec for InPlaceO
     -p '[{"op": "add", "path": "/spec/template/spec/containers/0/env", "value": [{"name": "A", "value": "1"}]}]'
 refused protect-cloneset-always 'forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always' \
     kc -n e2e-workloads delete cloneset web --wait=false
+
+say "Advanced StatefulSet: in-place-only rule"
+asts() { # asts NAME READINESS-GATES-JSON
+    jq -nc --arg name "$1" --argjson gates "$2" '{apiVersion: "apps.kruise.io/v1beta1", kind: "StatefulSet",
+        metadata: {name: $name, namespace: "e2e-workloads"},
+        spec: {replicas: 1, serviceName: $name, selector: {matchLabels: {app: $name}},
+               template: {metadata: {labels: {app: $name}}, spec: {readinessGates: $gates,
+                   containers: [{name: "db", image: "redis:7.0", imagePullPolicy: "Always"}]}},
+               updateStrategy: {type: "RollingUpdate", rollingUpdate: {podUpdatePolicy: "InPlaceOnly"}}}}'
+}
+refused asts-readiness-gate-required 'InPlaceUpdateReady' kc create -f - <<<"$(asts db-nogate '[]')"
+allowed asts-create "Advanced StatefulSet with InPlaceOnly and the InPlaceUpdateReady gate created" \
+    kc create -f - <<<"$(asts db '[{"conditionType": "InPlaceUpdateReady"}]')"
+allowed asts-inplace-image "image change under InPlaceOnly admitted" kc -n e2e-workloads patch statefulsets.apps.kruise.io db --type=json \
+    -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "redis:7.2"}]'
+refused asts-inplace-pull-policy 'replace /containers/0/imagePullPolicy, currently only image update is allowed for InPlaceOnly' \
+    kc -n e2e-workloads patch statefulsets.apps.kruise.io db --type=json \
+    -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"}]'
