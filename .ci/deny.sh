@@ -4,7 +4,8 @@
 # Advisories come from the live RustSec database (a clone from GitHub) when it can be fetched.
 # These machines reach crates.io but not github.com, so otherwise they come from the snapshot
 # committed in deny/advisories/ (the advisories of every crate in our lockfiles, with the source
-# commit and date; deny/refresh-advisories.sh renews it), and the run says so and how old it is.
+# commit and date; deny/refresh-advisories.sh renews it), and the run says so and how old it is,
+# with a loud warning past 30 days (.ci/advisory-age.sh).
 # A crate in Cargo.lock that the snapshot was not taken for fails the check: refresh it.
 # Installs cargo-deny (pinned) when missing.
 set -euo pipefail
@@ -24,6 +25,7 @@ snapshot=deny/advisories
 read -r _ _ commit date < <(head -n 1 "$snapshot/snapshot.txt")
 echo "NOTICE: the live RustSec database could not be fetched (github.com unreachable?); advisories are checked"
 echo "        against the committed snapshot: rustsec/advisory-db $commit of $date"
+.ci/advisory-age.sh "$snapshot/snapshot.txt"
 
 missing="$(comm -23 <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.lock fuzz/Cargo.lock | sort -u) <(grep -v '^#' "$snapshot/snapshot.txt" | sort -u))"
 if [ -n "$missing" ]; then

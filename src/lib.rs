@@ -3,6 +3,10 @@
 //! `admission` holds the pure decisions; `cluster` the objects they read; `server` and `cli` are
 //! the edges (HTTPS, files) that feed them.
 
+// Nothing here needs unsafe code; the few places that would (the allocator, TLS, the runtime)
+// live in audited dependencies.
+#![forbid(unsafe_code)]
+
 pub mod admission;
 pub mod api;
 pub mod cli;

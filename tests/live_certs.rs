@@ -307,3 +307,94 @@ async fn an_expired_serving_certificate_makes_the_server_unready_until_a_valid_o
     assert_eq!(wait_readyz(web.metrics, StatusCode::OK).await, "ok");
     web.stop().await.unwrap();
 }
+
+/// Replace the Secret's CA with one that expires in 100 days (less than the serving certificate's
+/// year, so every replica must replace it) and a serving certificate it signed; returns the CA.
+fn store_expiring_ca(server: &FakeApiServer) -> String {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "kruise-admission-webhook-ca");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    ca.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(100);
+    let ca_pem = ca.clone().self_signed(&ca_key).unwrap().pem();
+    let issuer = rcgen::Issuer::new(ca, &ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap().pem();
+    let mut secret = server.get("", "secrets", NS, SECRET).unwrap();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    secret["data"] = json!({"ca.crt": b64(&ca_pem), "ca.key": b64(&ca_key.serialize_pem()),
+                            "tls.crt": b64(&cert), "tls.key": b64(&key.serialize_pem())});
+    server.apply(secret);
+    ca_pem
+}
+
+#[tokio::test]
+async fn two_replicas_rotating_the_ca_at_once_converge_on_one_ca() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await;
+    install_configs(&server);
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = CertManager::new(server.client(), settings(dir_a.path()));
+    let b = CertManager::new(server.client(), settings(dir_b.path()));
+    a.sync_once().await.unwrap();
+    b.sync_once().await.unwrap();
+    let old_ca = store_expiring_ca(&server);
+    // Both read the expiring CA before either writes (reads are slowed down), both make a new CA
+    // and both replace the Secret with the resourceVersion they read: one must get 409 Conflict,
+    // read again and adopt the winner's CA instead of writing its own over it.
+    server.slow_down(Duration::from_millis(300));
+    let updates_before = server.requests("update", "secrets");
+    let (ra, rb) = tokio::join!(a.sync_once(), b.sync_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    server.slow_down(Duration::ZERO);
+    assert_eq!(server.requests("update", "secrets") - updates_before, 2, "both replicas tried to replace the expiring CA");
+    assert!(ra.secret_written ^ rb.secret_written, "exactly one replacement landed: {ra:?} {rb:?}");
+    let bundle = secret_text(&server, "ca.crt");
+    let new_ca = bundle.split_inclusive("-----END CERTIFICATE-----\n").next().unwrap().to_owned();
+    assert_ne!(new_ca, old_ca, "the CA was replaced");
+    assert!(bundle.contains(old_ca.trim()), "the old CA stays trusted until it expires");
+    for dir in [dir_a.path(), dir_b.path()] {
+        assert_eq!(std::fs::read_to_string(dir.join("ca.crt")).unwrap(), bundle, "both replicas serve from one CA");
+        assert_eq!(std::fs::read_to_string(dir.join("tls.crt")).unwrap(), secret_text(&server, "tls.crt"));
+        handshake(dir, &new_ca).await.unwrap();
+    }
+    assert!(ca_bundles(&server).iter().all(|b| *b == bundle), "every webhook trusts the one CA bundle");
+    // And the next round changes nothing anywhere.
+    let (ra, rb) = tokio::join!(a.sync_once(), b.sync_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert!(!ra.secret_written && !rb.secret_written && ra.configs_patched + rb.configs_patched == 0);
+}
+
+#[tokio::test]
+async fn an_absurd_cert_renew_before_is_a_clear_startup_error() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await;
+    install_configs(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let day = 86_400;
+    // 999999999d overflows the date arithmetic; 20 years outlives the 10-year CA (every sync
+    // would make a new CA); u64::MAX seconds is what the duration parser saturates to; zero
+    // would renew only after expiry.
+    for seconds in [999_999_999 * day, 20 * 365 * day, u64::MAX, 0] {
+        let mut s = settings(dir.path());
+        s.renew_before = Duration::from_secs(seconds);
+        let started = CertManager::new(server.client(), s).start(Duration::from_secs(5)).await;
+        let error = started.err().unwrap_or_else(|| panic!("renew_before {seconds}s was accepted"));
+        assert!(error.message.contains("--cert-renew-before") && error.message.contains("at most"), "{error}");
+    }
+    assert_eq!(server.writes("secrets"), 0, "nothing was written");
+    // Through the binary: the same message, exit code 1, no panic.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["serve", "--cert-mode", "self-managed", "--cert-renew-before", "999999999d", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(server.write_kubeconfig(dir.path()))
+        .arg("--cert-dir")
+        .arg(dir.path().join("certs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && output.status.code().is_some(), "exits with an error code, not a signal: {stderr}");
+    assert!(stderr.contains("--cert-renew-before") && stderr.contains("at most") && !stderr.contains("panic"), "{stderr}");
+}

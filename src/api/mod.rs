@@ -4,6 +4,7 @@
 pub mod crd;
 pub mod go_json;
 pub mod keys;
+pub mod meta;
 pub mod quantity;
 pub mod sidecarset;
 pub mod workloads;

@@ -5,12 +5,13 @@
 //! and written back loses nothing. The embedded core `Container` (inline in `SidecarContainer`) and
 //! `Volume` stay JSON: they are copied to pods verbatim, whatever Kubernetes version wrote them.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub use super::meta::{Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta};
 
 pub const GROUP: &str = "apps.kruise.io";
 pub const KIND: &str = "SidecarSet";
@@ -41,73 +42,6 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub const IS_INJECTED_ENV: &str = "IS_INJECTED";
 pub const SIDECARSET_VERSION_ENV: &str = "SIDECARSET_VERSION";
 pub const SIDECARSET_VERSION_ALT_ENV: &str = "SIDECARSET_VERSION_ALT";
-
-/// Fields a struct does not model, kept verbatim.
-pub type Extra = Map<String, Value>;
-
-/// The object metadata decisions read; everything else is kept in `extra`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectMeta {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// `metav1.LabelSelector`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelector {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub match_labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-impl LabelSelector {
-    /// `{}`: no labels and no expressions. As `spec.selector` it matches nothing; as a
-    /// namespaceSelector it matches every namespace.
-    pub fn is_empty(&self) -> bool {
-        self.match_labels.is_empty() && self.match_expressions.is_empty()
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelectorRequirement {
-    pub key: String,
-    /// `In`, `NotIn`, `Exists`, `DoesNotExist` (anything else is an error when matching).
-    pub operator: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// `intstr.IntOrString`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum IntOrString {
-    Int(i64),
-    String(String),
-}
-
-impl JsonSchema for IntOrString {
-    fn schema_name() -> Cow<'static, str> {
-        "IntOrString".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "x-kubernetes-int-or-string": true })
-    }
-}
 
 /// `corev1.LocalObjectReference` (imagePullSecrets).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

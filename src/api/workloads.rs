@@ -7,115 +7,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::meta::nullable;
+pub use super::meta::{IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference};
 
 /// API group of every Kruise workload.
 pub const GROUP: &str = "apps.kruise.io";
 /// Readiness gate and pod condition the in-place update machinery drives.
 pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
-
-/// `null` decodes as the default (Kubernetes clients send `labels: null`, `podsToDelete: null`).
-fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
-/// `intstr.IntOrString`: `3` or `"30%"`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum IntOrString {
-    Int(i64),
-    String(String),
-}
-
-impl IntOrString {
-    /// `util.GetScaledValueFromIntOrPercent`: an int as is; `"N%"` of `total`, rounded up or down.
-    pub fn scaled(&self, total: i64, round_up: bool) -> Result<i64, String> {
-        match self {
-            IntOrString::Int(v) => Ok(*v),
-            IntOrString::String(s) => {
-                let percent = self.percent().ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
-                let scaled = percent.saturating_mul(total);
-                Ok(if round_up { scaled.div_euclid(100) + i64::from(scaled.rem_euclid(100) != 0) } else { scaled.div_euclid(100) })
-            }
-        }
-    }
-
-    /// The number of a valid percent string (`"25%"` → 25), `None` for ints and other strings.
-    pub fn percent(&self) -> Option<i64> {
-        let IntOrString::String(s) = self else { return None };
-        let digits = s.strip_suffix('%')?;
-        let unsigned = digits.strip_prefix('-').unwrap_or(digits);
-        if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        digits.parse().ok()
-    }
-
-    /// `getIntOrPercentValue`: the int, or the number of a percent string (0 for anything else).
-    pub fn int_or_percent_value(&self) -> i64 {
-        match self {
-            IntOrString::Int(v) => *v,
-            IntOrString::String(_) => self.percent().unwrap_or(0),
-        }
-    }
-}
-
-impl std::fmt::Display for IntOrString {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IntOrString::Int(v) => write!(f, "{v}"),
-            IntOrString::String(s) => f.write_str(s),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnerReference {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub uid: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub controller: Option<bool>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectMeta {
-    #[serde(default, deserialize_with = "nullable")]
-    pub name: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub namespace: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub uid: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<Value>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub owner_references: Vec<OwnerReference>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-impl ObjectMeta {
-    /// `metav1.GetControllerOf`: the owner reference marked `controller: true`.
-    pub fn controller(&self) -> Option<&OwnerReference> {
-        self.owner_references.iter().find(|o| o.controller == Some(true))
-    }
-}
 
 /// A Pod, with only what the CloneSet `podsToDelete` lookup reads.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -124,56 +25,6 @@ pub struct PodRef {
     pub metadata: ObjectMeta,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelectorRequirement {
-    #[serde(default)]
-    pub key: String,
-    #[serde(default)]
-    pub operator: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub values: Vec<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelector {
-    #[serde(default, deserialize_with = "nullable")]
-    pub match_labels: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-}
-
-impl LabelSelector {
-    /// No requirement at all (such a selector would select every pod in the namespace).
-    pub fn is_empty(&self) -> bool {
-        self.match_labels.is_empty() && self.match_expressions.is_empty()
-    }
-
-    /// `metav1.LabelSelectorAsSelector(..).Matches(labels)`; an error for a malformed requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> Result<bool, String> {
-        let mut all = self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
-        for req in &self.match_expressions {
-            let value = labels.get(&req.key);
-            let ok = match req.operator.as_str() {
-                "In" | "NotIn" if req.values.is_empty() => {
-                    return Err(format!("for 'in', 'notin' operators, values set can't be empty (key {:?})", req.key));
-                }
-                "Exists" | "DoesNotExist" if !req.values.is_empty() => {
-                    return Err(format!("values set must be empty for exists and does not exist (key {:?})", req.key));
-                }
-                "In" => value.is_some_and(|v| req.values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !req.values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                other => return Err(format!("{other:?} is not a valid label selector operator")),
-            };
-            all &= ok;
-        }
-        Ok(all)
-    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -462,27 +313,5 @@ mod tests {
         assert_eq!(back["spec"]["updateStrategy"]["paused"], json!(true));
         assert_eq!(back["metadata"]["finalizers"], json!(["x"]));
         assert_eq!(back["status"], raw["status"]);
-    }
-
-    #[test]
-    fn int_or_percent_scaling_rounds_as_asked() {
-        let p = IntOrString::String("25%".into());
-        assert_eq!(p.scaled(3, true), Ok(1));
-        assert_eq!(p.scaled(3, false), Ok(0));
-        assert_eq!(IntOrString::Int(-1).scaled(3, true), Ok(-1));
-        assert!(IntOrString::String("abc".into()).scaled(3, true).is_err());
-    }
-
-    #[test]
-    fn selector_matching_follows_operators() {
-        let labels: BTreeMap<String, String> = [("app".to_string(), "a".to_string())].into();
-        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "a"},
-            "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}, {"key": "app", "operator": "In", "values": ["a", "b"]}]}))
-        .unwrap();
-        assert_eq!(sel.matches(&labels), Ok(true));
-        let bad: LabelSelector = serde_json::from_value(json!({"matchExpressions": [{"key": "x", "operator": "In"}]})).unwrap();
-        assert!(bad.matches(&labels).is_err());
-        let other: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "b"}})).unwrap();
-        assert_eq!(other.matches(&labels), Ok(false));
     }
 }

@@ -20,6 +20,8 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use time::{Duration, OffsetDateTime};
 
+use crate::cluster::live::certs::create_new_with_mode;
+
 pub const CA_CERT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
 pub const TLS_CERT: &str = "tls.crt";
@@ -240,14 +242,14 @@ fn check_not_after(not_after: i64, now: OffsetDateTime) -> Result<(), String> {
 fn write_file(path: &Path, contents: &[u8], private: bool) -> anyhow::Result<()> {
     let Some(dir) = path.parent() else { bail!("{} has no parent folder", path.display()) };
     let tmp = dir.join(format!(".{}.tmp", path.file_name().map_or_else(Default::default, |n| n.to_string_lossy())));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(if private { 0o600 } else { 0o644 });
+    // A leftover temporary file (an earlier run killed mid-write) would keep its old mode if
+    // opened again: remove it so the file is created, with its mode, from the start.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).with_context(|| format!("removing {}", tmp.display())),
+        _ => {}
     }
-    let mut file = options.open(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mode = if private { 0o600 } else { 0o644 };
+    let mut file = create_new_with_mode(&tmp, mode).with_context(|| format!("creating {}", tmp.display()))?;
     file.write_all(contents).with_context(|| format!("writing {}", tmp.display()))?;
     file.sync_all().with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
@@ -281,6 +283,24 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         install_provider();
         let dir = tempfile::tempdir().unwrap();
+        let (paths, _) = ensure(dir.path(), &[]).unwrap();
+        for key in [&paths.ca_key, &paths.key] {
+            assert_eq!(std::fs::metadata(key).unwrap().permissions().mode() & 0o777, 0o600, "{}", key.display());
+        }
+    }
+
+    /// A temporary file left by a run killed mid-write (world-readable, say) must not lend its
+    /// mode to the next key written through it.
+    #[test]
+    fn a_leftover_temporary_file_does_not_make_a_key_readable() {
+        use std::os::unix::fs::PermissionsExt as _;
+        install_provider();
+        let dir = tempfile::tempdir().unwrap();
+        for name in [".ca.key.tmp", ".tls.key.tmp"] {
+            let tmp = dir.path().join(name);
+            std::fs::write(&tmp, "stale").unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
         let (paths, _) = ensure(dir.path(), &[]).unwrap();
         for key in [&paths.ca_key, &paths.key] {
             assert_eq!(std::fs::metadata(key).unwrap().permissions().mode() & 0o777, 0o600, "{}", key.display());

@@ -2,6 +2,7 @@
 //! library (`server`, `admission`, `cluster`).
 
 pub mod certs;
+pub mod connections;
 pub mod dry_run;
 pub mod inject;
 mod inputs;

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::certs;
+use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
-use crate::server::listener::DEFAULT_MAX_CONNECTIONS;
 use crate::server::{DEFAULT_MAX_REQUEST_BYTES, LiveSource, Server, ServerConfig, deadline};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,10 +63,8 @@ pub struct ServeArgs {
     /// Largest accepted request body, in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
-    /// Most open HTTPS connections (TLS handshakes included); further connections are closed at
-    /// once and counted as `kruise_admission_http_errors_total{reason="connection_limit"}`.
-    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
-    pub max_connections: usize,
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
     /// How long in-flight requests may run after SIGTERM/SIGINT (Go duration, e.g. 25s).
     #[arg(long, default_value = "25s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -119,7 +117,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.metrics_listen = args.metrics_listen;
         config.settings = args.decisions.settings();
         config.max_request_bytes = args.max_request_bytes;
-        config.limits.max_connections = args.max_connections;
+        args.connections.apply(&mut config.limits);
         config.client_ca_file = args.client_ca_file.clone();
         config.allowed_client_names = args.allowed_client_names.clone();
         config.shutdown_grace = args.shutdown_grace;

@@ -57,8 +57,11 @@ pub fn router(state: Arc<AppState>) -> Router {
     }
     router.fallback(move |request: Request| async move {
         let started = Instant::now();
-        let error = HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {}", request.uri().path()));
-        error.into_response(&state.metrics, request.uri().path(), started)
+        let path = request.uri().path().to_owned();
+        let error = HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {path}"));
+        // Read the body first, as `refuse` does, so HTTP/2 clients get this answer without a reset.
+        drain(request.into_body(), state.max_request_bytes).await;
+        error.into_response(&state.metrics, &path, started)
     })
 }
 
@@ -138,12 +141,14 @@ async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Reques
 }
 
 async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Request) -> Result<Answered, HttpError> {
+    let limit = state.max_request_bytes;
     if request.method() != Method::POST {
         let message = format!("{} accepts POST only, not {}", webhook.path, request.method());
-        return Err(HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message));
+        return refuse(request, limit, HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)).await;
     }
-    check_content_type(request.headers())?;
-    let limit = state.max_request_bytes;
+    if let Err(error) = check_content_type(request.headers()) {
+        return refuse(request, limit, error).await;
+    }
     // A body we would not even drain is refused before reading any of it.
     if declared_length(request.headers()).is_some_and(|len| len > drain_budget(limit)) {
         return Err(HttpError::too_large(limit));
@@ -223,6 +228,15 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, HttpError> {
         bytes.extend_from_slice(&data);
     }
     Ok(bytes)
+}
+
+/// Refuse `request` with `error` once its body has been read and discarded (within the drain
+/// budget). Over HTTP/2 an answer sent while the body is still arriving is followed by
+/// RST_STREAM(NO_ERROR), which is legal, but some clients (curl) then report a stream error
+/// instead of showing our JSON; with the body read, the stream just ends.
+async fn refuse<T>(request: Request, limit: usize, error: HttpError) -> Result<T, HttpError> {
+    drain(request.into_body(), limit).await;
+    Err(error)
 }
 
 /// How much of an oversized body we still read (and discard) before answering 413.

@@ -1,41 +1,94 @@
 //! Our own accept loop: TCP → TLS (tokio-rustls) → HTTP/1.1 or HTTP/2 (hyper-util `auto`, chosen
 //! by ALPN / the connection preface) → the axum router. Owning the loop is what lets us bound the
-//! TLS handshake, refuse new connections the moment shutdown starts and drain the rest.
+//! TLS handshake, bound connections in total and per peer address, recycle connections (idle
+//! timeout, maximum age), refuse new connections the moment shutdown starts and drain the rest.
+//!
+//! Closing a connection is always graceful first: HTTP/2 gets GOAWAY (streams in flight finish,
+//! the client opens a new connection for the next request), HTTP/1.1 gets `Connection: close` on
+//! the response in flight (or is closed when idle). Only a connection that is still busy after
+//! [`ConnLimits::close_grace`] is dropped.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::Request;
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use super::metrics::Metrics;
 
-/// Per-connection limits against slow or greedy clients.
+/// Per-connection limits against slow, greedy or sticky clients.
 #[derive(Debug, Clone)]
 pub struct ConnLimits {
     /// Time for a client to finish the TLS handshake.
     pub handshake_timeout: Duration,
-    /// Time for an HTTP/1.1 client to send a request's headers (slowloris).
+    /// Time for an HTTP/1.1 client to send a request's headers (slowloris). hyper applies it to
+    /// an idle keep-alive connection too, so idle HTTP/1.1 connections close after this long.
     pub header_read_timeout: Duration,
     /// Concurrent HTTP/2 streams per connection.
     pub h2_max_concurrent_streams: u32,
     /// HTTP/2 PING interval; a peer that does not answer within the same time is dropped.
     pub h2_keep_alive_interval: Duration,
     /// Open connections (TLS handshakes included). An idle HTTP/2 connection that answers pings
-    /// is never closed by the server, so without a bound a client could exhaust file
-    /// descriptors; past it, new connections are closed at once and counted.
+    /// would otherwise only be closed by the idle timeout, so without a bound a client could
+    /// exhaust file descriptors; past it, new connections are closed at once and counted.
     pub max_connections: usize,
+    /// Open connections from one source IP address: one noisy or hostile client cannot take
+    /// all of `max_connections` from the others (the API servers, Prometheus).
+    pub max_connections_per_peer: usize,
+    /// A connection with no request in flight for this long is closed (gracefully).
+    pub idle_timeout: Duration,
+    /// A connection is closed (gracefully) after about this long, whatever it does, so clients
+    /// reconnect and spread over the replicas a rollout or scale-up added. Each connection's age
+    /// is jittered by up to a tenth so that one replica's connections do not all recycle at once.
+    pub max_connection_age: Duration,
+    /// How long a connection being closed (idle, age, too many cancelled requests) may finish
+    /// its requests in flight before it is dropped.
+    pub close_grace: Duration,
+    /// Requests a client may cancel on one connection (HTTP/2 RST_STREAM of a stream already
+    /// being served) before the connection is closed gracefully. The
+    /// work a cancelled request started may run on; a client that cancels as fast as it sends
+    /// (rapid reset of accepted streams) would otherwise pile it up without bound.
+    pub max_cancelled_requests: usize,
 }
 
 /// The apiserver keeps a handful of HTTP/2 connections per replica; thousands leave room for
 /// many apiservers and scrapers while staying well inside a container's usual file limit.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// One apiserver uses one HTTP/2 connection per webhook client (a few more under load); behind a
+/// proxy or a NAT every caller shares one address, so the bound stays generous.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 128;
+/// Longer than Go's `http.Transport` idle timeout (90 s, what the apiserver's client uses), so
+/// the client normally closes first; this cleans up after clients that never do.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Long enough that reconnecting costs nothing measurable (one handshake per connection per
+/// ten minutes), short enough that a rollout is balanced again within minutes.
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(600);
+/// The apiserver's largest webhook timeout (30 s): a request in flight when its connection is
+/// recycled still gets its answer.
+pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(30);
+
+/// HTTP/2 streams a client may reset before the server has accepted them; past it the
+/// connection gets GOAWAY ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487). h2's default, set
+/// here so that it is a decision of ours and not an accident of a dependency's version.
+const H2_MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+/// Streams the server may reset for protocol errors the client provoked ("MadeYouReset",
+/// CVE-2025-8671) before the connection gets GOAWAY; h2's default is 1024.
+const H2_MAX_LOCAL_ERROR_RESET_STREAMS: usize = 256;
 
 impl Default for ConnLimits {
     fn default() -> Self {
@@ -45,6 +98,11 @@ impl Default for ConnLimits {
             h2_max_concurrent_streams: 256,
             h2_keep_alive_interval: Duration::from_secs(30),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
+            close_grace: DEFAULT_CLOSE_GRACE,
+            max_cancelled_requests: 100,
         }
     }
 }
@@ -56,13 +114,64 @@ fn http_builder(limits: &ConnLimits) -> auto::Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.h2_max_concurrent_streams)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESET_STREAMS)
+        .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
         .keep_alive_interval(limits.h2_keep_alive_interval)
         .keep_alive_timeout(limits.h2_keep_alive_interval);
     builder
 }
 
+/// Open connections per source address.
+#[derive(Debug, Default)]
+struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in [`PeerCounts`], given back on drop.
+struct PeerSlot {
+    counts: Arc<PeerCounts>,
+    ip: IpAddr,
+}
+
+impl PeerCounts {
+    fn try_take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot { counts: self.clone(), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Logs a refusal at most once a second: a flood must not become a log flood.
+#[derive(Default)]
+struct RateLimitedLog(Option<Instant>);
+
+impl RateLimitedLog {
+    fn ready(&mut self) -> bool {
+        let ready = self.0.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+        if ready {
+            self.0 = Some(Instant::now());
+        }
+        ready
+    }
+}
+
 /// Accept connections until `shutdown` resolves, then drop the listener (new connections are
-/// refused from then on). Each connection is registered with `graceful` so the caller can drain.
+/// refused from then on) and start closing the open ones gracefully. Each connection holds a
+/// watcher of `graceful`, so the caller can wait for the drain.
 pub async fn accept_until(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -74,12 +183,14 @@ pub async fn accept_until(
 ) {
     let builder = Arc::new(http_builder(limits));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let mut last_refusal_logged: Option<Instant> = None;
+    let peers = Arc::new(PeerCounts::default());
+    let (drain, draining) = watch::channel(false);
+    let (mut total_log, mut peer_log) = (RateLimitedLog::default(), RateLimitedLog::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             biased;
-            () = &mut shutdown => return,
+            () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -92,36 +203,300 @@ pub async fn accept_until(
         };
         // Closing at once (instead of leaving the connection in the backlog) tells the client to
         // try another replica now rather than after its own timeout.
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            metrics.http_error("connection_limit");
-            if last_refusal_logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                tracing::warn!(%peer, max_connections = limits.max_connections, "connection refused: too many open connections");
-                last_refusal_logged = Some(Instant::now());
+        let Some(slot) = peers.try_take(peer.ip(), limits.max_connections_per_peer) else {
+            metrics.http_error("peer_connection_limit");
+            if peer_log.ready() {
+                tracing::warn!(%peer, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
             }
-            drop(tcp);
             continue;
         };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics.http_error("connection_limit");
+            if total_log.ready() {
+                tracing::warn!(%peer, max_connections = limits.max_connections, "connection refused: too many open connections");
+            }
+            continue;
+        };
+        let connection = Connection {
+            tcp,
+            peer,
+            acceptor: acceptor.clone(),
+            builder: builder.clone(),
+            app: app.clone(),
+            limits: limits.clone(),
+            draining: draining.clone(),
+            _watcher: graceful.watcher(),
+        };
+        tokio::spawn(async move {
+            let (_permit, _slot) = (permit, slot);
+            connection.serve().await;
+        });
+    }
+    // Dropping the listener refuses new connections; the open ones start closing gracefully.
+    drop(listener);
+    let _ = drain.send(true);
+}
+
+/// One accepted TCP connection and what serving it needs.
+struct Connection {
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    app: Router,
+    limits: ConnLimits,
+    /// Turns true when the server starts shutting down.
+    draining: watch::Receiver<bool>,
+    /// Counted by the drain in `Server::run`, which waits until every connection is gone.
+    _watcher: Watcher,
+}
+
+/// Why a connection is being closed by us.
+#[derive(Debug, Clone, Copy)]
+enum CloseReason {
+    Shutdown,
+    Idle,
+    MaxAge,
+    Cancellations,
+}
+
+impl Connection {
+    async fn serve(self) {
+        let Connection { tcp, peer, acceptor, builder, app, limits, mut draining, _watcher } = self;
         // Latency matters more than packet count for small JSON answers.
         let _ = tcp.set_nodelay(true);
-        let (acceptor, builder, app, watcher) = (acceptor.clone(), builder.clone(), app.clone(), graceful.watcher());
-        let handshake_timeout = limits.handshake_timeout;
-        tokio::spawn(async move {
-            let _permit = permit;
-            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(error)) => {
-                    tracing::debug!(%peer, %error, "TLS handshake failed");
+        let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
+        let service = TowerToHyperService::new(Tracked { app, activity: activity.clone() });
+        let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(tls), service));
+        let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
+        let mut age = std::pin::pin!(age);
+        // Checking idleness a few times per timeout is precise enough and costs one timer.
+        let mut idle_check = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(10)));
+        idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Set once we have asked the connection to close; then only its end (or, except during
+        // shutdown, which has its own deadline in `Server::run`, the grace period) is awaited.
+        let mut closing: Option<CloseReason> = None;
+        let grace_over = tokio::time::sleep(Duration::ZERO);
+        let mut grace_over = std::pin::pin!(grace_over);
+        loop {
+            let reason = tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "connection closed with an error");
+                    }
                     return;
                 }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
+                () = &mut grace_over, if closing.is_some_and(|r| !matches!(r, CloseReason::Shutdown)) => {
+                    tracing::debug!(%peer, reason = ?closing, "connection still busy after the close grace period; dropped");
                     return;
+                }
+                Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => CloseReason::Shutdown,
+                () = &mut age, if closing.is_none() => CloseReason::MaxAge,
+                () = activity.abuse.notified(), if closing.is_none() => CloseReason::Cancellations,
+                _ = idle_check.tick(), if closing.is_none() => {
+                    if activity.idle_for() < limits.idle_timeout {
+                        continue;
+                    }
+                    CloseReason::Idle
                 }
             };
-            let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            if let Err(error) = watcher.watch(connection).await {
-                tracing::debug!(%peer, %error, "connection closed with an error");
+            match reason {
+                CloseReason::Cancellations => {
+                    tracing::warn!(%peer, max_cancelled_requests = limits.max_cancelled_requests, "closing a connection whose client cancels too many requests")
+                }
+                _ => tracing::debug!(%peer, ?reason, "closing connection gracefully"),
             }
-        });
+            // HTTP/2: GOAWAY, streams in flight finish. HTTP/1.1: `Connection: close` on the
+            // response in flight, or closed at once when idle.
+            connection.as_mut().graceful_shutdown();
+            grace_over.as_mut().reset(tokio::time::Instant::now() + limits.close_grace);
+            closing = Some(reason);
+        }
+    }
+}
+
+/// `age` shortened by up to a tenth, by a hash of the peer's address and port: deterministic per
+/// connection, spread across connections.
+fn jittered(age: Duration, peer: SocketAddr) -> Duration {
+    use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(peer);
+    let tenth = age / 10;
+    age - tenth.mul_f64((hash % 1000) as f64 / 1000.0)
+}
+
+/// What a connection is doing: requests in flight, when the last one ended, how many the client
+/// cancelled.
+struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds since `started` when the last request ended (or the connection opened).
+    last_done_ms: AtomicU64,
+    cancelled: AtomicUsize,
+    max_cancelled: usize,
+    /// Notified once when `cancelled` passes `max_cancelled`.
+    abuse: Notify,
+}
+
+impl Activity {
+    fn new(max_cancelled: usize) -> Self {
+        Activity {
+            started: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_done_ms: AtomicU64::new(0),
+            cancelled: AtomicUsize::new(0),
+            max_cancelled,
+            abuse: Notify::new(),
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
+        let since_start = Duration::from_millis(self.last_done_ms.load(Ordering::Acquire));
+        self.started.elapsed().saturating_sub(since_start)
+    }
+}
+
+/// One request in flight; ends it on drop. It counts as cancelled when its body broke off
+/// (RST_STREAM while the body was being read: the handler answers the error it got) or when it
+/// was dropped before [`InFlight::finish`] (hyper drops the handler's future when the client resets
+/// the stream or goes away while it runs).
+struct InFlight {
+    activity: Arc<Activity>,
+    body_broken: Arc<AtomicBool>,
+    finished: bool,
+}
+
+impl InFlight {
+    fn start(activity: Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight { activity, body_broken: Arc::default(), finished: false }
+    }
+
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let a = &self.activity;
+        a.last_done_ms.store(a.started.elapsed().as_millis() as u64, Ordering::Release);
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let cancelled = !self.finished || self.body_broken.load(Ordering::Acquire);
+        if cancelled && a.cancelled.fetch_add(1, Ordering::AcqRel) == a.max_cancelled {
+            a.abuse.notify_one();
+        }
+    }
+}
+
+/// A request body that records in `broken` when reading it fails.
+struct WatchedBody {
+    inner: Incoming,
+    broken: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for WatchedBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Err(_))) = &polled {
+            self.broken.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The router, with each request counted in its connection's [`Activity`].
+#[derive(Clone)]
+struct Tracked {
+    app: Router,
+    activity: Arc<Activity>,
+}
+
+impl tower::Service<Request<Incoming>> for Tracked {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // A Router is always ready.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        let in_flight = InFlight::start(self.activity.clone());
+        let broken = in_flight.body_broken.clone();
+        let request = request.map(|inner| WatchedBody { inner, broken });
+        let response = tower::ServiceExt::oneshot(self.app.clone(), request);
+        Box::pin(async move {
+            let response = response.await;
+            in_flight.finish();
+            response
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_slots_are_counted_per_address_and_given_back() {
+        let peers = Arc::new(PeerCounts::default());
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let first = peers.try_take(a, 2).unwrap();
+        let _second = peers.try_take(a, 2).unwrap();
+        assert!(peers.try_take(a, 2).is_none(), "a third from the same address");
+        let _other = peers.try_take(b, 2).expect("another address has its own count");
+        drop(first);
+        assert!(peers.try_take(a, 2).is_some(), "a closed connection frees its slot");
+    }
+
+    #[test]
+    fn jitter_shortens_by_at_most_a_tenth() {
+        let age = Duration::from_secs(600);
+        let ages: Vec<Duration> = (0..50).map(|port| jittered(age, SocketAddr::from(([10, 0, 0, 1], 40000 + port)))).collect();
+        assert!(ages.iter().all(|a| *a <= age && *a >= age - age / 10), "{ages:?}");
+        assert!(ages.iter().any(|a| *a != ages[0]), "connections are spread");
+    }
+
+    #[test]
+    fn cancelled_requests_past_the_limit_notify_once() {
+        let activity = Arc::new(Activity::new(2));
+        InFlight::start(activity.clone()).finish();
+        for _ in 0..2 {
+            drop(InFlight::start(activity.clone()));
+        }
+        assert_eq!(activity.cancelled.load(Ordering::Relaxed), 2);
+        // No permit stored yet: the third cancellation stores one.
+        drop(InFlight::start(activity.clone()));
+        let notified = activity.abuse.notified();
+        let mut notified = std::pin::pin!(notified);
+        let waker = std::task::Waker::noop();
+        assert!(notified.as_mut().poll(&mut Context::from_waker(waker)).is_ready());
+        assert_eq!(activity.in_flight.load(Ordering::Relaxed), 0);
     }
 }

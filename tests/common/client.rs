@@ -50,6 +50,8 @@ pub struct TlsClient {
     versions: &'static [&'static rustls::SupportedProtocolVersion],
     /// PEM certificate chain and key presented when the server asks for a client certificate.
     client_cert: Option<Arc<(Vec<u8>, Vec<u8>)>>,
+    /// Local address to connect from (another loopback address is another peer to the server).
+    source: Option<std::net::IpAddr>,
 }
 
 impl TlsClient {
@@ -66,6 +68,25 @@ impl TlsClient {
             roots: Arc::new(roots),
             versions: rustls::DEFAULT_VERSIONS,
             client_cert: None,
+            source: None,
+        }
+    }
+
+    /// Connect from this local address (e.g. 127.0.0.2, which Linux routes on loopback).
+    pub fn with_source(mut self, ip: std::net::IpAddr) -> Self {
+        self.source = Some(ip);
+        self
+    }
+
+    /// A plain TCP connection to the server from the configured source address.
+    pub async fn tcp(&self) -> std::io::Result<TcpStream> {
+        match self.source {
+            None => TcpStream::connect(self.addr).await,
+            Some(ip) => {
+                let socket = tokio::net::TcpSocket::new_v4()?;
+                socket.bind(SocketAddr::new(ip, 0))?;
+                socket.connect(self.addr).await
+            }
         }
     }
 
@@ -104,7 +125,7 @@ impl TlsClient {
             }
         };
         config.alpn_protocols = vec![proto.alpn().to_vec()];
-        let tcp = TcpStream::connect(self.addr).await?;
+        let tcp = self.tcp().await?;
         // As the apiserver's Go client does; with Nagle on, HTTP/2's separate HEADERS and DATA
         // writes wait for a delayed ACK (~40 ms) on every request.
         tcp.set_nodelay(true)?;

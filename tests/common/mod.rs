@@ -39,4 +39,5 @@ pub fn good_review(uid: &str) -> serde_json::Value {
 }
 
 pub mod client;
+pub mod h2;
 pub mod server;

@@ -175,6 +175,22 @@ impl FakeApiServer {
         kube::Client::try_from(config).unwrap()
     }
 
+    /// Write a kubeconfig for this server (trusting only its CA) into `dir`, for tests that run
+    /// the binary; returns its path.
+    pub fn write_kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: https://{}\n    certificate-authority-data: {ca}\n\
+             users:\n- name: fake\n  user:\n    token: fake\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n\
+             current-context: fake\n",
+            self.addr
+        );
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
     /// Create or replace an object as a controller would (ADDED / MODIFIED event). Returns it as
     /// stored (resourceVersion set).
     pub fn apply(&self, object: Value) -> Value {

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::matching::check_selector;
 use crate::admission::sidecarset_admission::selector::dns1123_subdomain_errors;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
 use crate::cluster::shared_map::SharedMap;
@@ -47,7 +46,7 @@ enum Slot<'a> {
 }
 
 fn slot(selector: &LabelSelector) -> Slot<'_> {
-    let valid = check_selector(selector).is_ok();
+    let valid = selector.check().is_ok();
     if valid && let Some((k, v)) = selector.match_labels.iter().next() {
         return Slot::Label(k, vec![v]);
     }

@@ -19,36 +19,10 @@ fn label<'a>(labels: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a st
     labels?.get(key)?.as_str()
 }
 
-/// Operators `metav1.LabelSelectorAsSelector` accepts, with their value rules.
-pub fn check_selector(selector: &LabelSelector) -> Result<(), String> {
-    for r in &selector.match_expressions {
-        match r.operator.as_str() {
-            "In" | "NotIn" if r.values.is_empty() => {
-                return Err(format!("operator {} on key {:?} needs at least one value", r.operator, r.key));
-            }
-            "Exists" | "DoesNotExist" if !r.values.is_empty() => {
-                return Err(format!("operator {} on key {:?} must not have values", r.operator, r.key));
-            }
-            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => return Err(format!("{other:?} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)")),
-        }
-    }
-    Ok(())
-}
-
-/// The usual matchLabels AND matchExpressions. The selector must have passed [`check_selector`].
+/// The usual matchLabels AND matchExpressions over labels as found in JSON (non-string values
+/// never match). The selector must have passed [`LabelSelector::check`].
 pub fn selector_matches(selector: &LabelSelector, labels: Option<&Map<String, Value>>) -> bool {
-    selector.match_labels.iter().all(|(k, v)| label(labels, k) == Some(v.as_str()))
-        && selector.match_expressions.iter().all(|r| {
-            let value = label(labels, &r.key);
-            match r.operator.as_str() {
-                "In" => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
-                "NotIn" => value.is_none_or(|v| r.values.iter().all(|x| x != v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                _ => false,
-            }
-        })
+    selector.matches_by(|k| label(labels, k))
 }
 
 /// The pod as matching sees it: its labels and its Namespace object (read once per pod).
@@ -73,12 +47,12 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
         let Some(ns) = pod.namespace else { return Ok(false) };
-        if check_selector(ns_selector).is_err() || !selector_matches(ns_selector, labels_of(ns)) {
+        if ns_selector.check().is_err() || !selector_matches(ns_selector, labels_of(ns)) {
             return Ok(false);
         }
     }
     let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { return Ok(false) };
-    check_selector(selector).map_err(|e| format!("SidecarSet {} has an invalid spec.selector: {e}", set.name()))?;
+    selector.check().map_err(|e| format!("SidecarSet {} has an invalid spec.selector: {e}", set.name()))?;
     Ok(selector_matches(selector, pod.labels))
 }
 
@@ -110,8 +84,8 @@ mod tests {
         assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "NotIn", "values": ["x"]}]})), l));
         assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "DoesNotExist"}]})), l));
         assert!(!selector_matches(&sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})), l));
-        assert!(check_selector(&sel(json!({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}))).is_err());
-        assert!(check_selector(&sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]}))).is_err());
+        assert!(sel(json!({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]})).check().is_err());
+        assert!(sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]})).check().is_err());
     }
 
     #[test]

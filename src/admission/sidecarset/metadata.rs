@@ -51,47 +51,13 @@ fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
     let original: Value = serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
     let patch: Value = serde_json::from_str(patch).map_err(|e| format!("the patch is not JSON ({e})"))?;
     let mut target = original.clone();
-    merge_patch(&mut target, &patch);
+    json_patch::merge(&mut target, &patch); // RFC 7386
     if target == original { Ok(existing.to_owned()) } else { Ok(go_json::sorted_compact(&target)) }
-}
-
-/// RFC 7386 JSON merge patch.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(t) = target {
-        for (k, v) in patch {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn rfc7386_examples() {
-        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
-        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}}));
-        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}}));
-        let mut t = json!({"a": [{"b": "c"}]});
-        merge_patch(&mut t, &json!({"a": [1]}));
-        assert_eq!(t, json!({"a": [1]}));
-        let mut t = json!(["a"]);
-        merge_patch(&mut t, &json!({"a": "b"}));
-        assert_eq!(t, json!({"a": "b"}));
-    }
 
     #[test]
     fn merged_output_is_sorted_and_compact() {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::matching::{check_selector, labels_of, selector_matches};
+use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
 use crate::admission::sidecarset_admission::hash::sidecarset_hashes;
 use crate::api::sidecarset::{
@@ -31,7 +31,7 @@ pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc
         return Ok(pinned);
     }
     if let Some(selector) = strategy.and_then(|s| s.selector.as_ref()) {
-        check_selector(selector).map_err(|e| format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name()))?;
+        selector.check().map_err(|e| format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name()))?;
         if !selector_matches(selector, labels_of(pod)) {
             return Ok(pinned);
         }

@@ -149,14 +149,7 @@ fn as_requirements(selector: &LabelSelector) -> Result<(), String> {
 /// Does `selector` match `labels`? `None` when the selector cannot be converted (invalid operator).
 pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Option<bool> {
     as_requirements(selector).ok()?;
-    let labels_ok = selector.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
-    let exprs_ok = selector.match_expressions.iter().all(|r| match r.operator.as_str() {
-        "In" => labels.get(&r.key).is_some_and(|v| r.values.contains(v)),
-        "NotIn" => labels.get(&r.key).is_none_or(|v| !r.values.contains(v)),
-        "Exists" => labels.contains_key(&r.key),
-        _ => !labels.contains_key(&r.key),
-    });
-    Some(labels_ok && exprs_ok)
+    Some(selector.matches_by(|k| labels.get(k).map(String::as_str)))
 }
 
 /// Kruise's heuristic: two selectors overlap unless one is provably disjoint from the other.

@@ -74,7 +74,7 @@ fn metadata(set: &SidecarSet) -> Vec<FieldError> {
     if !meta.name.is_empty() {
         errs.extend(name_errors(&meta.name).into_iter().map(|m| field::invalid_str("metadata.name", &meta.name, m)));
     }
-    if meta.extra.get("namespace").and_then(Value::as_str).is_some_and(|ns| !ns.is_empty()) {
+    if !meta.namespace.is_empty() {
         errs.push(field::forbidden("metadata.namespace", "not allowed on this type"));
     }
     errs.extend(selector::validate_labels(&meta.labels, "metadata.labels"));

@@ -29,6 +29,8 @@ use super::api_error::{FailureKind, classify};
 
 /// The CA's lifetime (as Kruise's).
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// The largest `--cert-renew-before` (see [`CertSettings::check`]).
+pub const MAX_RENEW_BEFORE: Duration = Duration::from_secs(CA_VALIDITY.as_secs() / 4);
 /// How often the Secret, files and configurations are checked again after a good sync.
 const RESYNC: Duration = Duration::from_secs(60);
 /// After a failed sync: the first retry, doubled after each further failure up to the maximum.
@@ -74,6 +76,25 @@ impl CertSettings {
     fn dns_names(&self) -> Vec<String> {
         let svc = format!("{}.{}.svc", self.service, self.namespace);
         vec![svc.clone(), format!("{svc}.cluster.local"), format!("{}.{}", self.service, self.namespace), "localhost".into()]
+    }
+
+    /// `renew_before` must leave the certificates a life: above zero (a certificate renewed only
+    /// once expired is an outage), and small enough that the serving certificate it implies
+    /// (2 × renew_before) fits twice in the CA's lifetime. Past that, every sync would find a
+    /// fresh CA already too short-lived and replace it, forever; far past it (`999999999d`), the
+    /// date arithmetic would overflow.
+    pub fn check(&self) -> Result<(), CertError> {
+        let max = MAX_RENEW_BEFORE;
+        if self.renew_before.is_zero() || self.renew_before > max {
+            return Err(CertError::new(format!(
+                "--cert-renew-before {}s is out of range: it must be above 0 and at most {}d (a quarter of the {}-day CA lifetime, \
+                 so the serving certificate, valid for twice the renewal window, fits in the CA's life with room to renew)",
+                self.renew_before.as_secs(),
+                max.as_secs() / 86_400,
+                CA_VALIDITY.as_secs() / 86_400
+            )));
+        }
+        Ok(())
     }
 
     fn serving_validity(&self) -> Duration {
@@ -208,6 +229,7 @@ impl CertManager {
     /// Sync until the first success (at most `init_timeout`; forbidden or missing objects fail at
     /// once), then keep syncing every minute in the background. `serve` exits non-zero on error.
     pub async fn start(self, init_timeout: Duration) -> Result<CertHandle, CertError> {
+        self.settings.check()?;
         let deadline = tokio::time::Instant::now() + init_timeout;
         let mut backoff = Duration::from_millis(500);
         let mut failures = 0;
@@ -283,6 +305,7 @@ impl CertManager {
     /// into the webhook configurations, then write the files (in that order, so the API server
     /// trusts a new CA before the server presents a certificate from it).
     pub async fn sync_once(&self) -> Result<SyncOutcome, CertError> {
+        self.settings.check()?;
         let now = OffsetDateTime::now_utc();
         let (material, secret_written) = self.ensure_secret(now).await?;
         let mut configs_patched = 0;
@@ -544,12 +567,20 @@ fn pem_block(der: &[u8]) -> String {
     out
 }
 
+/// Create `path`, which must not exist yet, with permission bits `mode` from the start: a private
+/// key is never readable by others, not even between a write and a chmod, and a file or symlink
+/// someone planted at the path is an error instead of being written through.
+pub fn create_new_with_mode(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path)
+}
+
 /// Write `files` into `dir` the way Kubernetes updates a Secret volume: into a fresh hidden folder,
 /// then one atomic rename of the `..data` symlink, so a reader never sees a certificate next to
 /// another certificate's key. `dir/<name>` are symlinks into `..data`. Returns false (and writes
 /// nothing) when the files already have this content.
 pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool> {
-    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    use std::os::unix::fs::symlink;
     std::fs::create_dir_all(dir)?;
     if files.iter().all(|(name, content)| std::fs::read(dir.join(name)).is_ok_and(|c| c == *content)) {
         return Ok(false);
@@ -559,9 +590,9 @@ pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool>
     let data_dir = dir.join(&data_name);
     std::fs::create_dir(&data_dir)?;
     for (name, content) in files {
-        let path = data_dir.join(name);
-        std::fs::write(&path, content)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let mut file = create_new_with_mode(&data_dir.join(name), 0o600)?;
+        std::io::Write::write_all(&mut file, content)?;
+        file.sync_all()?;
     }
     let previous = std::fs::read_link(dir.join("..data")).ok();
     let tmp = dir.join("..data_tmp");
@@ -650,6 +681,42 @@ mod tests {
         assert_eq!(verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now), Verdict::RenewCa);
         let renamed = CertSettings { service: "elsewhere".into(), ..settings() };
         assert_eq!(verdict(&m, &renamed, now), Verdict::RenewServing);
+    }
+
+    /// A watcher polling the folder while keys are written never sees a key file readable by
+    /// anyone but the owner (write-then-chmod would leave a window with the umask's 0644).
+    #[test]
+    fn key_files_are_owner_only_from_their_creation() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (dir, done) = (dir.path().to_owned(), done.clone());
+            std::thread::spawn(move || {
+                let (mut seen, mut open_modes) = (0, Vec::new());
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                        let Ok(meta) = std::fs::metadata(entry.path().join(TLS_KEY)) else { continue };
+                        seen += 1;
+                        let mode = meta.permissions().mode() & 0o777;
+                        if mode != 0o600 {
+                            open_modes.push(mode);
+                        }
+                    }
+                }
+                (seen, open_modes)
+            })
+        };
+        let key = vec![b'k'; 256 * 1024];
+        for i in 0..150u32 {
+            let mut content = key.clone();
+            content[..4].copy_from_slice(&i.to_be_bytes());
+            write_files(dir.path(), &[(TLS_CRT, b"c"), (TLS_KEY, &content)]).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (seen, open_modes) = watcher.join().unwrap();
+        assert!(seen > 0, "the watcher never saw a key file");
+        assert!(open_modes.is_empty(), "key files seen with modes {open_modes:?} (decimal; {} of {seen} looks)", open_modes.len());
     }
 
     #[test]

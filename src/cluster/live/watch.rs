@@ -1,9 +1,13 @@
 //! One list-then-watch loop per cached resource. It keeps its objects in a [`WatchCell`] and wakes
 //! the publisher on every change.
 //!
-//! The loop is written out (instead of kube-runtime's `watcher`) because readiness needs to know
-//! exactly when a watch is healthy again: a re-opened watch stream is healthy even when no event
-//! follows, and the runtime watcher does not report that.
+//! The loop is written out (instead of kube-runtime's `watcher`, which is why the `runtime`
+//! feature of kube is off) because readiness needs to know exactly when a watch is healthy again.
+//! The runtime watcher (kube 5) reports `Init`/`InitApply`/`InitDone` around a full re-list, but
+//! when it re-opens a watch from the last resourceVersion (the usual recovery after a dropped
+//! connection) it emits nothing until an object changes, so a quiet resource would look failed for
+//! as long as nothing happens in it; it also hides the 410 Gone that forces a re-list and the
+//! errors readiness counts (`--max-cache-staleness`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
