@@ -160,7 +160,15 @@ if pod=$(create_json "$reinvoke" 2>&1); then
         && [[ "$calls" =~ ^[1-9][0-9]*,0$ ]]; then
         pass reinvocation-no-patch "two /mutate-pod calls for reinvoke-1 (patch operations: $calls): the re-invocation after the relabelling webhook patched nothing; stored pod has one sidecar and the label"
     else
-        fail reinvocation-no-patch "calls (patch operations): [$calls]; stored: $(jq -c '{containers: [.spec.containers[].name], labels: .metadata.labels}' <<<"$pod")"
+        # What the second call patches: the stored pod (which the API server defaulted after our
+        # patch, as it did before re-invoking us) sent to /mutate-pod directly.
+        again=$(jq -c '{apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: {uid: "e2e-reinvoke",
+            kind: {group: "", version: "v1", kind: "Pod"}, resource: {group: "", version: "v1", resource: "pods"},
+            namespace: "e2e-reinvoke", operation: "CREATE", userInfo: {username: "e2e"},
+            object: (del(.metadata.uid, .metadata.resourceVersion, .metadata.creationTimestamp) | .status = {})}}' <<<"$pod" \
+            | curl -s --cacert "$WORK/server-ca.crt" -H 'Content-Type: application/json' --data-binary @- \
+                "https://localhost:$WEBHOOK_PORT/mutate-pod?timeout=2s" | jq -r '.response.patch // ""' | base64 -d | jq -c . 2>/dev/null)
+        fail reinvocation-no-patch "calls (patch operations): [$calls]; stored: $(jq -c '{containers: [.spec.containers[].name], labels: .metadata.labels}' <<<"$pod"); the stored pod sent again gets the patch ${again:-none}"
     fi
 else
     fail reinvocation-no-patch "create failed: $pod"
