@@ -160,7 +160,15 @@ if pod=$(create_json "$reinvoke" 2>&1); then
         && [[ "$calls" =~ ^[1-9][0-9]*,0$ ]]; then
         pass reinvocation-no-patch "two /mutate-pod calls for reinvoke-1 (patch operations: $calls): the re-invocation after the relabelling webhook patched nothing; stored pod has one sidecar and the label"
     else
-        fail reinvocation-no-patch "calls (patch operations): [$calls]; stored: $(jq -c '{containers: [.spec.containers[].name], labels: .metadata.labels}' <<<"$pod")"
+        # What the second call patches: the stored pod (which the API server defaulted after our
+        # patch, as it did before re-invoking us) sent to /mutate-pod directly.
+        again=$(jq -c '{apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: {uid: "e2e-reinvoke",
+            kind: {group: "", version: "v1", kind: "Pod"}, resource: {group: "", version: "v1", resource: "pods"},
+            namespace: "e2e-reinvoke", operation: "CREATE", userInfo: {username: "e2e"},
+            object: (del(.metadata.uid, .metadata.resourceVersion, .metadata.creationTimestamp) | .status = {})}}' <<<"$pod" \
+            | curl -s --cacert "$WORK/server-ca.crt" -H 'Content-Type: application/json' --data-binary @- \
+                "https://localhost:$WEBHOOK_PORT/mutate-pod?timeout=2s" | jq -r '.response.patch // ""' | base64 -d | jq -c . 2>/dev/null)
+        fail reinvocation-no-patch "calls (patch operations): [$calls]; stored: $(jq -c '{containers: [.spec.containers[].name], labels: .metadata.labels}' <<<"$pod"); the stored pod sent again gets the patch ${again:-none}"
     fi
 else
     fail reinvocation-no-patch "create failed: $pod"
@@ -241,3 +249,21 @@ refused cloneset-inplace-env 'only allowed to update images in spec for InPlaceO
     -p '[{"op": "add", "path": "/spec/template/spec/containers/0/env", "value": [{"name": "A", "value": "1"}]}]'
 refused protect-cloneset-always 'forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always' \
     kc -n e2e-workloads delete cloneset web --wait=false
+
+say "Advanced StatefulSet: in-place-only rule"
+asts() { # asts NAME READINESS-GATES-JSON
+    jq -nc --arg name "$1" --argjson gates "$2" '{apiVersion: "apps.kruise.io/v1beta1", kind: "StatefulSet",
+        metadata: {name: $name, namespace: "e2e-workloads"},
+        spec: {replicas: 1, serviceName: $name, selector: {matchLabels: {app: $name}},
+               template: {metadata: {labels: {app: $name}}, spec: {readinessGates: $gates,
+                   containers: [{name: "db", image: "redis:7.0", imagePullPolicy: "Always"}]}},
+               updateStrategy: {type: "RollingUpdate", rollingUpdate: {podUpdatePolicy: "InPlaceOnly"}}}}'
+}
+refused asts-readiness-gate-required 'InPlaceUpdateReady' kc create -f - <<<"$(asts db-nogate '[]')"
+allowed asts-create "Advanced StatefulSet with InPlaceOnly and the InPlaceUpdateReady gate created" \
+    kc create -f - <<<"$(asts db '[{"conditionType": "InPlaceUpdateReady"}]')"
+allowed asts-inplace-image "image change under InPlaceOnly admitted" kc -n e2e-workloads patch statefulsets.apps.kruise.io db --type=json \
+    -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "redis:7.2"}]'
+refused asts-inplace-pull-policy 'replace /containers/0/imagePullPolicy, currently only image update is allowed for InPlaceOnly' \
+    kc -n e2e-workloads patch statefulsets.apps.kruise.io db --type=json \
+    -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"}]'

@@ -65,7 +65,7 @@ build() {
     # The generated OpenAPI definitions are not in the tarball; the tree's own make rule writes them.
     if [ ! -f "$tree/pkg/generated/openapi/zz_generated.openapi.go" ]; then
         say "make gen_openapi (generates pkg/generated/openapi, a few minutes)"
-        (cd "$tree" && PATH=/usr/lib/go-1.19/bin:$PATH GOCACHE=$CACHE/gocache make gen_openapi >"$CACHE/gen_openapi.log" 2>&1) \
+        (cd "$tree" && PATH=/usr/lib/go-1.19/bin:$PATH GOCACHE=$CACHE/gocache nice make gen_openapi >"$CACHE/gen_openapi.log" 2>&1) \
             || { say "make gen_openapi failed; see $CACHE/gen_openapi.log"; exit 1; }
     fi
 

@@ -55,7 +55,8 @@ e2e_cleanup() {
     # Newest first: the webhook servers, then kube-apiserver, then etcd.
     for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
     [ -n "${WATCHDOG:-}" ] && kill "$WATCHDOG" 2>/dev/null
-    if [ "$rc" -ne 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+    # Exit 1 is failed checks (their reasons are printed); anything else stopped the suite itself.
+    if [ "$rc" -gt 1 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
         printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$WORK" >&2
         for f in "$WORK"/logs/*.log; do
             [ -f "$f" ] || continue
@@ -163,22 +164,26 @@ log_lines() { wc -l <"$1"; }
 # The apiserver's own metrics (as the admin).
 apiserver_metrics() { kc get --raw /metrics; }
 
-# Start `kruise-admission serve` in live mode with self-managed certificates, as its service
-# account; sets SERVER_PID. The ports stay the same across restarts (the webhook URLs use them).
+# start_server [NAME WEBHOOK-PORT METRICS-PORT]: `kruise-admission serve` in live mode with
+# self-managed certificates, as its service account; sets SERVER_PID. Without arguments it is the
+# suite's server (WEBHOOK_PORT, METRICS_PORT, log kruise-admission.log); a NAME starts another
+# replica (log kruise-admission-NAME.log) sharing the same Secret, as a rollout would.
 start_server() {
-    spawn "$WORK/logs/kruise-admission.log" "$BIN" serve \
-        --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+    local name=${1:-} port=${2:-$WEBHOOK_PORT} metrics=${3:-$METRICS_PORT}
+    spawn "$WORK/logs/kruise-admission${name:+-$name}.log" "$BIN" serve \
+        --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics" \
         --cluster-mode live --cert-mode self-managed --kubeconfig "$WORK/sa.kubeconfig" \
-        --cert-dir "$WORK/server-certs" --namespace kruise-admission --kruise-namespace kruise-system \
+        --cert-dir "$WORK/server-certs${name:+-$name}" --namespace kruise-admission --kruise-namespace kruise-system \
         --log-format json "${EXTRA_SERVER_FLAGS[@]}"
     SERVER_PID=$SPAWNED
 }
 
-server_ready() { curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
+# server_ready [METRICS-PORT]
+server_ready() { curl -sf "http://127.0.0.1:${1:-$METRICS_PORT}/readyz" >/dev/null; }
 
-# server_reviews [FROM-LINE]: the server's review log lines (after FROM-LINE) as JSON, one per line.
+# server_reviews [FROM-LINE [LOG]]: the server's review log lines (after FROM-LINE) as JSON, one per line.
 server_reviews() {
-    tail -n +"$((${1:-0} + 1))" "$WORK/logs/kruise-admission.log" \
+    tail -n +"$((${1:-0} + 1))" "${2:-$WORK/logs/kruise-admission.log}" \
         | jq -c 'select(type == "object") | (.fields // .) | select(.message == "admission review")' 2>/dev/null
 }
 

@@ -18,6 +18,7 @@
 # Knobs: E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
 #        E2E_LATENCY_PODS (pods per webhook for the latency comparison, default 200; 0 skips it),
 #        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds, default 1800),
+#        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
 #        KUBE_APISERVER_CACHE (see kube-apiserver.sh), PYTHON (an interpreter with PyYAML).
 set -euo pipefail
 
@@ -25,6 +26,7 @@ E2E=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$E2E/../.." && pwd)
 PYTHON=${PYTHON:-python3}
 LATENCY_PODS=${E2E_LATENCY_PODS:-200}
+MANIFESTS=$(cd "${E2E_MANIFESTS:-$ROOT/manifests}" && pwd)
 EXTRA_APISERVER_FLAGS=()
 EXTRA_SERVER_FLAGS=()
 # shellcheck source=tests/e2e/lib.sh
@@ -32,7 +34,11 @@ source "$E2E/lib.sh"
 
 # --- prerequisites ---------------------------------------------------------------------------------
 say "prerequisites"
-command -v kubectl >/dev/null || die "kubectl is needed (the suite's client)"
+# kubectl from PATH, else the one .ci/manifests-check.sh unpacks (CI runs it first).
+if ! command -v kubectl >/dev/null && [ -x "${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}/kubectl" ]; then
+    PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}
+fi
+command -v kubectl >/dev/null || die "kubectl is needed (the suite's client; .ci/manifests-check.sh unpacks one into target/manifests-tools)"
 if ! command -v jq >/dev/null || ! "$PYTHON" -c 'import yaml' 2>/dev/null; then
     command -v apt-get >/dev/null || die "jq and PyYAML are needed"
     apt-get update -qq >/dev/null || true
@@ -69,6 +75,10 @@ FLOOR=$TARGET_DIR/e2e/webhook-floor
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------
+# shellcheck source=tests/e2e/client_auth.sh
+source "$E2E/client_auth.sh"
+client_auth_prepare
+
 say "etcd and kube-apiserver on 127.0.0.1"
 start_etcd
 start_apiserver
@@ -80,7 +90,7 @@ overlay() { # overlay NAME COMPONENT...: a kustomization of the base plus compon
     local dir=$WORK/kustomize/$1 rel
     shift
     mkdir -p "$dir"
-    rel=$("$PYTHON" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$ROOT/manifests" "$dir")
+    rel=$("$PYTHON" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$MANIFESTS" "$dir")
     {
         echo "resources: [$rel]"
         echo "components: [$(for c in "$@"; do printf '%s/components/%s,' "$rel" "$c"; done | sed 's/,$//')]"
@@ -89,14 +99,14 @@ overlay() { # overlay NAME COMPONENT...: a kustomization of the base plus compon
 }
 render() { kubectl kustomize "$1" | yaml_to_json; }
 
-say "rendering the kustomize base"
-render "$ROOT/manifests" >"$WORK/base.json"
+say "rendering the kustomize base ($MANIFESTS)"
+render "$MANIFESTS" >"$WORK/base.json"
 jq -r '.[] | "  \(.kind) \(.metadata.namespace // "-")/\(.metadata.name)"' "$WORK/base.json"
 RBAC_KINDS='["ServiceAccount","Role","ClusterRole","RoleBinding","ClusterRoleBinding"]'
 if jq -e 'any(.[]; .kind == "ClusterRole" or .kind == "Role")' "$WORK/base.json" >/dev/null; then
     RBAC_FROM="the base"
     jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' "$WORK/base.json" >"$WORK/rbac.json"
-elif [ -d "$ROOT/manifests/components/live-cluster" ]; then
+elif [ -d "$MANIFESTS/components/live-cluster" ]; then
     # Older layout: the base was folder mode and the live-cluster component carried the RBAC.
     RBAC_FROM="the base + components/live-cluster"
     render "$(overlay live live-cluster)" | jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' >"$WORK/rbac.json"
@@ -140,7 +150,7 @@ kc delete crd sidecarsets.apps.kruise.io --wait=true >/dev/null
 wait_for 60 crd_gone sidecarsets.apps.kruise.io || die "the stand-in OpenKruise CRD was not deleted"
 
 # Without Kruise: the base plus the sidecarset-crd component installs ours.
-if [ -d "$ROOT/manifests/components/sidecarset-crd" ]; then
+if [ -d "$MANIFESTS/components/sidecarset-crd" ]; then
     CRD_FROM="the base + components/sidecarset-crd"
     render "$(overlay crd sidecarset-crd)" >"$WORK/with-crd.json"
 else
@@ -183,7 +193,7 @@ if wait_for 90 server_ready; then
     pass server-ready "/readyz 200 in live mode with the base's RBAC"
 else
     fail server-ready "/readyz not 200 after 90 s: $(curl -s "http://127.0.0.1:$METRICS_PORT/readyz")"
-    exit 1
+    die "nothing else can be checked without the server"
 fi
 
 ca_bundles_match() {
@@ -216,9 +226,8 @@ source "$E2E/checks.sh"
 source "$E2E/latency.sh"
 # shellcheck source=tests/e2e/shutdown.sh
 source "$E2E/shutdown.sh"
+client_auth_checks
 
+[ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
 printf '\n%d passed, %d failed\n' "$PASSED" "$FAILED"
-if [ "$FAILED" -ne 0 ]; then
-    printf 'failed: %s\n' "${FAILURES[*]}"
-    exit 1
-fi
+[ "$FAILED" -eq 0 ] || exit 1
