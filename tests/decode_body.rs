@@ -106,6 +106,41 @@ fn hostile_and_odd_bodies_get_the_same_answer_as_before() {
     }
 }
 
+/// Recorded reviews with bytes flipped, deleted or duplicated (a fixed xorshift sequence): the
+/// streamed decoder must agree with the whole-document parse on broken JSON too (the fuzz target
+/// `review` checks the same on arbitrary bytes).
+#[test]
+fn damaged_recorded_reviews_get_the_same_answer_as_before() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const TOKENS: &[u8] = b"{}[]\",:0 \\nu";
+    let mut checked = 0;
+    for path in common::recorded_reviews().iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let original = std::fs::read(path).unwrap();
+        for _ in 0..40 {
+            let mut body = original.clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % body.len() as u64) as usize;
+                match next() % 3 {
+                    0 => body[at] = TOKENS[(next() % TOKENS.len() as u64) as usize],
+                    1 => {
+                        body.remove(at);
+                    }
+                    _ => body.insert(at, body[at]),
+                }
+            }
+            assert_eq!(streamed(&body), whole(&body), "{} damaged: {}", path.display(), String::from_utf8_lossy(&body));
+            checked += 1;
+        }
+    }
+    assert!(checked > 800, "{checked}");
+}
+
 /// Bodies of the shapes an attacker would pick, and realistic ones, filled to about `size`. Written
 /// into one string reserved up front: memory freed before the measurement would be reused by the
 /// decoder without growing the resident set, and hide what decoding takes.

@@ -1,5 +1,5 @@
 //! Review decoding, routing and every webhook's decision, on arbitrary bytes, as `serve` sees
-//! them: bytes → JSON → `decode_review` → the routing table → each webhook of `WEBHOOKS` (a client
+//! them: bytes → JSON → `decode_review` (and `decode_review_body`, which must agree) → the routing table → each webhook of `WEBHOOKS` (a client
 //! can post any review to any path), against the cluster in `examples/cluster` plus a few objects
 //! the lookups find. Properties: see `check_webhook`; the routing table agrees with itself
 //! (`matching` lists only webhooks whose rules match, mutating ones first; `by_path` finds each);
@@ -9,6 +9,7 @@
 use std::sync::OnceLock;
 
 use kruise_admission::admission::review::{self, decode_review};
+use kruise_admission::admission::review_cost::review_cost;
 use kruise_admission::admission::webhooks::{self, WEBHOOKS, WebhookKind};
 use kruise_admission::cluster::{Snapshot, files};
 use kruise_admission_fuzz::{check_webhook, settings};
@@ -48,8 +49,17 @@ fn cluster() -> &'static Snapshot {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
-    let request = match decode_review(value) {
+    // `serve` decodes straight from the body, building only the parts `review_cost` selected;
+    // on any bytes it must give the answer of the whole-document parse `dry-run` uses.
+    let whole = serde_json::from_slice::<Value>(data).map(decode_review);
+    let streamed = review::decode_review_body(data, review_cost(data).parts());
+    assert_eq!(
+        format!("{:?}", streamed.as_ref().map_err(ToString::to_string)),
+        format!("{:?}", whole.as_ref().map_err(ToString::to_string)),
+        "decode_review_body differs from serde_json::from_slice + decode_review"
+    );
+    let Ok(decoded) = whole else { return };
+    let request = match decoded {
         Ok(request) => request,
         Err(error) => {
             if let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), &error.answerable) {
