@@ -29,7 +29,7 @@ pub fn merge(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for item in injected {
         match positions.get(item.name()) {
-            Some(&i) => middle[i] = item.container,
+            Some(&i) => middle[i] = keep_empty_resources(&middle[i], item.container),
             None if item.before => before.push(item.container),
             None => after.push(item.container),
         }
@@ -37,6 +37,23 @@ pub fn merge(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
     before.extend(middle);
     before.extend(after);
     before
+}
+
+/// The replacement for `old`, with `old`'s `resources: {}` kept when the sidecar sets none. The API
+/// server writes every container it decodes back with `resources: {}` (Go's encoding/json emits the
+/// non-pointer `ResourceRequirements` struct even under `omitempty`), so a pod re-invoked after an
+/// earlier patch carries it on the injected sidecar; it means the same as no `resources`, and
+/// keeping it is what lets re-invocation patch nothing (found against a real kube-apiserver by
+/// `tests/e2e`, check `reinvocation-no-patch`).
+fn keep_empty_resources(old: &Value, mut new: Value) -> Value {
+    let old_is_empty = old.get("resources").and_then(Value::as_object).is_some_and(|r| r.is_empty());
+    if let Value::Object(container) = &mut new
+        && old_is_empty
+        && !container.contains_key("resources")
+    {
+        container.insert("resources".to_owned(), Value::Object(Default::default()));
+    }
+    new
 }
 
 #[cfg(test)]
@@ -55,5 +72,13 @@ mod tests {
         let names: Vec<&str> = out.iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["b1", "b2", "app", "proxy", "a1"]);
         assert_eq!(out[3]["image"], "new");
+    }
+
+    #[test]
+    fn an_empty_resources_written_by_the_api_server_is_kept() {
+        let pod = vec![json!({"name": "proxy", "image": "new", "resources": {}})];
+        assert_eq!(merge(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new", "resources": {}}));
+        let pod = vec![json!({"name": "proxy", "image": "new", "resources": {"limits": {"cpu": "1"}}})];
+        assert_eq!(merge(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new"}));
     }
 }
