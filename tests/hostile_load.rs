@@ -85,9 +85,12 @@ async fn bytes_beyond_the_in_flight_budget_get_429_with_retry_after() {
     trickle.send(Bytes::from_static(b"{ ")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_pinned(&client.post_json(Proto::Http2, "/mutate-pod", pod_to_pin("beside").to_string()).await, "beside");
-    // A holds 2.5 MiB of the budget by sending all of its body but the last bytes (whitespace: it
-    // decodes to almost nothing, so A alone fits once its body is in).
-    let held = pod_to_pin("held").to_string().replacen('{', &format!("{{{}", " ".repeat(2560 << 10)), 1);
+    // A holds most of the budget by sending all of its body but the last bytes (whitespace: it
+    // decodes to almost nothing, so A alone fits once its body is in). Bodies are held in steps of
+    // 256 KiB: the trickler holds one, A's 2.25 MiB body ten, which leaves one step free, too
+    // little for B's body. (With 2.5 MiB, A's last bytes took an eleventh step and filled the
+    // budget to the byte, so A's decode charge could not fit: a 429 for A on some runs.)
+    let held = pod_to_pin("held").to_string().replacen('{', &format!("{{{}", " ".repeat(2304 << 10)), 1);
     let mut a = client.connect(Proto::Http1).await.unwrap();
     let (feed, body) = channel_body();
     let request = a
