@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
+use common::h2::{END_HEADERS, GOAWAY, HEADERS, PING, PREFACE, RST_STREAM, SETTINGS, frame, request_headers};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -626,41 +627,8 @@ fn raise_fd_limit(want: u64) {
 
 // ---- HTTP/2 frames by hand: floods a well-behaved client library would never send ----
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// HPACK for `POST https://localhost/mutate-pod` with `content-type: application/json`, using
-/// the static table only (no dynamic state to track across streams).
-fn request_headers() -> Vec<u8> {
-    let mut h = vec![0x83, 0x87]; // :method POST, :scheme https
-    h.push(0x04); // :path, literal without indexing, name index 4
-    h.push(11);
-    h.extend_from_slice(b"/mutate-pod");
-    h.push(0x01); // :authority, name index 1
-    h.push(9);
-    h.extend_from_slice(b"localhost");
-    h.push(0x0F); // content-type: index 31 = 15 + 16, 4-bit prefix continued
-    h.push(0x10);
-    h.push(16);
-    h.extend_from_slice(b"application/json");
-    h
-}
-
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
+// Frames, HPACK and the constants are `common::h2`'s.
 const CONTINUATION: u8 = 9;
-const END_HEADERS: u8 = 4;
 
 /// Frame types the server sent, in order (parsed from the raw stream).
 fn frame_types(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
