@@ -1,6 +1,7 @@
 //! Pure admission decisions. Nothing in here touches the network, the filesystem, the system clock
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
+pub mod agreement;
 pub mod daemon;
 pub mod field;
 pub mod inplace;

@@ -95,7 +95,7 @@ fn sidecar_container(c: &mut Map<String, Value>, inject_policy: &str) {
     if let Some(share) = object_at(c, "shareVolumePolicy") {
         default_zero(share, "type", json!("disabled"));
     }
-    core_container(c);
+    core_container(c, Probes::LivenessAndReadiness);
     for transfer in each_object(c, "transferEnv") {
         if let Some(field_ref) = existing(transfer, "sourceContainerNameFrom").and_then(|s| existing(s, "fieldRef")) {
             default_zero(field_ref, "apiVersion", json!("v1"));
@@ -103,8 +103,19 @@ fn sidecar_container(c: &mut Map<String, Value>, inject_policy: &str) {
     }
 }
 
-/// `SetDefaults_Container` plus the per-field defaults Kruise applies to a SidecarSet container.
-fn core_container(c: &mut Map<String, Value>) {
+/// Which probes [`core_container`] defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probes {
+    /// Liveness and readiness only: Kruise's SidecarSet defaulting (the hash depends on it).
+    LivenessAndReadiness,
+    /// All three, startup included: the API server's defaulting of a Pod.
+    All,
+}
+
+/// `SetDefaults_Container` plus the per-field defaults under it (ports, env fieldRefs, resource
+/// lists rounded to milli-units, probes, lifecycle handlers), as Kruise applies them to a SidecarSet
+/// container and the API server to a Pod's containers.
+pub fn core_container(c: &mut Map<String, Value>, probes: Probes) {
     if is_unset(c.get("imagePullPolicy")) {
         let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
         let policy = if image_tag_is_latest(image) { "Always" } else { "IfNotPresent" };
@@ -133,7 +144,11 @@ fn core_container(c: &mut Map<String, Value>) {
             }
         }
     }
-    for probe in ["livenessProbe", "readinessProbe"] {
+    let names: &[&str] = match probes {
+        Probes::LivenessAndReadiness => &["livenessProbe", "readinessProbe"],
+        Probes::All => &["livenessProbe", "readinessProbe", "startupProbe"],
+    };
+    for probe in names {
         if let Some(probe) = existing(c, probe) {
             default_zero(probe, "timeoutSeconds", json!(1));
             default_zero(probe, "periodSeconds", json!(10));
@@ -158,8 +173,8 @@ fn http_get(handler: &mut Map<String, Value>) {
     }
 }
 
-/// `SetDefaultPodVolumes` for one volume.
-fn volume(v: &mut Map<String, Value>) {
+/// `SetDefaultPodVolumes` for one volume (the same for a SidecarSet's volumes and a Pod's).
+pub fn volume(v: &mut Map<String, Value>) {
     if !VOLUME_SOURCES.iter().any(|s| v.get(*s).is_some_and(|x| !x.is_null())) {
         v.insert("emptyDir".into(), json!({}));
     }
