@@ -320,7 +320,7 @@ fn normalized_volume(volume: &Value) -> Value {
 /// The ServiceAccount admission plugin, re-run by the API server after a webhook changed the Pod:
 /// when the Pod has the token volume, every container without a mount at the token path gets one.
 fn mount_token(c: &mut Map<String, Value>, pod: &Value) {
-    let Some(volume) = spec_list(pod, "volumes").iter().filter_map(name_of).find(|n| n.starts_with(TOKEN_VOLUME_PREFIX)) else { return };
+    let Some(volume) = token_volume(pod) else { return };
     let mounts = c.entry("volumeMounts").or_insert_with(|| Value::Array(Vec::new()));
     if mounts.is_null() {
         *mounts = Value::Array(Vec::new());
@@ -329,6 +329,24 @@ fn mount_token(c: &mut Map<String, Value>, pod: &Value) {
     if !mounts.iter().any(|m| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH)) {
         mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
     }
+}
+
+/// The volume the ServiceAccount plugin mounts: `kube-api-access-<random>` (a projected token,
+/// Kubernetes 1.22 and later), or before that a secret volume `<account>-token-<random>` that the
+/// Pod's containers mount at the token path.
+fn token_volume(pod: &Value) -> Option<&str> {
+    let volumes = spec_list(pod, "volumes");
+    if let Some(projected) = volumes.iter().filter_map(name_of).find(|n| n.starts_with(TOKEN_VOLUME_PREFIX)) {
+        return Some(projected);
+    }
+    let secret = |name: &str| volumes.iter().any(|v| name_of(v) == Some(name) && field(v, "secret").is_some());
+    ["initContainers", "containers"]
+        .into_iter()
+        .flat_map(|key| spec_list(pod, key))
+        .flat_map(|c| list(c, "volumeMounts"))
+        .filter(|m| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH))
+        .filter_map(name_of)
+        .find(|n| n.contains("-token-") && secret(n))
 }
 
 /// `SetDefaults_Pod`: a resource with a limit and no request gets the limit as its request.
@@ -506,6 +524,93 @@ fn equivalent(a: &Value, b: &Value, ctx: Ctx) -> bool {
 
 fn is_identifier(key: &str) -> bool {
     !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Stored Pods waiting to be paired with the reviews of their CREATE
+/// (docs/sidecarset.md#13-2-pairing-reviews-with-stored-pods), each used once. Reviews that name
+/// their Pod pair by namespace and name; a review with only `generateName` pairs with the oldest
+/// unused Pod of that namespace and `generateName` that has the same controller and the review's
+/// own containers and init containers (by name).
+#[derive(Debug, Default)]
+pub struct StoredPods<T> {
+    /// In creation order (creationTimestamp, then name); `None` once paired.
+    pods: Vec<Option<(T, Value)>>,
+    by_name: HashMap<(String, String), Vec<usize>>,
+    by_generate_name: HashMap<(String, String), Vec<usize>>,
+}
+
+fn text<'v>(pod: &'v Value, keys: &[&str]) -> &'v str {
+    at(pod, keys).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The uid of the Pod's controller (the ownerReference with `controller: true`), if any.
+fn controller_uid(pod: &Value) -> Option<&str> {
+    at(pod, &["metadata", "ownerReferences"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|o| field(o, "controller").and_then(Value::as_bool) == Some(true))
+        .and_then(|o| field(o, "uid")?.as_str())
+}
+
+/// The review's containers and init containers are all in the stored Pod (a sidecar may have
+/// replaced one in place, so names, not content).
+fn has_containers_of(stored: &Value, original: &Value) -> bool {
+    ["containers", "initContainers"].into_iter().all(|key| {
+        let names: HashSet<&str> = spec_list(stored, key).iter().filter_map(name_of).collect();
+        spec_list(original, key).iter().filter_map(name_of).all(|n| names.contains(n))
+    })
+}
+
+impl<T> StoredPods<T> {
+    /// Index `pods` (each with a label of where it came from, e.g. `file#index`); objects that are
+    /// not Pods are left out.
+    pub fn new(pods: impl IntoIterator<Item = (T, Value)>) -> Self {
+        let mut pods: Vec<(T, Value)> = pods.into_iter().filter(|(_, p)| text(p, &["kind"]) == "Pod").collect();
+        pods.sort_by(|(_, a), (_, b)| {
+            let key = |p: &Value| (text(p, &["metadata", "creationTimestamp"]).to_owned(), text(p, &["metadata", "name"]).to_owned());
+            key(a).cmp(&key(b))
+        });
+        let mut index = StoredPods { pods: Vec::with_capacity(pods.len()), by_name: HashMap::new(), by_generate_name: HashMap::new() };
+        for (i, (label, pod)) in pods.into_iter().enumerate() {
+            let namespace = text(&pod, &["metadata", "namespace"]).to_owned();
+            index.by_name.entry((namespace.clone(), text(&pod, &["metadata", "name"]).to_owned())).or_default().push(i);
+            let generate_name = text(&pod, &["metadata", "generateName"]);
+            if !generate_name.is_empty() {
+                index.by_generate_name.entry((namespace, generate_name.to_owned())).or_default().push(i);
+            }
+            index.pods.push(Some((label, pod)));
+        }
+        index
+    }
+
+    /// The stored Pod for the CREATE of `original` in `namespace` (the review's `name`, else the
+    /// object's), removed from the unpaired ones.
+    pub fn take(&mut self, namespace: &str, name: &str, original: &Value) -> Option<(T, Value)> {
+        let name = if name.is_empty() { text(original, &["metadata", "name"]) } else { name };
+        let candidates = if name.is_empty() {
+            let generate_name = text(original, &["metadata", "generateName"]);
+            if generate_name.is_empty() {
+                return None;
+            }
+            self.by_generate_name.get(&(namespace.to_owned(), generate_name.to_owned()))?
+        } else {
+            self.by_name.get(&(namespace.to_owned(), name.to_owned()))?
+        };
+        let by_name = !name.is_empty();
+        let pods = &self.pods;
+        let found = candidates.iter().copied().find(|&i| {
+            pods[i].as_ref().is_some_and(|(_, stored)| {
+                by_name || (controller_uid(stored) == controller_uid(original) && has_containers_of(stored, original))
+            })
+        })?;
+        self.pods[found].take()
+    }
+
+    /// The stored Pods no review was paired with, in creation order.
+    pub fn unpaired(&self) -> impl Iterator<Item = &(T, Value)> {
+        self.pods.iter().flatten()
+    }
 }
 
 #[cfg(test)]
@@ -732,5 +837,52 @@ mod tests {
         assert_eq!(result.iter().map(|r| (r.name.as_str(), r.agrees())).collect::<Vec<_>>(), [("log-agent", true), ("tracer", false)]);
         let paths: Vec<&str> = result[1].diffs.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["spec.containers[tracer]", "metadata.annotations[kruise.io/sidecarset-hash][tracer]"]);
+    }
+
+    #[test]
+    fn the_token_volume_is_the_projected_one_or_a_mounted_secret_token() {
+        assert_eq!(token_volume(&original()), Some("kube-api-access-x1"));
+        let legacy = |source: Value| {
+            json!({"spec": {"containers": [{"name": "app", "volumeMounts": [{"name": "default-token-hn7nn", "mountPath": TOKEN_MOUNT_PATH}]}],
+                            "volumes": [{"name": "default-token-hn7nn", "secret": source}]}})
+        };
+        assert_eq!(token_volume(&legacy(json!({"secretName": "default-token-hn7nn"}))), Some("default-token-hn7nn"));
+        // Not a secret: the user's own volume at that path, which the plugin would not add anywhere.
+        let mut own = legacy(json!(null));
+        own["spec"]["volumes"][0] = json!({"name": "default-token-hn7nn", "configMap": {"name": "x"}});
+        assert_eq!(token_volume(&own), None);
+        assert_eq!(token_volume(&json!({"spec": {"containers": [{"name": "app"}]}})), None);
+    }
+
+    #[test]
+    fn reviews_pair_by_name_or_by_generate_name_controller_and_containers() {
+        let pod = |name: &str, created: &str, owner: &str, containers: &[&str]| {
+            let containers: Vec<Value> = containers.iter().map(|c| json!({"name": c})).collect();
+            json!({"kind": "Pod", "metadata": {"name": name, "generateName": "web-", "namespace": "shop", "creationTimestamp": created,
+                "ownerReferences": [{"uid": owner, "controller": true}]}, "spec": {"containers": containers}})
+        };
+        let mut stored = StoredPods::new([
+            ("c", pod("web-c", "2024-05-01T12:00:03Z", "rs-1", &["app", "log-agent"])),
+            ("a", pod("web-a", "2024-05-01T12:00:01Z", "rs-2", &["app", "log-agent"])),
+            ("b", pod("web-b", "2024-05-01T12:00:02Z", "rs-1", &["app", "log-agent"])),
+            ("d", pod("web-d", "2024-05-01T12:00:04Z", "rs-1", &["other"])),
+            ("e", json!({"kind": "Service", "metadata": {"name": "web-e", "namespace": "shop"}})),
+        ]);
+        let review = |owner: &str, containers: &[&str]| {
+            let mut p = pod("", "", owner, containers);
+            p["metadata"].as_object_mut().unwrap().remove("name");
+            p
+        };
+        let mut take = |namespace: &str, name: &str, original: Value| stored.take(namespace, name, &original).map(|(label, _)| label);
+        // The oldest unused Pod of the same controller with the review's containers, then the next.
+        assert_eq!(take("shop", "", review("rs-1", &["app"])), Some("b"));
+        assert_eq!(take("shop", "", review("rs-1", &["app"])), Some("c"));
+        assert_eq!(take("shop", "", review("rs-1", &["app"])), None, "web-d has other containers");
+        assert_eq!(take("other", "", review("rs-2", &["app"])), None, "another namespace");
+        // By name (the request's, else the object's), whatever the rest.
+        assert_eq!(take("shop", "web-d", review("rs-9", &["x"])), Some("d"));
+        assert_eq!(take("shop", "", pod("web-a", "", "rs-9", &[])), Some("a"));
+        assert_eq!(take("shop", "web-e", review("rs-1", &[])), None, "not a Pod");
+        assert_eq!(stored.unpaired().count(), 0);
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::agreement;
 use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Table, Totals};
@@ -61,10 +62,16 @@ pub struct Args {
     /// Repeat the flag for several (`--with a.yaml --with dir/`).
     #[arg(long = "with", value_name = "FILE")]
     pub with: Vec<PathBuf>,
-    /// Run every input without and with the `--with` objects and report the difference
-    /// (`--output summary`, `diff` or `json`).
-    #[arg(long, requires = "with")]
+    /// Report a comparison instead of each decision: with `--with`, every input without and with
+    /// those objects (`--output summary`, `diff` or `json`); with `--stored`, our decision on each
+    /// Pod CREATE against the Pod actually stored (`--output summary` or `json`).
+    #[arg(long)]
     pub compare: bool,
+    /// With `--compare`: the stored Pods (a file or folder of YAML/JSON, e.g. `kubectl get pods -A
+    /// -o yaml`) to compare our decisions on the Pod CREATE inputs with, per SidecarSet and field.
+    /// Exit status 0 only when every Pod CREATE pairs with a stored Pod and agrees.
+    #[arg(long, value_name = "PATH", requires = "compare", conflicts_with = "with")]
+    pub stored: Option<PathBuf>,
     /// Inputs: files or folders (every .yaml/.yml/.json below, in path order), or `-` for standard
     /// input. JSON, JSON lines or multi-document YAML; `List` kinds are expanded. Each document is
     /// an AdmissionReview (admission.k8s.io/v1 or v1beta1, replayed as recorded), an
@@ -80,13 +87,37 @@ pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
 
 /// Run `dry-run`. Exit status: 0 when every input is allowed, 1 when any is denied (an unusable
 /// review counts as denied, as `serve` refuses it), 2 when an input, a `--with` file or the cluster
-/// folder cannot be read or the flags do not fit together (2 wins over 1). With `--compare` the
-/// status is that of the run with the `--with` objects.
+/// folder cannot be read or the flags do not fit together (2 wins over 1). With `--compare --with`
+/// the status is that of the run with the `--with` objects; with `--compare --stored` it is 1 unless
+/// every Pod CREATE agrees with its stored Pod.
 pub fn run(args: Args) -> ExitCode {
+    if args.compare && args.with.is_empty() && args.stored.is_none() {
+        eprintln!("dry-run: --compare needs --with (objects to compare with) or --stored (the stored Pods to compare with)");
+        return ExitCode::from(2);
+    }
+    if args.stored.is_some() && !matches!(args.output, Output::Summary | Output::Json) {
+        eprintln!("dry-run: --compare --stored reports with --output summary or json");
+        return ExitCode::from(2);
+    }
     if args.compare && matches!(args.output, Output::Review | Output::Patched) {
         eprintln!("dry-run: --compare reports with --output summary, diff or json");
         return ExitCode::from(2);
     }
+    let stored = match &args.stored {
+        None => None,
+        Some(path) => match load_objects(path) {
+            Ok((objects, warnings)) => {
+                for w in warnings {
+                    eprintln!("dry-run: warning: {w}");
+                }
+                Some(objects)
+            }
+            Err(e) => {
+                eprintln!("dry-run: cannot load --stored: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let mut objects = Vec::new();
     let mut with_objects = Vec::new();
     let layers = args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
@@ -123,7 +154,9 @@ pub fn run(args: Args) -> ExitCode {
         random: &base_random,
         settings: &settings,
         responses: args.output == Output::Review,
-        keep_input: args.output == Output::Diff && !args.compare,
+        // The agreement report pairs reviews with stored Pods by the input and attributes fields
+        // against it.
+        keep_input: (args.output == Output::Diff && !args.compare) || stored.is_some(),
     };
     // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
     // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
@@ -143,11 +176,12 @@ pub fn run(args: Args) -> ExitCode {
         Some(Snapshot::from_objects(objects))
     };
     let env = Env { cluster: with.as_ref().unwrap_or(&base), random: &random, ..base_env };
-    let base_env = args.compare.then_some(base_env);
+    let base_env = (args.compare && stored.is_none()).then_some(base_env);
 
     let stdout = std::io::stdout();
     let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
     let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
+    printer.agreement = stored.map(|stored| agreement::Report::new(env.cluster, stored));
     let mut progress = Progress::new();
     let mut classifier = Classifier::default();
     let mut unreadable = false;
@@ -203,7 +237,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     }
     progress.done();
-    let denied = printer.totals.denied > 0;
+    let denied = match &printer.agreement {
+        Some(report) => !report.all_agree(),
+        None => printer.totals.denied > 0,
+    };
     if let Err(e) = printer.finish() {
         eprintln!("dry-run: cannot write output: {e}");
         return ExitCode::from(2);
@@ -218,7 +255,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// Writes each result in the chosen output as it comes (the summary table waits for its widths).
-struct Printer<W: Write> {
+struct Printer<'a, W: Write> {
     output: Output,
     style: Style,
     compare: bool,
@@ -228,20 +265,26 @@ struct Printer<W: Write> {
     skipped: Skipped,
     /// The first write error; later writes are skipped and `finish` reports it.
     error: Option<std::io::Error>,
+    /// `--compare --stored`: results go to the agreement report, printed by `finish`.
+    agreement: Option<agreement::Report<'a>>,
 }
 
-impl<W: Write> Printer<W> {
+impl<W: Write> Printer<'_, W> {
     fn new(output: Output, style: Style, compare: bool, out: W) -> Self {
         let table = match (output, compare) {
             (Output::Summary, false) => Some(Table::new(report::SUMMARY_HEADER)),
             (Output::Summary, true) => Some(Table::new(report::COMPARE_HEADER)),
             _ => None,
         };
-        Printer { output, style, compare, out, table, totals: Totals::default(), skipped: Skipped::new(), error: None }
+        Printer { output, style, compare, out, table, totals: Totals::default(), skipped: Skipped::new(), error: None, agreement: None }
     }
 
     fn print(&mut self, source: &str, with: ReviewResult, without: Option<ReviewResult>) {
         self.totals.add(&with);
+        if let Some(report) = &mut self.agreement {
+            report.add(source, &with);
+            return;
+        }
         let text = match (&without, self.output) {
             (Some(without), output) => {
                 if report::changed(without, &with) {
@@ -283,7 +326,13 @@ impl<W: Write> Printer<W> {
     /// The summary table and totals; skipped audit events on stderr for the other outputs
     /// (whose stdout stays machine-readable).
     fn finish(mut self) -> std::io::Result<()> {
-        if let Some(table) = self.table.take() {
+        if let Some(report) = self.agreement.take() {
+            let text = if self.output == Output::Summary { report.table() } else { report.json() };
+            self.write(&text);
+            if let Some(skipped) = report::skipped_text(&self.skipped) {
+                eprintln!("dry-run: {skipped}");
+            }
+        } else if let Some(table) = self.table.take() {
             let mut text = if table.len() > 0 { table.render() } else { String::new() };
             text.push_str(&self.totals.line(&self.skipped, self.compare));
             text.push('\n');
@@ -388,6 +437,9 @@ pub(crate) struct ReviewResult {
     pub(crate) calls: Vec<Call>,
     /// Each response as `serve` would send it.
     pub(crate) responses: Vec<String>,
+    /// `(namespace, name)` of a Pod CREATE (name empty with generateName); `None` for any other
+    /// request.
+    pub(crate) pod_create: Option<(String, String)>,
 }
 
 impl ReviewResult {
@@ -428,6 +480,7 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
                 object: Value::Null,
                 calls: Vec::new(),
                 responses: vec![response.to_string()],
+                pod_create: None,
             };
         }
     };
@@ -450,6 +503,11 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     let original = if env.keep_input || mutating > 1 { request.object.clone() } else { None };
     let mut current = request;
     let kind = if current.kind.kind.is_empty() { current.resource.resource.as_str() } else { current.kind.kind.as_str() };
+    let is_pod_create = current.operation == Operation::Create
+        && current.resource.group.is_empty()
+        && current.resource.resource == "pods"
+        && current.sub_resource.is_empty();
+    let pod_create = is_pod_create.then(|| (pod_namespace(&current), current.name.clone()));
     let mut result = ReviewResult {
         uid: Value::String(current.uid.clone()),
         subject: format!("{kind} {}", current.display_name()),
@@ -461,6 +519,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         object: Value::Null,
         calls: Vec::new(),
         responses: Vec::new(),
+        pod_create,
     };
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
@@ -497,6 +556,13 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         result.input = original.unwrap_or(Value::Null);
     }
     result
+}
+
+/// The namespace a Pod is created in: the request's, else the object's, else `default`.
+fn pod_namespace(request: &AdmissionRequest) -> String {
+    let from_object = || request.object.as_ref().and_then(|o| o.pointer("/metadata/namespace")).and_then(Value::as_str);
+    let namespace = Some(request.namespace.as_str()).filter(|n| !n.is_empty()).or_else(from_object).unwrap_or_default();
+    if namespace.is_empty() { "default".to_owned() } else { namespace.to_owned() }
 }
 
 /// Call one webhook as `serve` would, answering its lookups from the snapshot. A mutating

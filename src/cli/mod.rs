@@ -1,6 +1,7 @@
 //! The command-line edges: each subcommand's flags and the little glue between them and the
 //! library (`server`, `admission`, `cluster`).
 
+mod agreement;
 pub mod certs;
 pub mod connections;
 pub mod dry_run;

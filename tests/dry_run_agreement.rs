@@ -1,0 +1,165 @@
+//! `kruise-admission dry-run --compare --stored`, run as the real binary: recorded Pod CREATE reviews
+//! against the Pods stored for them (tests/fixtures/agreement/, provenance in tests/fixtures/SOURCES.md).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-12-01T10:00:00Z";
+const AGREE: &str = "kubewarden-policies-pod-create-replicaset-owned.json";
+const NO_INJECTION: &str = "openyurt-pod-create.json";
+const OTHER_IMAGE: &str = "salesforce-generic-sidecar-injector-pod-create-initcontainers.json";
+const NO_VOLUME: &str = "connaisseur-pod-create-replicaset-owned.json";
+const NOT_STORED: &str = "kube-rs-pod-create-gke.json";
+const NOT_A_CREATE: &str = "kubewarden-policies-pod-delete.json";
+
+fn agreement_dir() -> PathBuf {
+    common::fixtures_dir().join("agreement")
+}
+
+fn recorded(name: &str) -> String {
+    common::fixtures_dir().join("recorded").join(name).display().to_string()
+}
+
+fn compare(output: &str, reviews: &[&str], extra: &[&str]) -> Output {
+    let dir = agreement_dir();
+    let (cluster, stored) = (dir.join("cluster").display().to_string(), dir.join("stored").display().to_string());
+    let mut args = vec!["dry-run", "--cluster-dir", &cluster, "--now", NOW, "--compare", "--stored", &stored, "--output", output];
+    args.extend_from_slice(extra);
+    let reviews: Vec<String> = reviews.iter().map(|r| recorded(r)).collect();
+    Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(&args).args(&reviews).output().expect("the binary runs")
+}
+
+fn report(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("one JSON document ({e}): {text}"))
+}
+
+fn pod<'r>(report: &'r Value, review: &str) -> &'r Value {
+    let source = recorded(review);
+    report["pods"].as_array().unwrap().iter().find(|p| p["source"] == source.as_str()).unwrap_or_else(|| panic!("{review} is reported"))
+}
+
+#[test]
+fn stored_as_kruise_stores_it_agrees_and_another_image_or_a_missing_volume_disagrees() {
+    let out = compare("json", &[AGREE, NO_INJECTION, OTHER_IMAGE, NO_VOLUME], &[]);
+    assert_eq!(out.status.code(), Some(1), "a disagreement fails the run: {}", String::from_utf8_lossy(&out.stderr));
+    let report = report(&out);
+
+    // The Pod kruise-manager injected and the API server defaulted (pull policy, probe and env
+    // defaults, requests from limits, the token mount on the sidecar, resizePolicy), named, ran.
+    let agree = pod(&report, AGREE);
+    assert_eq!(agree["result"], "agree", "{agree:#}");
+    assert_eq!(agree["stored"], "kubewarden/kubewarden-controller-767df6d6b-q8lxz", "paired by generateName, controller and containers");
+    assert_eq!(agree["sidecarsets"], json!([{"name": "log-agent", "result": "agree", "diffs": []}]));
+    let none = pod(&report, NO_INJECTION);
+    assert_eq!((&none["result"], &none["sidecarsets"]), (&json!("agree"), &json!([])), "neither side injected: {none:#}");
+
+    let image = pod(&report, OTHER_IMAGE);
+    assert_eq!(image["result"], "disagree");
+    assert_eq!(
+        image["sidecarsets"],
+        json!([{"name": "log-agent", "result": "disagree", "diffs": [
+            {"path": "spec.containers[log-agent].image", "ours": "fluent/fluent-bit:3.2.4", "stored": "fluent/fluent-bit:3.1.9"}]}])
+    );
+    let volume = pod(&report, NO_VOLUME);
+    assert_eq!(
+        volume["sidecarsets"][0]["diffs"],
+        json!([
+            {"path": "spec.containers[log-agent].volumeMounts[/fluent-bit/etc]",
+             "ours": {"name": "log-agent-config", "mountPath": "/fluent-bit/etc", "readOnly": true}, "stored": null},
+            {"path": "spec.volumes[log-agent-config]",
+             "ours": {"name": "log-agent-config", "configMap": {"name": "log-agent-config", "defaultMode": 420}}, "stored": null},
+        ])
+    );
+
+    assert_eq!(
+        report["sidecarsets"],
+        json!([{"name": "log-agent", "agree": 1, "disagree": 2, "fields": [
+            {"path": "spec.containers[log-agent].image", "disagree": 1},
+            {"path": "spec.containers[log-agent].volumeMounts[/fluent-bit/etc]", "disagree": 1},
+            {"path": "spec.volumes[log-agent-config]", "disagree": 1},
+        ]}])
+    );
+    assert_eq!(
+        report["totals"],
+        json!({"podCreates": 4, "agree": 2, "disagree": 2, "denied": 0, "unmatched": 0, "otherReviews": 0, "storedUnpaired": 0})
+    );
+}
+
+#[test]
+fn only_agreeing_pods_exit_zero_and_the_table_says_so() {
+    let out = compare("summary", &[AGREE, NO_INJECTION], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["SIDECARSET", "AGREE", "DISAGREE"]);
+    assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["log-agent", "1", "0"]);
+    assert!(!text.contains("FIELD"), "no field disagrees: {text}");
+    assert_eq!(
+        lines.last().copied(),
+        Some(
+            "2 Pod CREATE reviews: 2 agree (1 with no injection on either side), 0 disagree, 0 denied by us but stored, 0 unmatched; \
+             0 other reviews not compared; 2 stored Pods paired with no review"
+        )
+    );
+}
+
+#[test]
+fn the_table_lists_each_disagreeing_field_with_both_values() {
+    let out = compare("summary", &[OTHER_IMAGE, NOT_STORED, NOT_A_CREATE], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert_eq!(row("log-agent   spec")[..], ["log-agent", "spec.containers[log-agent].image", "1"]);
+    let image = row(&recorded(OTHER_IMAGE));
+    assert_eq!(
+        image[image.len() - 5..],
+        ["disagree", "log-agent", "spec.containers[log-agent].image", "fluent/fluent-bit:3.2.4", "fluent/fluent-bit:3.1.9"]
+    );
+    assert_eq!(row(&recorded(NOT_STORED))[3..], ["-", "unmatched", "-", "-", "-", "-"]);
+    assert!(text.ends_with("1 other reviews not compared; 3 stored Pods paired with no review\n"), "{text}");
+}
+
+#[test]
+fn a_review_without_a_stored_pod_is_unmatched_not_agreement() {
+    let out = compare("json", &[NOT_STORED, NOT_A_CREATE], &[]);
+    assert_eq!(out.status.code(), Some(1), "no evidence is not agreement");
+    let report = report(&out);
+    assert_eq!(pod(&report, NOT_STORED)["result"], "unmatched");
+    assert_eq!(report["totals"]["unmatched"], 1);
+    assert_eq!(report["totals"]["agree"], 0);
+    assert_eq!(report["totals"]["otherReviews"], 1, "the DELETE is not compared");
+}
+
+#[test]
+fn flags_that_do_not_fit_are_refused() {
+    for (extra, output, expected) in [
+        (&[][..], "diff", "--compare --stored reports with --output summary or json"),
+        (&["--with", "x.yaml"][..], "json", "cannot be used with"),
+    ] {
+        let out = compare(output, &[AGREE], extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(expected), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--stored", "x", &recorded(AGREE)])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2), "--stored needs --compare");
+    let dir = agreement_dir().join("cluster").display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--cluster-dir", &dir, "--compare", "--stored", "/nonexistent/stored", &recorded(AGREE)])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot load --stored"));
+}
