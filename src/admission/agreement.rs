@@ -527,7 +527,7 @@ fn is_identifier(key: &str) -> bool {
 }
 
 /// Stored Pods waiting to be paired with the reviews of their CREATE
-/// (docs/sidecarset.md#13-2-pairing-reviews-with-stored-pods), each used once. Reviews that name
+/// (docs/sidecarset.md#13-3-pairing-reviews-with-stored-pods), each used once. Reviews that name
 /// their Pod pair by namespace and name; a review with only `generateName` pairs with the oldest
 /// unused Pod of that namespace and `generateName` that has the same controller and the review's
 /// own containers and init containers (by name).

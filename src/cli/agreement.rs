@@ -198,7 +198,7 @@ impl<'a> Report<'a> {
         out
     }
 
-    /// `--output json`: one document (shape in docs/sidecarset.md#13-3-the-report).
+    /// `--output json`: one document (shape in docs/sidecarset.md#13-4-the-report).
     pub fn json(&self) -> String {
         let sidecarsets: Vec<Value> = self
             .sidecarset_totals()
