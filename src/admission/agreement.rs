@@ -531,7 +531,7 @@ fn is_identifier(key: &str) -> bool {
 /// their Pod pair by namespace and name; a review with only `generateName` pairs with the oldest
 /// unused Pod of that namespace and `generateName` that has the same controller and the review's
 /// own containers and init containers (by name).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StoredPods<T> {
     /// In creation order (creationTimestamp, then name); `None` once paired.
     pods: Vec<Option<(T, Value)>>,
@@ -837,6 +837,111 @@ mod tests {
         assert_eq!(result.iter().map(|r| (r.name.as_str(), r.agrees())).collect::<Vec<_>>(), [("log-agent", true), ("tracer", false)]);
         let paths: Vec<&str> = result[1].diffs.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["spec.containers[tracer]", "metadata.annotations[kruise.io/sidecarset-hash][tracer]"]);
+    }
+
+    /// Everything real injection writes is attributed: removing any one piece of it from the stored
+    /// Pod (a container, init container, volume, pull secret or annotation it added or changed) makes
+    /// the SidecarSet that wrote it disagree, and nothing else.
+    #[test]
+    fn every_piece_injection_writes_is_attributed_to_its_sidecarset() {
+        use crate::admission::{FixedClock, Inputs, SeededRandom, Settings};
+        let mesh = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "mesh"}, "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "initContainers": [{"name": "init-net", "image": "net:1"},
+                               {"name": "agent", "image": "agent:1", "restartPolicy": "Always",
+                                "volumeMounts": [{"name": "agent-sock", "mountPath": "/sock"}]}],
+            "containers": [{"name": "proxy", "image": "proxy:1", "podInjectPolicy": "BeforeAppContainer",
+                            "upgradeStrategy": {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"}}],
+            "volumes": [{"name": "agent-sock", "emptyDir": {}}],
+            "imagePullSecrets": [{"name": "mesh-registry"}],
+            "patchPodMetadata": [{"annotations": {"mesh.example/enabled": "true"}}]}});
+        let logs = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "logs"}, "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "containers": [{"name": "shipper", "image": "shipper:1", "shareVolumePolicy": {"type": "enabled"},
+                            "volumeMounts": [{"name": "shipper-state", "mountPath": "/state"}]}],
+            "volumes": [{"name": "shipper-state", "emptyDir": {}}]}});
+        let cluster = crate::cluster::Snapshot::from_objects([mesh, logs]);
+        let original = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}, "annotations": {"team": "shop"}},
+            "spec": {"containers": [{"name": "app", "image": "shop:1", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                     "volumes": [{"name": "data", "emptyDir": {}}]}});
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "u"}, "object": original}});
+        let request = crate::admission::review::decode_review(review).unwrap();
+        let (answers, settings, random) = (Default::default(), Settings::default(), SeededRandom::new(0));
+        let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
+        let inputs = Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let mut ours = original.clone();
+        crate::admission::pod::mutate(&request, &mut ours, &inputs).unwrap();
+        let lookup = |name: &str| {
+            let object = cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
+            SidecarSet::from_value(object).ok().map(Arc::new)
+        };
+        let verdicts = |stored: &Value| -> Vec<(String, bool)> {
+            compare(&original, &ours, stored, &lookup).into_iter().map(|r| (r.name.clone(), r.agrees())).collect()
+        };
+        assert_eq!(verdicts(&ours), [("logs".to_owned(), true), ("mesh".to_owned(), true)]);
+
+        // Each piece and the SidecarSet that owns it.
+        let owner = |piece: &str| match piece {
+            "shipper" | "shipper-state" => "logs",
+            _ if piece.contains("sidecarset-hash") || piece.ends_with("injected-list") => "both",
+            _ => "mesh",
+        };
+        let mut pieces = Vec::new();
+        for key in ["initContainers", "containers", "volumes", "imagePullSecrets"] {
+            for item in spec_list(&ours, key) {
+                let name = name_of(item).unwrap().to_owned();
+                if by_name(spec_list(&original, key), &name) != Some(item) {
+                    pieces.push((key, name));
+                }
+            }
+        }
+        for (key, value) in annotations(&ours) {
+            if annotations(&original).get(key) != Some(value) {
+                pieces.push(("annotations", key.clone()));
+            }
+        }
+        let mut names: Vec<&str> = pieces.iter().map(|(_, n)| n.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "agent",
+                "agent-sock",
+                "init-net",
+                "kruise.io/sidecarset-hash",
+                "kruise.io/sidecarset-hash-without-image",
+                "kruise.io/sidecarset-injected-list",
+                "kruise.io/sidecarset-working-hotupgrade-container",
+                "mesh-registry",
+                "mesh.example/enabled",
+                "proxy-1",
+                "proxy-2",
+                "shipper",
+                "shipper-state",
+                "version.sidecarset.kruise.io/proxy-1",
+                "version.sidecarset.kruise.io/proxy-2",
+                "versionalt.sidecarset.kruise.io/proxy-1",
+                "versionalt.sidecarset.kruise.io/proxy-2"
+            ],
+            "what injection wrote"
+        );
+        for (key, name) in pieces {
+            let mut stored = ours.clone();
+            if key == "annotations" {
+                stored["metadata"]["annotations"].as_object_mut().unwrap().remove(&name);
+            } else {
+                stored["spec"][key].as_array_mut().unwrap().retain(|i| name_of(i) != Some(name.as_str()));
+            }
+            let expected = match owner(&name) {
+                "both" => vec![("logs".to_owned(), false), ("mesh".to_owned(), false)],
+                "logs" => vec![("logs".to_owned(), false), ("mesh".to_owned(), true)],
+                _ => vec![("logs".to_owned(), true), ("mesh".to_owned(), false)],
+            };
+            assert_eq!(verdicts(&stored), expected, "without {key} {name}");
+        }
     }
 
     #[test]
