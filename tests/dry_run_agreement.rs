@@ -163,3 +163,39 @@ fn flags_that_do_not_fit_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot load --stored"));
 }
+
+/// An audit log holds both sides: each Pod create's request (replayed) and its `responseObject`
+/// (the Pod as stored). The golden log's cluster had no kruise-manager, so the cart Pod our log-agent
+/// SidecarSet selects was stored without it: every piece of the injection is a disagreement; the
+/// debug Pod nobody injects agrees.
+#[test]
+fn an_audit_log_is_its_own_stored_side() {
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let (cluster, log) = (golden.join("cluster").display().to_string(), golden.join("inputs/audit/audit.log").display().to_string());
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["dry-run", "--cluster-dir", &cluster, "--compare", "--stored", &log, &log])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = report(&out);
+    let pods = report["pods"].as_array().unwrap();
+    let by_source = |n: usize| pods.iter().find(|p| p["source"] == format!("{log}#{n}").as_str()).unwrap_or_else(|| panic!("#{n}"));
+    let cart = by_source(1);
+    assert_eq!((&cart["result"], &cart["stored"]), (&json!("disagree"), &json!("shop/cart-6c9f8d7b5-x2x8q")));
+    let paths: Vec<&str> = cart["sidecarsets"][0]["diffs"].as_array().unwrap().iter().map(|d| d["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.containers[fluent-bit]",
+            "spec.volumes[fluent-bit-config]",
+            "spec.volumes[fluent-bit-state]",
+            "metadata.annotations[kruise.io/sidecarset-hash][log-agent]",
+            "metadata.annotations[kruise.io/sidecarset-hash-without-image][log-agent]",
+            "metadata.annotations[kruise.io/sidecarset-injected-list][log-agent]",
+        ]
+    );
+    assert!(cart["sidecarsets"][0]["diffs"].as_array().unwrap().iter().all(|d| d["stored"].is_null() || d["stored"] == false));
+    assert_eq!(by_source(6)["result"], "agree", "the debug Pod: no injection on either side");
+    assert_eq!(report["totals"]["podCreates"], 2);
+    assert_eq!(report["totals"]["storedUnpaired"], 0);
+}

@@ -260,7 +260,7 @@ fn compare_annotations(
             map.get(name).map(|e| {
                 let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
                 if let Value::Object(m) = &mut v {
-                    m.remove("updateTimestamp");
+                    m.shift_remove("updateTimestamp");
                 }
                 v
             })

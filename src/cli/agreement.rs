@@ -9,10 +9,43 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::dry_run::ReviewResult;
+use super::inputs;
 use super::report::Table;
 use crate::admission::agreement::{self, SidecarSetAgreement, StoredPods};
 use crate::api::sidecarset::{GROUP, KIND, SidecarSet};
 use crate::cluster::Snapshot;
+
+/// The stored Pods of `--stored PATH` (a file, a folder or `-`): every Pod document (`List` kinds
+/// expanded, e.g. `kubectl get pods -A -o yaml`), and the Pod an audit log recorded for each Pod
+/// create (`responseObject` of a `ResponseComplete` event: the Pod as stored at creation). Also how many
+/// documents were neither.
+pub fn load_stored(path: &str) -> Result<(Vec<Value>, usize), String> {
+    let mut pods = Vec::new();
+    let mut ignored = 0;
+    for file in inputs::expand(path)? {
+        let text = inputs::read_text(&file).map_err(|m| format!("{file}: {m}"))?;
+        inputs::for_each_document(&text, |_, _, document| match stored_pod(document) {
+            Some(pod) => pods.push(pod),
+            None => ignored += 1,
+        })
+        .map_err(|m| format!("{file}: {m}"))?;
+    }
+    Ok((pods, ignored))
+}
+
+fn stored_pod(mut document: Value) -> Option<Value> {
+    let text = |d: &Value, p: &str| d.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
+    if text(&document, "/kind") == "Pod" {
+        return Some(document);
+    }
+    let pod_create = text(&document, "/apiVersion").starts_with("audit.k8s.io/")
+        && text(&document, "/stage") == "ResponseComplete"
+        && text(&document, "/verb") == "create"
+        && text(&document, "/objectRef/resource") == "pods"
+        && text(&document, "/objectRef/subresource").is_empty();
+    let response = document.get_mut("responseObject").map(Value::take).filter(|r| text(r, "/kind") == "Pod");
+    if pod_create { response } else { None }
+}
 
 /// One Pod CREATE review's verdict.
 enum Verdict {
@@ -242,11 +275,19 @@ impl<'a> Report<'a> {
     }
 }
 
-/// A value in one table cell: compact JSON, bare for strings, `-` when absent.
+/// The longest value a table cell shows; `--output json` has every value whole.
+const CELL: usize = 100;
+
+/// A value in one table cell: compact JSON (bare for strings) cut at [`CELL`] characters, `-`
+/// when absent.
 fn shown(value: &Value) -> String {
-    match value {
-        Value::Null => "-".to_owned(),
+    let text = match value {
+        Value::Null => return "-".to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    };
+    match text.char_indices().nth(CELL) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }

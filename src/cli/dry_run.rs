@@ -67,9 +67,10 @@ pub struct Args {
     /// Pod CREATE against the Pod actually stored (`--output summary` or `json`).
     #[arg(long)]
     pub compare: bool,
-    /// With `--compare`: the stored Pods (a file or folder of YAML/JSON, e.g. `kubectl get pods -A
-    /// -o yaml`) to compare our decisions on the Pod CREATE inputs with, per SidecarSet and field.
-    /// Exit status 0 only when every Pod CREATE pairs with a stored Pod and agrees.
+    /// With `--compare`: the stored Pods to compare our decisions on the Pod CREATE inputs with, per
+    /// SidecarSet and field: a file or folder of Pods (YAML/JSON, e.g. `kubectl get pods -A -o
+    /// yaml`) or an audit log (the Pod each Pod create stored). Exit status 0 only when every Pod
+    /// CREATE pairs with a stored Pod and agrees.
     #[arg(long, value_name = "PATH", requires = "compare", conflicts_with = "with")]
     pub stored: Option<PathBuf>,
     /// Inputs: files or folders (every .yaml/.yml/.json below, in path order), or `-` for standard
@@ -105,12 +106,16 @@ pub fn run(args: Args) -> ExitCode {
     }
     let stored = match &args.stored {
         None => None,
-        Some(path) => match load_objects(path) {
-            Ok((objects, warnings)) => {
-                for w in warnings {
-                    eprintln!("dry-run: warning: {w}");
+        Some(path) => match agreement::load_stored(&path.display().to_string()) {
+            Ok((pods, ignored)) => {
+                // Other documents are expected (an audit log records much more than Pod creates).
+                if pods.is_empty() {
+                    eprintln!(
+                        "dry-run: warning: --stored {}: no Pod and no audit event of a Pod create among its {ignored} documents",
+                        path.display()
+                    );
                 }
-                Some(objects)
+                Some(pods)
             }
             Err(e) => {
                 eprintln!("dry-run: cannot load --stored: {e}");
