@@ -138,6 +138,9 @@ fn a_review_without_a_stored_pod_is_unmatched_not_agreement() {
     assert_eq!(report["totals"]["unmatched"], 1);
     assert_eq!(report["totals"]["agree"], 0);
     assert_eq!(report["totals"]["otherReviews"], 1, "the DELETE is not compared");
+    let out = compare("json", &[NOT_A_CREATE], &[]);
+    assert_eq!(out.status.code(), Some(1), "no Pod CREATE compared is no evidence either");
+    assert_eq!(self::report(&out)["totals"]["podCreates"], 0);
 }
 
 #[test]

@@ -137,9 +137,10 @@ impl<'a> Report<'a> {
         self.pods.push(row);
     }
 
-    /// Agreement proven for every Pod CREATE: all paired, none denied, none disagreeing.
+    /// Agreement shown: at least one Pod CREATE compared, and every one paired and agreeing (none
+    /// denied, none disagreeing). No Pod CREATE at all is no evidence.
     pub fn all_agree(&self) -> bool {
-        self.pods.iter().all(|p| matches!(p.verdict, Verdict::Agree))
+        !self.pods.is_empty() && self.pods.iter().all(|p| matches!(p.verdict, Verdict::Agree))
     }
 
     fn sidecarset_totals(&self) -> BTreeMap<&str, SetTotals> {

@@ -69,8 +69,8 @@ pub struct Args {
     pub compare: bool,
     /// With `--compare`: the stored Pods to compare our decisions on the Pod CREATE inputs with, per
     /// SidecarSet and field: a file or folder of Pods (YAML/JSON, e.g. `kubectl get pods -A -o
-    /// yaml`) or an audit log (the Pod each Pod create stored). Exit status 0 only when every Pod
-    /// CREATE pairs with a stored Pod and agrees.
+    /// yaml`) or an audit log (the Pod each Pod create stored). Exit status 0 only when there is a
+    /// Pod CREATE and every one pairs with a stored Pod and agrees.
     #[arg(long, value_name = "PATH", requires = "compare", conflicts_with = "with")]
     pub stored: Option<PathBuf>,
     /// Inputs: files or folders (every .yaml/.yml/.json below, in path order), or `-` for standard
