@@ -38,6 +38,11 @@ fn stored_pod(mut document: Value) -> Option<Value> {
     if text(&document, "/kind") == "Pod" {
         return Some(document);
     }
+    // Items of a PodList read from the API directly (not through kubectl) carry no kind.
+    if document.get("kind").is_none() && document.pointer("/spec/containers").is_some_and(Value::is_array) {
+        document["kind"] = Value::String("Pod".into());
+        return Some(document);
+    }
     let pod_create = text(&document, "/apiVersion").starts_with("audit.k8s.io/")
         && text(&document, "/stage") == "ResponseComplete"
         && text(&document, "/verb") == "create"
@@ -290,5 +295,30 @@ fn shown(value: &Value) -> String {
     match text.char_indices().nth(CELL) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_pods_come_from_pods_pod_list_items_and_pod_create_audit_events() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}});
+        assert_eq!(stored_pod(pod.clone()), Some(pod.clone()));
+        let item = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        assert_eq!(stored_pod(item).and_then(|p| p["kind"].as_str().map(str::to_owned)).as_deref(), Some("Pod"));
+        let event = |verb: &str, stage: &str, response: Value| {
+            json!({"apiVersion": "audit.k8s.io/v1", "kind": "Event", "stage": stage, "verb": verb,
+                   "objectRef": {"resource": "pods", "namespace": "shop"}, "responseObject": response})
+        };
+        assert_eq!(stored_pod(event("create", "ResponseComplete", pod.clone())), Some(pod.clone()));
+        assert_eq!(stored_pod(event("get", "ResponseComplete", pod.clone())), None);
+        assert_eq!(stored_pod(event("create", "ResponseStarted", pod.clone())), None);
+        assert_eq!(stored_pod(event("create", "ResponseComplete", json!({"kind": "Status", "code": 409}))), None);
+        let mut binding = event("create", "ResponseComplete", pod);
+        binding["objectRef"]["subresource"] = json!("binding");
+        assert_eq!(stored_pod(binding), None);
+        assert_eq!(stored_pod(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})), None);
     }
 }
