@@ -58,8 +58,9 @@ const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 
 /// Compare `ours` (the review's Pod, `original`, with our patch applied) with `stored`, for every
 /// SidecarSet either side records as injected, in name order. `lookup` finds a SidecarSet by name
-/// (from the cluster the decision read); without it, attribution relies on the Pods' annotations
-/// alone, which do not name ordinary init containers, pull secrets or patchPodMetadata keys.
+/// (from the cluster the decision read); for one it does not find, attribution relies on the Pods'
+/// annotations alone, which do not name ordinary init containers, pull secrets or patchPodMetadata
+/// keys.
 pub fn compare(
     original: &Value,
     ours: &Value,

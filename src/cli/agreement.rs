@@ -3,7 +3,7 @@
 //! document: per SidecarSet agree/disagree counts, per field disagree counts, and every Pod's verdict
 //! with its diffs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -92,23 +92,28 @@ struct SetTotals {
 }
 
 /// Collects each review's verdict as `dry-run` runs them; renders the report at the end.
-pub struct Report<'a> {
-    cluster: &'a Snapshot,
+pub struct Report {
+    /// The SidecarSets our decisions read, by name, decoded once (for attribution).
+    sidecarsets: HashMap<String, Arc<SidecarSet>>,
     stored: StoredPods<String>,
     pods: Vec<PodRow>,
     /// Reviews that are not a Pod CREATE (or cannot be decoded): not compared.
     other_reviews: usize,
 }
 
-impl<'a> Report<'a> {
+impl Report {
     /// `stored`: the stored objects (non-Pods are ignored); `cluster`: where the SidecarSets our
     /// decisions read are looked up for attribution.
-    pub fn new(cluster: &'a Snapshot, stored: Vec<Value>) -> Self {
+    pub fn new(cluster: &Snapshot, stored: Vec<Value>) -> Self {
+        let sidecarsets = cluster
+            .entries(GROUP, KIND)
+            .filter_map(|(key, object)| Some((key.name.clone(), Arc::new(SidecarSet::from_value(object).ok()?))))
+            .collect();
         let labelled = stored.into_iter().map(|pod| {
             let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
             (format!("{}/{}", text("/metadata/namespace"), text("/metadata/name")), pod)
         });
-        Report { cluster, stored: StoredPods::new(labelled), pods: Vec::new(), other_reviews: 0 }
+        Report { sidecarsets, stored: StoredPods::new(labelled), pods: Vec::new(), other_reviews: 0 }
     }
 
     pub fn add(&mut self, source: &str, result: &ReviewResult) {
@@ -130,11 +135,7 @@ impl<'a> Report<'a> {
                 row.verdict = Verdict::Denied { code: result.status.0, message: result.status.1.clone() };
             }
             Some((_, stored)) => {
-                let cluster = self.cluster;
-                let lookup = |name: &str| {
-                    let object = cluster.get(GROUP, KIND, "", name)?;
-                    SidecarSet::from_value(object).ok().map(Arc::new)
-                };
+                let lookup = |name: &str| self.sidecarsets.get(name).cloned();
                 row.sidecarsets = agreement::compare(&result.input, &result.object, &stored, &lookup);
                 row.verdict = if row.sidecarsets.iter().all(SidecarSetAgreement::agrees) { Verdict::Agree } else { Verdict::Disagree };
             }

@@ -260,7 +260,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// Writes each result in the chosen output as it comes (the summary table waits for its widths).
-struct Printer<'a, W: Write> {
+struct Printer<W: Write> {
     output: Output,
     style: Style,
     compare: bool,
@@ -271,10 +271,10 @@ struct Printer<'a, W: Write> {
     /// The first write error; later writes are skipped and `finish` reports it.
     error: Option<std::io::Error>,
     /// `--compare --stored`: results go to the agreement report, printed by `finish`.
-    agreement: Option<agreement::Report<'a>>,
+    agreement: Option<agreement::Report>,
 }
 
-impl<W: Write> Printer<'_, W> {
+impl<W: Write> Printer<W> {
     fn new(output: Output, style: Style, compare: bool, out: W) -> Self {
         let table = match (output, compare) {
             (Output::Summary, false) => Some(Table::new(report::SUMMARY_HEADER)),
