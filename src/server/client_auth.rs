@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
-use super::tls::provider;
+use crate::tls_material::{parse_der, provider, roots_from_pem};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,10 +35,7 @@ pub enum ClientCaError {
 /// A verifier for the CAs in `pem`: client certificates are required (mandatory auth).
 fn verifier(path: &std::path::Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, ClientCaError> {
     let invalid = |error: String| ClientCaError::Invalid { path: path.to_owned(), error };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        roots.add(cert.map_err(|e| invalid(e.to_string()))?).map_err(|e| invalid(e.to_string()))?;
-    }
+    let roots = roots_from_pem(pem).map_err(invalid)?;
     if roots.is_empty() {
         return Err(ClientCaError::Empty(path.to_owned()));
     }
@@ -107,16 +103,8 @@ impl ClientCertVerifier for ReloadingVerifier {
 /// The names a client certificate presents: its subject Common Names and DNS SANs (`None` when
 /// the certificate cannot be parsed; the chain check has already accepted it, so that is rare).
 fn presented_names(end_entity: &CertificateDer<'_>) -> Option<Vec<String>> {
-    let (_, cert) = x509_parser::parse_x509_certificate(end_entity.as_ref()).ok()?;
-    let mut names: Vec<String> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
-                names.push((*dns).to_owned());
-            }
-        }
-    }
-    Some(names)
+    let cert = parse_der(end_entity.as_ref()).ok()?;
+    Some(cert.common_names.into_iter().chain(cert.dns_names).collect())
 }
 
 /// Wraps the CA verifier: a certificate that chains to the CA is accepted only when its Common
@@ -262,15 +250,14 @@ mod tests {
     fn poll_reports_changes_once() {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let (paths, _) = crate::cli::certs::ensure(dir.path(), &[]).unwrap();
-        let (mut file, _) = ClientCaFile::load(paths.ca_cert.clone()).unwrap();
+        let ca_cert = dir.path().join("ca.crt");
+        std::fs::write(&ca_cert, crate::tls_material::test_pair().0.cert_pem).unwrap();
+        let (mut file, _) = ClientCaFile::load(ca_cert.clone()).unwrap();
         assert!(file.poll().unwrap().is_none());
-        std::fs::write(&paths.ca_cert, "garbage").unwrap();
+        std::fs::write(&ca_cert, "garbage").unwrap();
         assert!(file.poll().is_err());
         assert!(file.poll().unwrap().is_none(), "the same bad file is reported once");
-        let other = tempfile::tempdir().unwrap();
-        let (other_paths, _) = crate::cli::certs::ensure(other.path(), &[]).unwrap();
-        std::fs::copy(&other_paths.ca_cert, &paths.ca_cert).unwrap();
+        std::fs::write(&ca_cert, crate::tls_material::test_pair().0.cert_pem).unwrap();
         assert!(file.poll().unwrap().is_some());
     }
 }

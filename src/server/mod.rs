@@ -197,7 +197,7 @@ impl Server {
             )
         })?;
         metrics.cert_not_after.set(not_after as f64);
-        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
+        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = crate::tls_material::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
         let client_ca = match &config.client_ca_file {
             Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
