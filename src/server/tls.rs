@@ -1,11 +1,9 @@
 //! Serving certificate: a rustls resolver whose key can be swapped while the server runs, and the
-//! poller that swaps it when the files change. Parsing and checking the PEM pair is
+//! poller that swaps it when the files change (see `reload`). Parsing and checking the PEM pair is
 //! `tls_material`'s.
 //!
-//! Kubernetes updates a Secret volume by pointing its `..data` symlink at a new folder, so the
-//! files are re-read by path (following symlinks) and compared by content, not by inotify events
-//! or mtimes on the link. Each new handshake asks the resolver, so a swap takes effect on the next
-//! connection; established connections keep the certificate they negotiated.
+//! Each new handshake asks the resolver, so a swap takes effect on the next connection;
+//! established connections keep the certificate they negotiated.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::metrics::Metrics;
+use super::reload::{self, Watched};
 use crate::tls_material::{PairError, certified_key, fingerprint, not_after, provider};
 
 /// Hands every handshake the current key; [`CertResolver::set`] swaps it without a lock.
@@ -105,11 +104,14 @@ impl CertFiles {
         self.last = Some((cert, key));
         Ok((Arc::new(certified), not_after))
     }
+}
 
-    /// Re-read the files; `Ok(Some(..))` when they changed into a good pair, `Ok(None)` when
-    /// nothing changed, `Err` when they changed into something unusable (reported once per
-    /// change, not on every poll).
-    pub fn poll(&mut self) -> Result<Option<(Arc<CertifiedKey>, i64)>, PairError> {
+impl Watched for CertFiles {
+    type Loaded = (Arc<CertifiedKey>, i64);
+    type Error = PairError;
+    const WHAT: &'static str = "serving certificate";
+
+    fn poll(&mut self) -> Result<Option<Self::Loaded>, PairError> {
         let contents = self.read()?;
         if self.last.as_ref() == Some(&contents) {
             return Ok(None);
@@ -122,43 +124,22 @@ impl CertFiles {
         self.last = Some(contents);
         result.map(Some)
     }
+
+    fn is_read_error(error: &PairError) -> bool {
+        matches!(error, PairError::Read { .. })
+    }
 }
 
 /// Poll the files every `interval`, swap the resolver's key on a good change, keep the old one
 /// (and log) on a bad one.
-pub async fn reload_loop(mut files: CertFiles, resolver: Arc<CertResolver>, metrics: Arc<Metrics>, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut read_error_logged = false;
-    loop {
-        ticker.tick().await;
-        // Two small files: cheap, but still file I/O, so off the async worker threads.
-        let result = tokio::task::spawn_blocking(move || {
-            let r = files.poll();
-            (files, r)
-        })
-        .await;
-        let Ok((returned, result)) = result else { return };
-        files = returned;
-        match result {
-            Ok(None) => read_error_logged = false,
-            Ok(Some((key, not_after))) => {
-                read_error_logged = false;
-                let sha256 = fingerprint(&key);
-                resolver.set(key);
-                metrics.cert_not_after.set(not_after as f64);
-                tracing::info!(cert = %files.cert.display(), not_after, sha256, "serving certificate reloaded");
-            }
-            // A rotation can delete and recreate the files; say so once, not every second.
-            Err(e @ PairError::Read { .. }) => {
-                if !read_error_logged {
-                    tracing::error!(error = %e, "serving certificate not reloaded; keeping the previous one");
-                    read_error_logged = true;
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "new serving certificate rejected; keeping the previous one"),
-        }
-    }
+pub async fn reload_loop(files: CertFiles, resolver: Arc<CertResolver>, metrics: Arc<Metrics>, interval: Duration) {
+    reload::reload_loop(files, interval, |files, (key, not_after)| {
+        let sha256 = fingerprint(&key);
+        resolver.set(key);
+        metrics.cert_not_after.set(not_after as f64);
+        tracing::info!(cert = %files.cert.display(), not_after, sha256, "serving certificate reloaded");
+    })
+    .await
 }
 
 #[cfg(test)]
