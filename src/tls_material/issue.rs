@@ -113,3 +113,50 @@ impl CaProfile {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use x509_parser::extensions::ParsedExtension;
+
+    use super::*;
+
+    /// The two modes share this code but not every field; each keeps the certificates it issued
+    /// before they did (a change here changes what operators see in their certificates).
+    #[test]
+    fn each_profile_issues_the_fields_it_always_had() {
+        let now = OffsetDateTime::now_utc();
+        for (profile, path_len, random_serials, aki) in [(&EMBEDDED, Some(0), true, true), (&SELF_MANAGED, None, false, false)] {
+            let ca = Ca::new(profile, now).unwrap();
+            let names = ["a.svc".to_owned(), "127.0.0.1".to_owned()];
+            let (cert_pem, _) = ca.issue_serving(&names, "a.svc", Duration::from_secs(86_400), now).unwrap();
+            let ca_der = x509_parser::pem::parse_x509_pem(ca.cert_pem.as_bytes()).unwrap().1.contents;
+            let cert_der = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).unwrap().1.contents;
+            let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+            let (_, cert) = x509_parser::parse_x509_certificate(&cert_der).unwrap();
+
+            assert_eq!(ca_cert.subject().to_string(), format!("CN={}", profile.common_name));
+            let constraints = ca_cert.basic_constraints().unwrap().unwrap().value;
+            assert!(constraints.ca);
+            assert_eq!(constraints.path_len_constraint, path_len);
+            let lifetime = |c: &x509_parser::certificate::X509Certificate<'_>| {
+                c.validity().not_after.timestamp() - c.validity().not_before.timestamp()
+            };
+            assert_eq!(lifetime(&ca_cert), 3650 * 86_400 + 3600);
+            assert_eq!(lifetime(&cert), 86_400 + 3600);
+            assert_eq!(cert.issuer(), ca_cert.subject());
+            assert_eq!(cert.subject().to_string(), "CN=a.svc");
+            assert!(cert.extended_key_usage().unwrap().unwrap().value.server_auth);
+            let has_aki = cert.iter_extensions().any(|e| matches!(e.parsed_extension(), ParsedExtension::AuthorityKeyIdentifier(_)));
+            assert_eq!(has_aki, aki, "{}", profile.common_name);
+            // 16 random bytes, or 20 bytes of the public key's SHA-256 (a leading zero byte is
+            // dropped from the DER integer, hence the ranges).
+            for c in [&ca_cert, &cert] {
+                let serial_len = c.raw_serial().len();
+                assert_eq!(serial_len <= 16, random_serials, "{} serial of {serial_len} bytes", profile.common_name);
+            }
+            for c in [&ca_cert, &cert] {
+                assert_eq!(c.public_key().algorithm.algorithm, x509_parser::oid_registry::OID_KEY_TYPE_EC_PUBLIC_KEY);
+            }
+        }
+    }
+}
