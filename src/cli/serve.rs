@@ -10,9 +10,10 @@ use anyhow::Context as _;
 use super::certs;
 use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
-use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
+use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
 use crate::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
+use crate::tls_material::{TLS_CRT, TLS_KEY};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {

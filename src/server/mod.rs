@@ -15,6 +15,7 @@ pub mod listener;
 pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
+pub mod reload;
 pub mod tls;
 pub mod work_queue;
 
@@ -32,7 +33,7 @@ use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
 use crate::cluster::live::certs::CertStatusView;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
-use client_auth::{ClientCaFile, ReloadingVerifier};
+use client_auth::{ClientCaFile, ClientVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -169,7 +170,7 @@ pub struct Server {
     tls: Arc<rustls::ServerConfig>,
     resolver: Arc<CertResolver>,
     cert_files: CertFiles,
-    client_ca: Option<(ClientCaFile, Arc<ReloadingVerifier>)>,
+    client_ca: Option<(ClientCaFile, Arc<ClientVerifier>)>,
     source: Source,
     cluster: Arc<ClusterState>,
     metrics: Arc<Metrics>,
@@ -197,20 +198,21 @@ impl Server {
             )
         })?;
         metrics.cert_not_after.set(not_after as f64);
-        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
+        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = crate::tls_material::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
         let client_ca = match &config.client_ca_file {
-            Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
+            Some(path) => {
+                let (file, ca) = ClientCaFile::load(path.clone()).context("loading --client-ca-file")?;
+                Some((file, Arc::new(ClientVerifier::new(ca, config.allowed_client_names.clone()))))
+            }
             None => None,
         };
         if client_ca.is_none() && !config.allowed_client_names.is_empty() {
             anyhow::bail!("--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed");
         }
         let verifier = client_ca.as_ref().map(|(file, v)| {
-            let names = &config.allowed_client_names;
-            tracing::info!(client_ca = %file.path.display(), allowed_names = ?names, "client certificates required");
-            let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = v.clone();
-            if names.is_empty() { verifier } else { Arc::new(client_auth::PinnedNames::new(verifier, names.clone())) }
+            tracing::info!(client_ca = %file.path.display(), allowed_names = ?config.allowed_client_names, "client certificates required");
+            v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>
         });
         let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
