@@ -66,6 +66,17 @@ else
     fail shadow-pod-not-injected "$(jq -c '{containers: [.spec.containers[]?.name], annotations: .metadata.annotations}' <<<"$pod" 2>/dev/null || echo "$pod"); decisions: $(shadow_decisions e2e-inject/shadow-1 | paste -sd' ')"
 fi
 
+# Re-invocation (IfNeeded): in e2e-reinvoke a later mutating webhook (zz-e2e-relabel, the Go floor)
+# relabels every pod, so the API server calls the shadow's /mutate-pod again with the changed pod,
+# as it would after kruise-manager's mutation.
+if pod=$(create_json "$(pod_json e2e-reinvoke shadow-reinvoke-1 e2e-sidecar=e2e-reinvoke)" 2>&1) \
+    && jq -e '[.spec.containers[].name] == ["app"] and .metadata.labels["e2e-relabeled"] == "yes"' <<<"$pod" >/dev/null \
+    && wait_for 10 eval '[ "$(shadow_decisions e2e-reinvoke/shadow-reinvoke-1 | jq -s "map(select(.webhook == \"mpod.kb.io\")) | length")" = 2 ]'; then
+    pass shadow-reinvoked "Pod e2e-reinvoke/shadow-reinvoke-1: two /mutate-pod shadow decisions ($(shadow_decisions e2e-reinvoke/shadow-reinvoke-1 | jq -r .outcome | paste -sd,)), the second after the relabelling webhook; stored with its label and without the sidecar"
+else
+    fail shadow-reinvoked "$(jq -c '{containers: [.spec.containers[]?.name], labels: .metadata.labels}' <<<"$pod" 2>/dev/null || echo "$pod"); decisions: $(shadow_decisions e2e-reinvoke/shadow-reinvoke-1 | paste -sd' ')"
+fi
+
 # A SidecarSet vsidecarset.kb.io refused earlier (container name Bad_Name): stored, undefaulted. (Its
 # validation sees it without the defaults our mutating webhook would have added, so the would-be
 # denial lists those fields too; next to kruise-manager, Kruise's defaulting comes first.)
