@@ -425,13 +425,18 @@ fn helm() -> Option<PathBuf> {
     found
 }
 
-fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
+/// `helm template` of the chart, as it exits.
+fn helm_render(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> std::process::Output {
     let mut command = Command::new(helm);
     command.args(["template", release]).arg(repo().join("charts/kruise-admission")).args(["--namespace", namespace]);
     for set in sets {
         command.args(["--set", set]);
     }
-    let out = command.output().expect("run helm");
+    command.output().expect("run helm")
+}
+
+fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
+    let out = helm_render(helm, namespace, release, sets);
     assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));
     parse_yaml(&String::from_utf8_lossy(&out.stdout))
 }
@@ -649,16 +654,6 @@ fn the_chart_deployment_is_safe_to_roll_and_drain() {
 /// cluster modes render the flags `serve` needs for them.
 #[test]
 fn the_chart_renders_serve_flags_for_each_mode() {
-    use clap::Parser as _;
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        command: Sub,
-    }
-    #[derive(clap::Subcommand)]
-    enum Sub {
-        Serve(Box<kruise_admission::cli::serve::ServeArgs>),
-    }
     let Some(helm) = helm() else {
         eprintln!("SKIPPED the_chart_renders_serve_flags_for_each_mode: helm not found (set HELM=/path/to/helm)");
         return;
@@ -674,10 +669,8 @@ fn the_chart_renders_serve_flags_for_each_mode() {
         let objects = helm_template(&helm, "platform", "ka", sets);
         let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-        let args: Vec<String> = container["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("text").to_owned()).collect();
-        let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.clone()))
-            .unwrap_or_else(|e| panic!("{sets:?}: serve rejects the chart's arguments: {e}"))
-            .command;
+        let args = server_args(deployment);
+        let serve = parsed_serve_args(&args, &format!("the chart with {sets:?}"));
         let mode = |m: kruise_admission::cluster::live::ClusterMode| m == kruise_admission::cluster::live::ClusterMode::Live;
         assert_eq!(mode(serve.live.cluster_mode), live, "{sets:?}: {args:?}");
         assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), !live, "{sets:?}: {args:?}");
@@ -703,6 +696,35 @@ fn the_chart_renders_serve_flags_for_each_mode() {
             let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
             assert!(volumes.iter().find(|v| v["name"] == "tls").expect("tls volume").get("emptyDir").is_some());
         }
+    }
+}
+
+/// The chart passes the binary's own request-memory defaults, and refuses to render an in-flight
+/// budget above 5/8 of the memory limit (the pod would be OOM-killed before it answered 429).
+#[test]
+fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
+    use kruise_admission::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES};
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_keeps_the_request_memory_budget_inside_the_memory_limit: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let serve_with = |sets: &[&str]| {
+        let objects = helm_template(&helm, "platform", "ka", sets);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+        parsed_serve_args(&server_args(&deployment), &format!("the chart with {sets:?}"))
+    };
+    let defaults = serve_with(&[]);
+    assert_eq!((defaults.max_request_bytes, defaults.max_in_flight_bytes), (DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_IN_FLIGHT_BYTES));
+    let raised = serve_with(&["resources.limits.memory=1Gi", "requestMemory.maxInFlightBytes=671088640"]);
+    assert_eq!(raised.max_in_flight_bytes, 640 << 20);
+    for sets in [
+        &["requestMemory.maxInFlightBytes=167772161"][..],
+        &["resources.limits.memory=128Mi"][..],
+        &["resources.limits.memory=268435455"][..],
+    ] {
+        let out = helm_render(&helm, "platform", "ka", sets);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("at most 5/8 of resources.limits.memory"), "{sets:?} rendered: {stderr}");
     }
 }
 

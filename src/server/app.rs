@@ -422,11 +422,9 @@ fn prepare(state: &AppState, webhook: &Webhook, body: Vec<u8>, mut held: Held) -
         return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
     };
     let no_answers = Answers::default();
-    let queries = match webhook.queries {
-        Some(queries) => std::panic::catch_unwind(AssertUnwindSafe(|| queries(&request, &inputs(state, &snapshot, &no_answers))))
-            .map_err(|payload| panic_error(&request, payload))?,
-        None => Vec::new(),
-    };
+    let queries =
+        std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::queries(webhook, &request, &inputs(state, &snapshot, &no_answers))))
+            .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }

@@ -72,8 +72,8 @@ start_watchdog
 
 say "building the floor webhooks (Go, standard library)"
 mkdir -p "$TARGET_DIR/e2e"
-FLOOR=$TARGET_DIR/e2e/webhook-floor
-(cd "$E2E/webhook-floor" && GO111MODULE=off GOCACHE="$TARGET_DIR/e2e/gocache" "$GO" build -o "$FLOOR" main.go)
+FLOOR=$TARGET_DIR/e2e/go-floor
+(cd "$ROOT/benches/go-floor" && GO111MODULE=off GOCACHE="$TARGET_DIR/e2e/gocache" "$GO" build -o "$FLOOR" main.go)
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------

@@ -55,3 +55,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kruise-admission.clientCaConfigMap" -}}
 {{- .Values.clientAuth.caConfigMap | default (printf "%s-client-ca" (include "kruise-admission.fullname" .)) -}}
 {{- end -}}
+
+{{/*
+A memory quantity in bytes: a plain number, or an integer with Ki, Mi, Gi or Ti. Empty for any
+other form (e.g. 0.5Gi, 256M), which the budget check then skips rather than guess.
+*/}}
+{{- define "kruise-admission.bytes" -}}
+{{- $q := . -}}
+{{- if or (kindIs "float64" $q) (kindIs "int64" $q) (kindIs "int" $q) -}}
+{{- $q | int64 -}}
+{{- else if kindIs "string" $q -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- if regexMatch "^[0-9]+$" $q -}}
+{{- $q -}}
+{{- else if regexMatch "^[0-9]+(Ki|Mi|Gi|Ti)$" $q -}}
+{{- $unit := regexFind "(Ki|Mi|Gi|Ti)$" $q -}}
+{{- mul (trimSuffix $unit $q | int64) (get $units $unit | int64) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
