@@ -10,6 +10,7 @@ pub mod pod;
 pub mod protection;
 pub mod review;
 pub mod review_cost;
+pub mod shadow;
 pub mod sidecarset;
 pub mod sidecarset_admission;
 pub mod webhooks;

@@ -60,6 +60,13 @@ pub struct ServeArgs {
     pub cluster_dir: PathBuf,
     #[command(flatten)]
     pub decisions: DecisionArgs,
+    /// Shadow mode: decide every review as usual but enforce nothing. Every review is answered
+    /// allowed with no patch (delete protection included); each decision is counted in
+    /// kruise_admission_shadow_decisions_total{webhook, outcome} (would-patch, would-deny, no-op)
+    /// and logged ("shadow decision"). For running next to kruise-manager, with the webhook
+    /// configurations of `manifests webhooks --shadow`.
+    #[arg(long)]
+    pub shadow: bool,
     #[command(flatten)]
     pub live: LiveOptions,
     /// Largest accepted request body, in bytes (larger: HTTP 413). The default is what
@@ -142,6 +149,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.client_ca_file = args.client_ca_file.clone();
         config.allowed_client_names = args.allowed_client_names.clone();
         config.shutdown_grace = args.shutdown_grace;
+        config.shadow = args.shadow;
         if let (ClusterMode::Live, Some(client)) = (args.live.cluster_mode, client) {
             let settings = LiveSettings {
                 kruise_namespace: args.decisions.kruise_namespace.clone(),

@@ -76,6 +76,9 @@ pub struct ServerConfig {
     pub webhooks: &'static [Webhook],
     /// Where decisions read the time (the system clock; tests pin it to compare with `dry-run --now`).
     pub clock: Arc<dyn Clock>,
+    /// `--shadow`: every decision is made, counted and logged, none is enforced (every review is
+    /// answered allowed, unchanged).
+    pub shadow: bool,
 }
 
 /// The largest body kube-apiserver sends: an AdmissionReview carries `object` and, on UPDATE,
@@ -152,6 +155,25 @@ impl ServerConfig {
             limits: ConnLimits::default(),
             metrics_limits: ConnLimits::metrics_port(),
             webhooks: WEBHOOKS,
+            shadow: false,
+        }
+    }
+}
+
+/// Shadow mode fails open by design: say so loudly at start, export it as a gauge, and start
+/// every `{webhook, outcome}` counter at 0 so rates exist from the first scrape.
+fn announce_shadow(metrics: &Metrics, webhooks: &[Webhook]) {
+    tracing::warn!(
+        shadow = true,
+        "SHADOW MODE (--shadow): NOTHING IS ENFORCED. Every review is answered allowed, with no patch: no sidecar is injected, \
+         no DaemonSet stamp is applied, no SidecarSet, CloneSet or StatefulSet rule is checked, and delete protection protects \
+         nothing. Decisions are only counted (kruise_admission_shadow_decisions_total) and logged (\"shadow decision\"). \
+         Run it next to the webhooks that do enforce (kruise-manager's), never instead of them"
+    );
+    metrics.shadow_mode.set(1);
+    for webhook in webhooks {
+        for outcome in crate::admission::shadow::Outcome::ALL {
+            metrics.shadow_decisions.with_label_values(&[webhook.name, outcome.as_str()]);
         }
     }
 }
@@ -255,6 +277,10 @@ impl Server {
             }
         };
 
+        if config.shadow {
+            announce_shadow(&metrics, config.webhooks);
+        }
+
         let https = TcpListener::bind(config.listen).await.with_context(|| format!("binding --listen {}", config.listen))?;
         let metrics_listener = TcpListener::bind(config.metrics_listen)
             .await
@@ -333,6 +359,7 @@ impl Server {
             metrics: metrics.clone(),
             cert_status: config.cert_status.clone(),
             draining: false.into(),
+            shadow: config.shadow,
         });
         let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -350,6 +377,7 @@ impl Server {
             max_request_bytes: config.max_request_bytes,
             budget: memory_budget::MemoryBudget::new(config.max_in_flight_bytes),
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
+            shadow: config.shadow,
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);

@@ -32,6 +32,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/* The name of both webhook configurations: <fullname>, or <fullname>-shadow with shadow.enabled. */}}
+{{- define "kruise-admission.webhookConfigurations" -}}
+{{- if .Values.shadow.enabled -}}
+{{- printf "%s-shadow" (include "kruise-admission.fullname" .) -}}
+{{- else -}}
+{{- include "kruise-admission.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The generated webhook table (`kruise-admission manifests chart-table`). */}}
 {{- define "kruise-admission.table" -}}
 {{- .Files.Get "files/webhooks.json" -}}
