@@ -122,8 +122,14 @@ client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE--
     --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
 "$helm" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
     >"$out/helm-networkpolicy-off.yaml"
+# Shadow mode (--shadow, the kruise-admission-shadow configurations), with cert-manager for its annotation.
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true >"$out/helm-shadow.yaml"
+"$helm" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true \
+    --set certs.mode=cert-manager >"$out/helm-shadow-cert-manager.yaml"
 "$bin" manifests rbac --namespace kruise-admission >"$out/binary-rbac.yaml"
 "$bin" manifests webhooks --namespace kruise-admission >"$out/binary-webhooks.yaml"
+"$bin" manifests webhooks --shadow --namespace kruise-admission >"$out/binary-webhooks-shadow.yaml"
+"$bin" manifests rbac --shadow --namespace kruise-admission >"$out/binary-rbac-shadow.yaml"
 ls -1 "$out"
 
 step "helm lint --strict"
@@ -136,6 +142,7 @@ for mode in provided cert-manager self-managed; do
             --set networkPolicy.enabled=$live
     done
 done
+"$helm" lint --strict "$chart" --set shadow.enabled=true
 
 step "defaults: live mode, self-managed certificates; no CRD in the kustomize base"
 for file in "$out/kustomize-base.yaml" "$out/helm-default.yaml"; do

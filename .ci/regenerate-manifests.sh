@@ -3,6 +3,7 @@
 # WEBHOOKS entry or changing the RBAC or the SidecarSet types; the drift tests in
 # tests/manifests.rs fail until then):
 #   manifests/webhooks.yaml                                         kruise-admission manifests webhooks
+#   manifests/components/shadow/webhooks.yaml                       kruise-admission manifests webhooks --shadow
 #   manifests/rbac.yaml                                             kruise-admission manifests rbac
 #   charts/kruise-admission/files/webhooks.json                     kruise-admission manifests chart-table
 #   charts/kruise-admission/files/rbac.json                         kruise-admission manifests chart-rbac
@@ -39,6 +40,7 @@ generate() {
 }
 
 generate manifests/webhooks.yaml webhooks
+generate manifests/components/shadow/webhooks.yaml webhooks --shadow
 generate manifests/rbac.yaml rbac
 generate charts/kruise-admission/files/webhooks.json chart-table
 generate charts/kruise-admission/files/rbac.json chart-rbac

@@ -132,7 +132,7 @@ say "starting the servers (SidecarSets: $SETS)"
 serve "$OUT/cluster-$SETS"
 "$TOOL" floor "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$FLOOR_PORT" 2>"$OUT/floor.log" &
 PIDS+=($!)
-"$OUT/go-floor" "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$GO_PORT" 2>"$OUT/go-floor.log" &
+"$OUT/go-floor" "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$GO_PORT" allow 2>"$OUT/go-floor.log" &
 PIDS+=($!)
 wait_tls "$FLOOR_PORT"
 wait_tls "$GO_PORT"

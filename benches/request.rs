@@ -43,6 +43,7 @@ fn app(snapshot: Snapshot) -> Router {
         lookups: Lookups::Snapshot,
         budget: MemoryBudget::new(DEFAULT_MAX_IN_FLIGHT_BYTES),
         queue: WorkQueue::new(DEFAULT_WORKERS, WEBHOOKS),
+        shadow: false,
     }))
 }
 

@@ -1,7 +1,8 @@
 //! kruise-admission: an OpenKruise-compatible Kubernetes admission webhook server.
 //!
 //! `admission` holds the pure decisions; `cluster` the objects they read; `server` and `cli` are
-//! the edges (HTTPS, files) that feed them.
+//! the edges (HTTPS, files) that feed them. `tls_material` (certificates and keys) sits at the
+//! bottom with `api`: any layer may use it, and it uses neither.
 
 // Nothing here needs unsafe code; the few places that would (the allocator, TLS, the runtime)
 // live in audited dependencies.
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod cluster;
 pub mod deploy;
 pub mod server;
+pub mod tls_material;
 
 /// mimalloc for every binary that links this crate (the server, the CLI, tests, benches), so what
 /// the benches measure is what `serve` runs. A mutating decision is allocation-bound: it copies and

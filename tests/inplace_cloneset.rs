@@ -438,7 +438,7 @@ fn queries_of(review: Value) -> Vec<Query> {
     let (snapshot, answers, settings) = (Snapshot::from_objects([]), Answers::default(), Settings::default());
     let clock = FixedClock(time::macros::datetime!(2026-01-01 00:00 UTC));
     let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &SeededRandom::new(1), settings: &settings };
-    (webhook.queries.unwrap())(&decode_review(review).unwrap(), &inputs)
+    webhooks::queries(webhook, &decode_review(review).unwrap(), &inputs)
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use kruise_admission::admission::webhooks::{FailurePolicy, ObjectScope, WEBHOOKS, WebhookKind};
-use kruise_admission::deploy::{self, Target, rbac::RbacOptions, webhooks::configurations};
+use kruise_admission::deploy::{self, Registration, Target, rbac::RbacOptions, webhooks::configurations};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -98,6 +98,129 @@ fn every_entry_has_the_safe_settings() {
     }
 }
 
+/// `manifests webhooks --shadow` (issue 19): installable next to kruise-manager's configurations.
+/// Own configuration and entry names, every entry Ignore with the short shadow timeout,
+/// sideEffects None, IfNeeded on the mutating entries; everything that decides which requests
+/// are sent (rules, selectors, paths) is the enforcing registration's.
+#[test]
+fn shadow_configurations_install_next_to_kruise_managers() {
+    let target = target("webhooks-ns", "webhooks-svc");
+    let enforcing = configurations(&target);
+    let shadow = deploy::webhooks::registered(&target, Registration::Shadow);
+    let mut names = std::collections::BTreeSet::new();
+    for (live, shadow) in enforcing.iter().zip(&shadow) {
+        assert_eq!(shadow["kind"], live["kind"]);
+        assert_eq!(shadow["metadata"]["name"], "kruise-admission-shadow");
+        assert_eq!(entries(shadow).len(), entries(live).len());
+        for (live, entry) in entries(live).iter().zip(entries(shadow)) {
+            let name = entry["name"].as_str().expect("name");
+            let kruise = live["name"].as_str().expect("name");
+            // Kruise's own entry names are the table's (`*.kb.io`); ours must differ from all of them.
+            assert!(WEBHOOKS.iter().all(|w| w.name != name), "{name} collides with Kruise's entry names");
+            assert_eq!(name, format!("{}.shadow.kruise-admission.dev", kruise.strip_suffix(".kb.io").expect("a Kruise name")));
+            assert!(names.insert(name.to_owned()), "{name} twice");
+            assert_eq!(entry["failurePolicy"], "Ignore", "{name}");
+            assert_eq!(entry["sideEffects"], "None", "{name}");
+            assert_eq!(entry["timeoutSeconds"], 2, "{name}");
+            let mutating = shadow["kind"] == "MutatingWebhookConfiguration";
+            assert_eq!(entry.get("reinvocationPolicy"), mutating.then(|| json!("IfNeeded")).as_ref(), "{name}");
+            let mut same = entry.clone();
+            for (field, value) in
+                [("name", &live["name"]), ("failurePolicy", &live["failurePolicy"]), ("timeoutSeconds", &live["timeoutSeconds"])]
+            {
+                same[field] = value.clone();
+            }
+            assert_eq!(&same, live, "{name}: only the name, failurePolicy and timeout differ");
+        }
+    }
+    assert!(names.contains("mpod.shadow.kruise-admission.dev"));
+}
+
+#[test]
+fn checked_in_shadow_configurations_match_the_table() {
+    let expected = deploy::webhooks_yaml(&Target::default(), Registration::Shadow).expect("yaml");
+    assert!(expected.contains("enforces nothing"), "the file says what it is");
+    assert_no_drift(
+        "manifests/components/shadow/webhooks.yaml",
+        &expected,
+        "kruise-admission manifests webhooks --shadow > manifests/components/shadow/webhooks.yaml",
+    );
+}
+
+/// The CLI: `--shadow` for webhooks and rbac (self-managed certificates then update the shadow
+/// configurations), refused where it means nothing.
+#[test]
+fn the_cli_prints_the_shadow_registration() {
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(args).output().expect("run the binary");
+    let out = run(&["manifests", "webhooks", "--shadow", "--namespace", "ns-a", "--service", "svc-b"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), deploy::webhooks_yaml(&target("ns-a", "svc-b"), Registration::Shadow).expect("yaml"));
+    let out = run(&["manifests", "rbac", "--shadow"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let objects = parse_yaml(&String::from_utf8_lossy(&out.stdout));
+    let role = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["kruise-admission-shadow"]));
+    let out = run(&["manifests", "crds", "--shadow"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shadow applies to"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `shadow.enabled`: the chart renders the binary's shadow entries, `--shadow`, and points
+/// self-managed certificates (flags and RBAC) at the shadow configurations.
+#[test]
+fn the_chart_renders_shadow_mode() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_renders_shadow_mode: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let default = helm_template(&helm, "platform", "ka", &[]);
+    let args = server_args(default.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment"));
+    assert!(!parsed_serve_args(&args, "chart defaults").shadow, "shadow is off by default: {args:?}");
+
+    // Even with a capability's failurePolicy overridden to Fail, shadow entries stay Ignore.
+    let objects = helm_template(&helm, "platform", "ka", &["shadow.enabled=true", "capabilities.deleteProtection.failurePolicy=Fail"]);
+    let [mutating, validating] = deploy::webhooks::registered(&target("platform", "ka-kruise-admission"), Registration::Shadow);
+    assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"]);
+    assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"]);
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+        let configuration = objects.iter().find(|o| o["kind"] == kind).expect("configuration");
+        assert_eq!(configuration["metadata"]["name"], "ka-kruise-admission-shadow");
+    }
+    let args = server_args(objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment"));
+    let serve = parsed_serve_args(&args, "chart shadow.enabled");
+    assert!(serve.shadow, "{args:?}");
+    assert_eq!(serve.live.mutating_webhook_configs, ["ka-kruise-admission-shadow"]);
+    assert_eq!(serve.live.validating_webhook_configs, ["ka-kruise-admission-shadow"]);
+    let role = objects.iter().find(|o| o["metadata"]["name"] == "ka-kruise-admission:webhook-configurations").expect("ClusterRole");
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["ka-kruise-admission-shadow"]));
+}
+
+/// `components/shadow` (examples/kustomize/shadow): the base with `--shadow`, the shadow
+/// configurations `manifests webhooks --shadow` prints instead of the base's, and self-managed
+/// certificates pointed at them.
+#[test]
+fn the_kustomize_shadow_component_replaces_the_configurations() {
+    let Some(kubectl) = kubectl() else {
+        eprintln!("SKIPPED the_kustomize_shadow_component_…: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        return;
+    };
+    let objects = kustomize(&kubectl, "examples/kustomize/shadow");
+    let configurations: Vec<&Value> =
+        objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration"))).collect();
+    let expected = deploy::webhooks::registered(&Target::default(), Registration::Shadow);
+    assert_eq!(configurations, expected.iter().collect::<Vec<_>>(), "exactly the shadow configurations, none of the base's");
+    let args = server_args(objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment"));
+    let serve = parsed_serve_args(&args, "examples/kustomize/shadow");
+    assert!(serve.shadow, "{args:?}");
+    assert_eq!(serve.live.mutating_webhook_configs, ["kruise-admission-shadow"]);
+    assert_eq!(serve.live.validating_webhook_configs, ["kruise-admission-shadow"]);
+    let role = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
+    let shadow_options = RbacOptions { webhook_configurations: "kruise-admission-shadow".into(), ..RbacOptions::default() };
+    let generated = deploy::rbac::objects(&Target::default(), &shadow_options);
+    let generated = generated.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
+    assert_eq!(role["rules"], generated["rules"], "the component's patch gives what `manifests rbac --shadow` prints");
+}
+
 /// The pod webhook must never block the cluster when it is down (issue 8: pods Ignore).
 #[test]
 fn the_pod_webhook_is_mutating_create_only_and_ignores_failures() {
@@ -128,7 +251,7 @@ fn parse_yaml(text: &str) -> Vec<Value> {
 #[test]
 fn the_yaml_reads_back_as_the_same_objects() {
     let target = Target::default();
-    let text = deploy::webhooks_yaml(&target).expect("yaml");
+    let text = deploy::webhooks_yaml(&target, Registration::Enforcing).expect("yaml");
     assert_eq!(parse_yaml(&text), configurations(&target).to_vec());
     let options = RbacOptions::default();
     let text = deploy::rbac_yaml(&target, &options).expect("yaml");
@@ -147,7 +270,7 @@ fn assert_no_drift(relative: &str, expected: &str, regenerate: &str) {
 
 #[test]
 fn checked_in_webhook_configurations_match_the_table() {
-    let expected = deploy::webhooks_yaml(&Target::default()).expect("yaml");
+    let expected = deploy::webhooks_yaml(&Target::default(), Registration::Enforcing).expect("yaml");
     assert_no_drift("manifests/webhooks.yaml", &expected, "kruise-admission manifests webhooks > manifests/webhooks.yaml");
 }
 
@@ -244,7 +367,10 @@ fn the_cli_prints_the_generated_configurations() {
         .output()
         .expect("run the binary");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), deploy::webhooks_yaml(&target("ns-a", "svc-b")).expect("yaml"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        deploy::webhooks_yaml(&target("ns-a", "svc-b"), Registration::Enforcing).expect("yaml")
+    );
 }
 
 /// `--ca-bundle-file` puts the CA, base64-encoded as the API expects, into every entry.
@@ -299,13 +425,18 @@ fn helm() -> Option<PathBuf> {
     found
 }
 
-fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
+/// `helm template` of the chart, as it exits.
+fn helm_render(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> std::process::Output {
     let mut command = Command::new(helm);
     command.args(["template", release]).arg(repo().join("charts/kruise-admission")).args(["--namespace", namespace]);
     for set in sets {
         command.args(["--set", set]);
     }
-    let out = command.output().expect("run helm");
+    command.output().expect("run helm")
+}
+
+fn helm_template(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> Vec<Value> {
+    let out = helm_render(helm, namespace, release, sets);
     assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));
     parse_yaml(&String::from_utf8_lossy(&out.stdout))
 }
@@ -523,16 +654,6 @@ fn the_chart_deployment_is_safe_to_roll_and_drain() {
 /// cluster modes render the flags `serve` needs for them.
 #[test]
 fn the_chart_renders_serve_flags_for_each_mode() {
-    use clap::Parser as _;
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        command: Sub,
-    }
-    #[derive(clap::Subcommand)]
-    enum Sub {
-        Serve(Box<kruise_admission::cli::serve::ServeArgs>),
-    }
     let Some(helm) = helm() else {
         eprintln!("SKIPPED the_chart_renders_serve_flags_for_each_mode: helm not found (set HELM=/path/to/helm)");
         return;
@@ -548,10 +669,8 @@ fn the_chart_renders_serve_flags_for_each_mode() {
         let objects = helm_template(&helm, "platform", "ka", sets);
         let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-        let args: Vec<String> = container["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("text").to_owned()).collect();
-        let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.clone()))
-            .unwrap_or_else(|e| panic!("{sets:?}: serve rejects the chart's arguments: {e}"))
-            .command;
+        let args = server_args(deployment);
+        let serve = parsed_serve_args(&args, &format!("the chart with {sets:?}"));
         let mode = |m: kruise_admission::cluster::live::ClusterMode| m == kruise_admission::cluster::live::ClusterMode::Live;
         assert_eq!(mode(serve.live.cluster_mode), live, "{sets:?}: {args:?}");
         assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), !live, "{sets:?}: {args:?}");
@@ -577,6 +696,35 @@ fn the_chart_renders_serve_flags_for_each_mode() {
             let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
             assert!(volumes.iter().find(|v| v["name"] == "tls").expect("tls volume").get("emptyDir").is_some());
         }
+    }
+}
+
+/// The chart passes the binary's own request-memory defaults, and refuses to render an in-flight
+/// budget above 5/8 of the memory limit (the pod would be OOM-killed before it answered 429).
+#[test]
+fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
+    use kruise_admission::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES};
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_keeps_the_request_memory_budget_inside_the_memory_limit: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let serve_with = |sets: &[&str]| {
+        let objects = helm_template(&helm, "platform", "ka", sets);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+        parsed_serve_args(&server_args(&deployment), &format!("the chart with {sets:?}"))
+    };
+    let defaults = serve_with(&[]);
+    assert_eq!((defaults.max_request_bytes, defaults.max_in_flight_bytes), (DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_IN_FLIGHT_BYTES));
+    let raised = serve_with(&["resources.limits.memory=1Gi", "requestMemory.maxInFlightBytes=671088640"]);
+    assert_eq!(raised.max_in_flight_bytes, 640 << 20);
+    for sets in [
+        &["requestMemory.maxInFlightBytes=167772161"][..],
+        &["resources.limits.memory=128Mi"][..],
+        &["resources.limits.memory=268435455"][..],
+    ] {
+        let out = helm_render(&helm, "platform", "ka", sets);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("at most 5/8 of resources.limits.memory"), "{sets:?} rendered: {stderr}");
     }
 }
 
@@ -613,7 +761,12 @@ fn the_chart_rbac_matches_the_binarys() {
     assert_eq!(chart, binary);
     let rendered = helm_template(&helm, "platform", "ka", &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"]);
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
-    let options = RbacOptions { name: "ka-kruise-admission".into(), kruise_namespace: "kruise".into(), cert_secret: "own-tls".into() };
+    let options = RbacOptions {
+        name: "ka-kruise-admission".into(),
+        webhook_configurations: "ka-kruise-admission".into(),
+        kruise_namespace: "kruise".into(),
+        cert_secret: "own-tls".into(),
+    };
     let binary = sorted(deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options).iter().map(essentials).collect());
     assert_eq!(chart, binary);
     for object in rendered.iter().filter(is_rbac) {
@@ -836,6 +989,15 @@ fn every_kustomize_example_does_what_its_name_says() {
             cert_mode: provided,
             cert_manager: false,
             rbac_modes: &["live-cluster"],
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "shadow",
+            cluster_mode: live,
+            cert_mode: self_managed,
+            cert_manager: false,
+            rbac_modes: both,
             token: true,
             crd: false,
         },

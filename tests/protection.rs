@@ -141,14 +141,12 @@ impl Env {
 
     /// The queries `webhook` asks for on `request`.
     fn queries(&self, webhook: &Webhook, request: &AdmissionRequest) -> Vec<Query> {
-        let none = Answers::default();
-        webhook.queries.map(|q| q(request, &self.inputs(&none))).unwrap_or_default()
+        webhooks::queries(webhook, request, &self.inputs(&Answers::default()))
     }
 
     /// Run one webhook as an edge does: answer its queries from the snapshot, then decide.
     fn run(&self, webhook: &Webhook, request: &AdmissionRequest) -> Decision {
-        let answers = Answers::from_snapshot(&self.snapshot, &self.queries(webhook, request));
-        webhooks::run(webhook, request, &self.inputs(&answers)).decision
+        webhooks::run_offline(webhook, request, &self.inputs(&Answers::default())).decision
     }
 
     /// The webhooks the apiserver would call (the in-place stand-in when nothing on this branch

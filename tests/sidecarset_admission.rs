@@ -592,6 +592,21 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
                 r#"spec[0].resourcesPolicy.resourcesExpr.requests.memory: Invalid value: "cpu + 1": invalid expression: undefined variable "cpu""#,
             ),
         ),
+        // Before: the two expression parsers recursed once per parenthesis, and 20,000 of them
+        // overflowed the worker's stack (the process aborts). Now nesting stops at 64 levels.
+        {
+            let deep = format!("{}cpu{}", "(".repeat(20_000), ")".repeat(20_000));
+            let expect = format!(
+                "spec[0].resourcesPolicy.resourcesExpr.requests.cpu: Invalid value: {deep:?}: invalid expression: parentheses and calls nest more than 64 deep"
+            );
+            case(
+                "resourcesPolicy expression nested 20,000 deep",
+                with(
+                    |v| v["spec"]["containers"][0]["resourcesPolicy"] = json!({"targetContainersMode": "max", "targetContainersNameRegex": ".*", "resourcesExpr": {"requests": {"cpu": deep}}}),
+                ),
+                Some(Box::leak(expect.into_boxed_str())),
+            )
+        },
         case(
             "resourcesPolicy on an ordinary init container",
             with(|v| {

@@ -11,6 +11,7 @@ pub mod pod;
 pub mod protection;
 pub mod review;
 pub mod review_cost;
+pub mod shadow;
 pub mod sidecarset;
 pub mod sidecarset_admission;
 pub mod webhooks;

@@ -619,9 +619,15 @@ pub fn review_response(version: ReviewVersion, uid: &str, decision: &Decision) -
 /// The answer to a review that could not be decoded: `Some(review)` to send with HTTP 200 when the
 /// envelope was answerable, `None` when only an HTTP 400 with [`error_body`] makes sense.
 pub fn decode_error_response(err: &DecodeError) -> Option<Value> {
+    let (version, uid, decision) = decode_error_decision(err)?;
+    Some(review_response(version, uid, &decision))
+}
+
+/// The denial (code 400) a review that could not be decoded gets, with the version and uid to
+/// answer it with; `None` when the envelope was not answerable.
+pub fn decode_error_decision(err: &DecodeError) -> Option<(ReviewVersion, &str, Decision)> {
     let (version, uid) = err.answerable.as_ref()?;
-    let decision = Decision::deny(&AdmissionError::BadRequest(err.message.clone()));
-    Some(review_response(*version, uid, &decision))
+    Some((*version, uid, Decision::deny(&AdmissionError::BadRequest(err.message.clone()))))
 }
 
 /// The JSON body of an HTTP error (400, 404, 413, ...).

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::patch::{diff, diff_into};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::{Inputs, inplace, pod, protection, sidecarset_admission};
-use crate::cluster::Query;
+use crate::cluster::{Answers, Query};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WebhookKind {
@@ -345,6 +345,21 @@ pub fn matching(request: &AdmissionRequest) -> impl Iterator<Item = &'static Web
 pub struct Outcome {
     pub decision: Decision,
     pub mutated: Option<Value>,
+}
+
+/// The lookups `webhook` asks for before it decides `request` (none for most webhooks): the first
+/// of a decision's two steps. The edge answers them (from the snapshot, or from the API server in
+/// live mode) and passes the answers to [`run`] or [`decide`] in `inputs.answers`; `inputs.answers`
+/// is not read here.
+pub fn queries(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Vec<Query> {
+    webhook.queries.map(|queries| queries(request, inputs)).unwrap_or_default()
+}
+
+/// A whole decision offline (`dry-run`, `inject`, tests): [`queries`] answered from the snapshot
+/// in `inputs.cluster`, then [`run`]; what `serve` does in folder mode.
+pub fn run_offline(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+    let answers = Answers::from_snapshot(inputs.cluster, &queries(webhook, request, inputs));
+    run(webhook, request, &Inputs { answers: &answers, ..*inputs })
 }
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.

@@ -574,16 +574,8 @@ fn pod_namespace(request: &AdmissionRequest) -> String {
 /// webhook's result becomes `request.object` for the next one.
 fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decision {
     let no_answers = Answers::default();
-    let answers;
     let inputs = Inputs { cluster: env.cluster, answers: &no_answers, clock: env.clock, random: env.random, settings: env.settings };
-    let inputs = match webhook.queries {
-        Some(queries) => {
-            answers = Answers::from_snapshot(env.cluster, &queries(request, &inputs));
-            Inputs { answers: &answers, ..inputs }
-        }
-        None => inputs,
-    };
-    let outcome = webhooks::run(webhook, request, &inputs);
+    let outcome = webhooks::run_offline(webhook, request, &inputs);
     if let Some(mutated) = outcome.mutated {
         request.object = Some(mutated);
     }

@@ -234,15 +234,7 @@ fn pod_of(template: &Value, namespace: &str) -> Value {
 /// Run the `/mutate-pod` webhook exactly as `serve` and `dry-run` do.
 fn mutate_pod(request: &crate::admission::review::AdmissionRequest, inputs: &Inputs) -> (Decision, Option<Value>) {
     let Some(webhook) = webhooks::by_path("/mutate-pod") else { return (Decision::allow(), None) };
-    let answers;
-    let inputs = match webhook.queries {
-        Some(queries) => {
-            answers = Answers::from_snapshot(inputs.cluster, &queries(request, inputs));
-            Inputs { answers: &answers, ..*inputs }
-        }
-        None => Inputs { ..*inputs },
-    };
-    let outcome = webhooks::run(webhook, request, &inputs);
+    let outcome = webhooks::run_offline(webhook, request, inputs);
     (outcome.decision, outcome.mutated)
 }
 

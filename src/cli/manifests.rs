@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::ValueEnum;
 
-use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Target, rbac::RbacOptions};
+use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Registration, Target, rbac::RbacOptions};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum What {
@@ -44,6 +44,12 @@ pub struct Args {
     /// The Secret self-managed certificates live in (rbac).
     #[arg(long, default_value = "kruise-admission-tls")]
     pub cert_secret: String,
+    /// Shadow registration, for `serve --shadow` next to kruise-manager (webhooks: both
+    /// configurations named kruise-admission-shadow, entries `<name>.shadow.kruise-admission.dev`,
+    /// failurePolicy Ignore, timeoutSeconds 2; rbac: self-managed certificates patch those
+    /// configurations).
+    #[arg(long)]
+    pub shadow: bool,
 }
 
 /// Print what `args` asks for; an error goes to stderr with exit code 1.
@@ -68,12 +74,18 @@ fn print(args: &Args) -> Result<()> {
         );
         target.ca_bundle = Some(pem);
     }
+    let registration = if args.shadow { Registration::Shadow } else { Registration::Enforcing };
+    anyhow::ensure!(
+        !args.shadow || matches!(args.what, What::Webhooks | What::Rbac),
+        "--shadow applies to `manifests webhooks` and `manifests rbac` only (the chart has its own value, shadow.enabled)"
+    );
     let text = match args.what {
-        What::Webhooks => deploy::webhooks_yaml(&target).context("rendering the webhook configurations")?,
+        What::Webhooks => deploy::webhooks_yaml(&target, registration).context("rendering the webhook configurations")?,
         What::Rbac => {
             let options = RbacOptions {
                 kruise_namespace: args.kruise_namespace.clone(),
                 cert_secret: args.cert_secret.clone(),
+                webhook_configurations: registration.configuration_name().to_owned(),
                 ..RbacOptions::default()
             };
             deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?

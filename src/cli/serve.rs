@@ -10,9 +10,10 @@ use anyhow::Context as _;
 use super::certs;
 use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
-use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings, TLS_CRT, TLS_KEY};
+use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
 use crate::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
+use crate::tls_material::{TLS_CRT, TLS_KEY};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -59,6 +60,13 @@ pub struct ServeArgs {
     pub cluster_dir: PathBuf,
     #[command(flatten)]
     pub decisions: DecisionArgs,
+    /// Shadow mode: decide every review as usual but enforce nothing. Every review is answered
+    /// allowed with no patch (delete protection included); each decision is counted in
+    /// kruise_admission_shadow_decisions_total{webhook, outcome} (would-patch, would-deny, no-op)
+    /// and logged ("shadow decision"). For running next to kruise-manager, with the webhook
+    /// configurations of `manifests webhooks --shadow`.
+    #[arg(long)]
+    pub shadow: bool,
     #[command(flatten)]
     pub live: LiveOptions,
     /// Largest accepted request body, in bytes (larger: HTTP 413). The default is what
@@ -141,6 +149,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.client_ca_file = args.client_ca_file.clone();
         config.allowed_client_names = args.allowed_client_names.clone();
         config.shutdown_grace = args.shutdown_grace;
+        config.shadow = args.shadow;
         if let (ClusterMode::Live, Some(client)) = (args.live.cluster_mode, client) {
             let settings = LiveSettings {
                 kruise_namespace: args.decisions.kruise_namespace.clone(),

@@ -28,9 +28,12 @@ pub const AGGREGATE_LABEL: &str = "kruise-admission.dev/aggregate-to-custom-reso
 /// What the RBAC depends on besides the target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RbacOptions {
-    /// The ServiceAccount, the prefix of every object's name (`<name>:cluster-reader`) and the
-    /// name of both webhook configurations (the chart uses its release's full name).
+    /// The ServiceAccount and the prefix of every object's name (`<name>:cluster-reader`; the
+    /// chart uses its release's full name).
     pub name: String,
+    /// The name of both webhook configurations whose caBundle self-managed certificates keep
+    /// current: `name`, or `<name>-shadow` for the shadow configurations (`--shadow`).
+    pub webhook_configurations: String,
     /// Where Kruise keeps SidecarSet ControllerRevisions (`Settings::kruise_namespace`).
     pub kruise_namespace: String,
     /// The Secret `--cert-mode self-managed` keeps its CA and serving certificate in.
@@ -39,7 +42,12 @@ pub struct RbacOptions {
 
 impl Default for RbacOptions {
     fn default() -> Self {
-        RbacOptions { name: NAME.into(), kruise_namespace: "kruise-system".into(), cert_secret: format!("{NAME}-tls") }
+        RbacOptions {
+            name: NAME.into(),
+            webhook_configurations: NAME.into(),
+            kruise_namespace: "kruise-system".into(),
+            cert_secret: format!("{NAME}-tls"),
+        }
     }
 }
 
@@ -152,7 +160,7 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             json!([{
                 "apiGroups": ["admissionregistration.k8s.io"],
                 "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-                "resourceNames": [name],
+                "resourceNames": [options.webhook_configurations],
                 "verbs": by_name,
             }]),
         ),
@@ -161,19 +169,25 @@ pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
 }
 
 /// Placeholders in [`chart_objects`], replaced by the chart's template (`templates/rbac.yaml`).
-pub const CHART_PLACEHOLDERS: [(&str, &str); 4] = [
+pub const CHART_PLACEHOLDERS: [(&str, &str); 5] = [
     ("@fullname@", "the release's full name"),
     ("@namespace@", "the release namespace"),
     ("@kruiseNamespace@", ".Values.kruiseNamespace"),
     ("@certSecret@", "the self-managed Secret's name"),
+    ("@webhookConfigurations@", "the webhook configurations' name (<fullname>, or <fullname>-shadow with shadow.enabled)"),
 ];
 
 /// The objects [`objects`] makes, with placeholders where the chart puts release values: the Helm
 /// chart renders its RBAC from this (`files/rbac.json`, `kruise-admission manifests chart-rbac`),
 /// so the chart and `kruise-admission manifests rbac` cannot disagree.
 pub fn chart_objects() -> Value {
-    let [(fullname, _), (namespace, _), (kruise_namespace, _), (cert_secret, _)] = CHART_PLACEHOLDERS;
+    let [(fullname, _), (namespace, _), (kruise_namespace, _), (cert_secret, _), (configurations, _)] = CHART_PLACEHOLDERS;
     let target = Target::new(namespace, fullname);
-    let options = RbacOptions { name: fullname.into(), kruise_namespace: kruise_namespace.into(), cert_secret: cert_secret.into() };
+    let options = RbacOptions {
+        name: fullname.into(),
+        webhook_configurations: configurations.into(),
+        kruise_namespace: kruise_namespace.into(),
+        cert_secret: cert_secret.into(),
+    };
     json!({ "generatedBy": "kruise-admission manifests chart-rbac", "objects": objects(&target, &options) })
 }

@@ -10,6 +10,18 @@
 //!   webhook that adds containers after us gets its containers seen.
 //! - `namespaceSelector` excludes `kube-system` and the server's own namespace, so the server can
 //!   always restart itself and the control plane is never blocked by it.
+//!
+//! [`Registration::Shadow`] (`manifests webhooks --shadow`, for `serve --shadow` next to
+//! kruise-manager) differs only where installing beside Kruise's own configurations needs it:
+//! - both configurations are named [`SHADOW_NAME`] and every entry `<name>.shadow.kruise-admission.dev`
+//!   (`mpod.shadow.kruise-admission.dev`), so nothing collides with Kruise's `*.kb.io` entries and
+//!   the API server's metrics and messages tell the two apart;
+//! - `failurePolicy: Ignore` everywhere: a shadow that is down, slow or wrong never blocks a request;
+//! - `timeoutSeconds` [`SHADOW_TIMEOUT_SECONDS`]: the most a shadow call can add to a request it
+//!   only watches; the server's internal deadline (10% earlier) answers well within it;
+//! - mutating entries keep `reinvocationPolicy: IfNeeded`: `kruise-admission-shadow` sorts before
+//!   `kruise-mutating-webhook-configuration`, so the API server calls the shadow first with the
+//!   Pod as created and again with the Pod as kruise-manager mutated it.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -21,21 +33,64 @@ use crate::admission::webhooks::{FailurePolicy, ObjectScope, WEBHOOKS, Webhook, 
 pub const DELETE_PROTECTION_LABEL: &str = "policy.kruise.io/delete-protection";
 pub const MUTATING_TIMEOUT_SECONDS: u64 = 2;
 pub const VALIDATING_TIMEOUT_SECONDS: u64 = 3;
+/// Every entry of the shadow configurations: short, since a shadow only watches (see above).
+pub const SHADOW_TIMEOUT_SECONDS: u64 = 2;
+/// The name of both shadow webhook configurations.
+pub const SHADOW_NAME: &str = "kruise-admission-shadow";
+/// The suffix of every shadow entry's name, in place of Kruise's `.kb.io`.
+pub const SHADOW_ENTRY_SUFFIX: &str = ".shadow.kruise-admission.dev";
+
+/// Which webhook configurations to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// The server decides and enforces (`serve`).
+    Enforcing,
+    /// Installed next to kruise-manager's for `serve --shadow`: own names, `Ignore`, short timeouts.
+    Shadow,
+}
+
+impl Registration {
+    /// The name of both configurations.
+    pub fn configuration_name(self) -> &'static str {
+        match self {
+            Registration::Enforcing => NAME,
+            Registration::Shadow => SHADOW_NAME,
+        }
+    }
+
+    /// The entry name `webhook` is registered under.
+    pub fn entry_name(self, webhook: &Webhook) -> String {
+        match self {
+            Registration::Enforcing => webhook.name.to_owned(),
+            Registration::Shadow => shadow_entry_name(webhook.name),
+        }
+    }
+}
+
+/// `mpod.kb.io` -> `mpod.shadow.kruise-admission.dev`.
+pub fn shadow_entry_name(name: &str) -> String {
+    format!("{}{SHADOW_ENTRY_SUFFIX}", name.strip_suffix(".kb.io").unwrap_or(name))
+}
 /// The port the Service exposes (it forwards to the server's 9443).
 pub const SERVICE_PORT: u16 = 443;
 
 /// Both configurations, mutating first. Entries keep table order; a kind without entries still
 /// gets its (empty) configuration so `kubectl apply --prune` removes stale ones.
 pub fn configurations(target: &Target) -> [Value; 2] {
-    [configuration(WebhookKind::Mutating, target), configuration(WebhookKind::Validating, target)]
+    registered(target, Registration::Enforcing)
 }
 
-fn configuration(kind: WebhookKind, target: &Target) -> Value {
-    let entries: Vec<Value> = WEBHOOKS.iter().filter(|w| w.kind() == kind).map(|w| entry(w, target)).collect();
+/// [`configurations`] for a registration.
+pub fn registered(target: &Target, registration: Registration) -> [Value; 2] {
+    [configuration(WebhookKind::Mutating, target, registration), configuration(WebhookKind::Validating, target, registration)]
+}
+
+fn configuration(kind: WebhookKind, target: &Target, registration: Registration) -> Value {
+    let entries: Vec<Value> = WEBHOOKS.iter().filter(|w| w.kind() == kind).map(|w| entry(w, target, registration)).collect();
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": kind_name(kind),
-        "metadata": { "name": NAME, "labels": labels() },
+        "metadata": { "name": registration.configuration_name(), "labels": labels() },
         "webhooks": entries,
     })
 }
@@ -55,9 +110,9 @@ fn failure_policy(policy: FailurePolicy) -> &'static str {
 }
 
 /// One `webhooks[]` entry.
-pub fn entry(webhook: &Webhook, target: &Target) -> Value {
+pub fn entry(webhook: &Webhook, target: &Target, registration: Registration) -> Value {
     let mut entry = Map::new();
-    entry.insert("name".into(), json!(webhook.name));
+    entry.insert("name".into(), json!(registration.entry_name(webhook)));
     entry.insert("admissionReviewVersions".into(), json!(["v1", "v1beta1"]));
     let mut client_config =
         json!({ "service": { "namespace": target.namespace, "name": target.service, "path": webhook.path, "port": SERVICE_PORT } });
@@ -65,7 +120,11 @@ pub fn entry(webhook: &Webhook, target: &Target) -> Value {
         client_config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
     }
     entry.insert("clientConfig".into(), client_config);
-    entry.insert("failurePolicy".into(), json!(failure_policy(webhook.failure_policy)));
+    let policy = match registration {
+        Registration::Enforcing => webhook.failure_policy,
+        Registration::Shadow => FailurePolicy::Ignore,
+    };
+    entry.insert("failurePolicy".into(), json!(failure_policy(policy)));
     entry.insert("matchPolicy".into(), json!("Equivalent"));
     entry.insert(
         "namespaceSelector".into(),
@@ -83,9 +142,10 @@ pub fn entry(webhook: &Webhook, target: &Target) -> Value {
     }
     entry.insert("rules".into(), rules(webhook));
     entry.insert("sideEffects".into(), json!("None"));
-    let timeout = match webhook.kind() {
-        WebhookKind::Mutating => MUTATING_TIMEOUT_SECONDS,
-        WebhookKind::Validating => VALIDATING_TIMEOUT_SECONDS,
+    let timeout = match (registration, webhook.kind()) {
+        (Registration::Shadow, _) => SHADOW_TIMEOUT_SECONDS,
+        (Registration::Enforcing, WebhookKind::Mutating) => MUTATING_TIMEOUT_SECONDS,
+        (Registration::Enforcing, WebhookKind::Validating) => VALIDATING_TIMEOUT_SECONDS,
     };
     entry.insert("timeoutSeconds".into(), json!(timeout));
     Value::Object(entry)
@@ -132,6 +192,7 @@ pub fn chart_table() -> Value {
         .map(|w| {
             json!({
                 "name": w.name,
+                "shadowName": shadow_entry_name(w.name),
                 "path": w.path,
                 "mutating": w.kind() == WebhookKind::Mutating,
                 "capability": capability_values_key(w.capability),
@@ -148,6 +209,7 @@ pub fn chart_table() -> Value {
         "capabilities": capabilities,
         "mutatingTimeoutSeconds": MUTATING_TIMEOUT_SECONDS,
         "validatingTimeoutSeconds": VALIDATING_TIMEOUT_SECONDS,
+        "shadowTimeoutSeconds": SHADOW_TIMEOUT_SECONDS,
         "webhooks": entries,
     })
 }

@@ -1,6 +1,11 @@
 //! The admission HTTP handler: one route per entry of the webhook table, each a thin adapter
 //! around `review::decode_review` → `webhooks::run` → `review::review_response`.
 //!
+//! Shadow mode (`--shadow`) lives in [`answer_decision`], the one place a decision becomes the
+//! AdmissionReview sent back: decisions, their metrics and their log line stay what they are;
+//! the answer becomes "allowed, unchanged", and each decision is counted and logged as what it
+//! would have done.
+//!
 //! HTTP-level refusals (wrong method, media type, size, unusable envelope, overload, deadline,
 //! panic) are answered with a JSON `{"error": ...}` body and counted in
 //! `kruise_admission_http_errors_total`; everything the apiserver can match to a request (it has a
@@ -30,8 +35,9 @@ use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
 use super::work_queue::{Shed, WorkQueue};
-use crate::admission::review::{self, AdmissionRequest};
+use crate::admission::review::{self, AdmissionRequest, Decision, ReviewVersion};
 use crate::admission::review_cost::review_cost;
+use crate::admission::shadow::{self, Outcome};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
 use crate::cluster::{Answers, Query, Snapshot};
@@ -51,6 +57,8 @@ pub struct AppState {
     pub budget: Arc<MemoryBudget>,
     /// Workers for the blocking work, shared fairly between webhooks.
     pub queue: WorkQueue,
+    /// `--shadow`: decide everything, enforce nothing (see [`answer_decision`]).
+    pub shadow: bool,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -180,6 +188,16 @@ struct Answered {
     allowed: bool,
     code: u16,
     patch_ops: usize,
+    /// Shadow mode: what the decision would have done (the answer sent allowed it unchanged).
+    shadow: Option<ShadowNote>,
+}
+
+struct ShadowNote {
+    outcome: Outcome,
+    /// [`shadow::summary`]: the would-be patch's operations and paths, or the denial.
+    summary: String,
+    /// Warnings the decision had (not sent in shadow mode).
+    warnings: usize,
 }
 
 async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Request) -> Response {
@@ -394,30 +412,19 @@ fn prepare(state: &AppState, webhook: &Webhook, body: Vec<u8>, mut held: Held) -
     let request = match decoded {
         Ok(request) => request,
         Err(error) => {
-            let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), error.answerable.as_ref()) else {
+            let Some((version, uid, decision)) = review::decode_error_decision(&error) else {
                 return Err(HttpError::bad_request(format!("not a usable AdmissionReview: {}", error.message)));
             };
-            return Ok(Prepared::Answered(Answered {
-                body: serde_json::to_vec(&response).unwrap_or_default(),
-                uid: uid.clone(),
-                kind: String::new(),
-                object: String::new(),
-                operation: "",
-                allowed: false,
-                code: 400,
-                patch_ops: 0,
-            }));
+            return Ok(Prepared::Answered(answer_decision(state, version, uid, None, &decision)));
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
         return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
     };
     let no_answers = Answers::default();
-    let queries = match webhook.queries {
-        Some(queries) => std::panic::catch_unwind(AssertUnwindSafe(|| queries(&request, &inputs(state, &snapshot, &no_answers))))
-            .map_err(|payload| panic_error(&request, payload))?,
-        None => Vec::new(),
-    };
+    let queries =
+        std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::queries(webhook, &request, &inputs(state, &snapshot, &no_answers))))
+            .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }
@@ -434,17 +441,37 @@ fn decide(
 ) -> Result<Answered, HttpError> {
     let decision = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::decide(webhook, request, &inputs(state, snapshot, answers))))
         .map_err(|payload| panic_error(request, payload))?;
-    let response = review::review_response(request.version, &request.uid, &decision);
-    Ok(Answered {
+    Ok(answer_decision(state, request.version, &request.uid, Some(request), &decision))
+}
+
+/// The one place a decision becomes the AdmissionReview sent back (`about`: the request, when it
+/// could be decoded). Without `--shadow` the answer is the decision. With it the answer allows the
+/// request unchanged (no patch, no status, no warnings: [`shadow::unenforced`]) whatever was
+/// decided, and the decision itself is kept for the metrics and logs ([`record`]).
+fn answer_decision(state: &AppState, version: ReviewVersion, uid: &str, about: Option<&AdmissionRequest>, decision: &Decision) -> Answered {
+    let unenforced;
+    let sent = if state.shadow {
+        unenforced = shadow::unenforced();
+        &unenforced
+    } else {
+        decision
+    };
+    let response = review::review_response(version, uid, sent);
+    Answered {
         body: serde_json::to_vec(&response).unwrap_or_default(),
-        uid: request.uid.clone(),
-        kind: request.kind.kind.clone(),
-        object: request.display_name(),
-        operation: request.operation.as_str(),
+        uid: uid.to_owned(),
+        kind: about.map(|r| r.kind.kind.clone()).unwrap_or_default(),
+        object: about.map(AdmissionRequest::display_name).unwrap_or_default(),
+        operation: about.map_or("", |r| r.operation.as_str()),
         allowed: decision.allowed,
         code: decision.status.as_ref().map_or(200, |s| s.code),
         patch_ops: decision.patch.len(),
-    })
+        shadow: state.shadow.then(|| ShadowNote {
+            outcome: Outcome::of(decision),
+            summary: shadow::summary(decision),
+            warnings: decision.warnings.len(),
+        }),
+    }
 }
 
 fn panic_error(request: &AdmissionRequest, payload: Box<dyn std::any::Any + Send>) -> HttpError {
@@ -489,6 +516,33 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
         latency_us = micros(started),
         "admission review"
     );
+    if let Some(note) = &a.shadow {
+        record_shadow(metrics, webhook, a, note);
+    }
+}
+
+/// One count and one log line per shadow decision, labelled with the webhook's own name (from the
+/// routing table, never from the request).
+fn record_shadow(metrics: &Metrics, webhook: &Webhook, a: &Answered, note: &ShadowNote) {
+    metrics.shadow_decisions.with_label_values(&[webhook.name, note.outcome.as_str()]).inc();
+    let (uid, kind, object, operation, outcome) = (&a.uid, &a.kind, &a.object, a.operation, note.outcome.as_str());
+    match note.outcome {
+        Outcome::WouldPatch => tracing::info!(
+            webhook = webhook.name, uid = %uid, kind = %kind, object = %object, operation, outcome,
+            patch_ops = a.patch_ops, patch = %note.summary, warnings = note.warnings,
+            "shadow decision"
+        ),
+        Outcome::WouldDeny => tracing::info!(
+            webhook = webhook.name, uid = %uid, kind = %kind, object = %object, operation, outcome,
+            code = a.code, reason = %note.summary, warnings = note.warnings,
+            "shadow decision"
+        ),
+        Outcome::NoOp => tracing::info!(
+            webhook = webhook.name, uid = %uid, kind = %kind, object = %object, operation, outcome,
+            warnings = note.warnings,
+            "shadow decision"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -547,6 +601,7 @@ mod tests {
             max_request_bytes: 1 << 20,
             budget: MemoryBudget::new(64 << 20),
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
+            shadow: false,
         };
         (router(Arc::new(state)), metrics)
     }
@@ -600,6 +655,7 @@ mod tests {
             max_request_bytes: 1 << 20,
             budget: MemoryBudget::new(64 << 20),
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
+            shadow: false,
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
-use super::tls::provider;
+use super::reload::{self, Watched};
+use crate::tls_material::{parse_der, provider, roots_from_pem};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,10 +36,7 @@ pub enum ClientCaError {
 /// A verifier for the CAs in `pem`: client certificates are required (mandatory auth).
 fn verifier(path: &std::path::Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, ClientCaError> {
     let invalid = |error: String| ClientCaError::Invalid { path: path.to_owned(), error };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        roots.add(cert.map_err(|e| invalid(e.to_string()))?).map_err(|e| invalid(e.to_string()))?;
-    }
+    let roots = roots_from_pem(pem).map_err(invalid)?;
     if roots.is_empty() {
         return Err(ClientCaError::Empty(path.to_owned()));
     }
@@ -51,19 +48,35 @@ fn verifier(path: &std::path::Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVeri
         .map_err(|e| invalid(e.to_string()))
 }
 
-/// Delegates to the verifier built from the current CA file; [`ReloadingVerifier::set`] swaps it.
+/// The server's client-certificate check: the chain must verify against the current CA file
+/// (swapped by [`ClientVerifier::set`] when it changes) and, when names are pinned, the
+/// certificate's Common Name or a DNS SAN must be one of them (compared exactly, as Kubernetes
+/// compares user names).
 #[derive(Debug)]
-pub struct ReloadingVerifier {
+pub struct ClientVerifier {
     current: ArcSwap<Arc<dyn ClientCertVerifier>>,
+    /// Empty: any certificate the CA signed.
+    allowed: Vec<String>,
 }
 
-impl ReloadingVerifier {
+impl ClientVerifier {
+    pub fn new(ca: Arc<dyn ClientCertVerifier>, allowed: Vec<String>) -> Self {
+        ClientVerifier { current: ArcSwap::from_pointee(ca), allowed }
+    }
+
     pub fn set(&self, verifier: Arc<dyn ClientCertVerifier>) {
         self.current.store(Arc::new(verifier));
     }
 }
 
-impl ClientCertVerifier for ReloadingVerifier {
+/// The names a client certificate presents: its subject Common Names and DNS SANs (`None` when
+/// the certificate cannot be parsed; the chain check has already accepted it, so that is rare).
+fn presented_names(end_entity: &CertificateDer<'_>) -> Option<Vec<String>> {
+    let cert = parse_der(end_entity.as_ref()).ok()?;
+    Some(cert.common_names.into_iter().chain(cert.dns_names).collect())
+}
+
+impl ClientCertVerifier for ClientVerifier {
     fn client_auth_mandatory(&self) -> bool {
         true
     }
@@ -78,7 +91,18 @@ impl ClientCertVerifier for ReloadingVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.current.load().verify_client_cert(end_entity, intermediates, now)
+        let verified = self.current.load().verify_client_cert(end_entity, intermediates, now)?;
+        if self.allowed.is_empty() {
+            return Ok(verified);
+        }
+        let presented = presented_names(end_entity).unwrap_or_default();
+        if presented.iter().any(|name| self.allowed.contains(name)) {
+            return Ok(verified);
+        }
+        // Only a holder of a certificate from the trusted CA gets here, so this cannot be flooded
+        // by strangers; the names tell the operator which --allowed-client-name is missing.
+        tracing::warn!(?presented, allowed = ?self.allowed, "client certificate refused: no allowed name (--allowed-client-name)");
+        Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
     }
 
     fn verify_tls12_signature(
@@ -104,84 +128,6 @@ impl ClientCertVerifier for ReloadingVerifier {
     }
 }
 
-/// The names a client certificate presents: its subject Common Names and DNS SANs (`None` when
-/// the certificate cannot be parsed; the chain check has already accepted it, so that is rare).
-fn presented_names(end_entity: &CertificateDer<'_>) -> Option<Vec<String>> {
-    let (_, cert) = x509_parser::parse_x509_certificate(end_entity.as_ref()).ok()?;
-    let mut names: Vec<String> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
-                names.push((*dns).to_owned());
-            }
-        }
-    }
-    Some(names)
-}
-
-/// Wraps the CA verifier: a certificate that chains to the CA is accepted only when its Common
-/// Name or a DNS SAN is one of `allowed` (compared exactly, as Kubernetes compares user names).
-#[derive(Debug)]
-pub struct PinnedNames {
-    inner: Arc<dyn ClientCertVerifier>,
-    allowed: Vec<String>,
-}
-
-impl PinnedNames {
-    pub fn new(inner: Arc<dyn ClientCertVerifier>, allowed: Vec<String>) -> Self {
-        PinnedNames { inner, allowed }
-    }
-}
-
-impl ClientCertVerifier for PinnedNames {
-    fn client_auth_mandatory(&self) -> bool {
-        true
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
-        let presented = presented_names(end_entity).unwrap_or_default();
-        if presented.iter().any(|name| self.allowed.contains(name)) {
-            return Ok(verified);
-        }
-        // Only a holder of a certificate from the trusted CA gets here, so this cannot be flooded
-        // by strangers; the names tell the operator which --allowed-client-name is missing.
-        tracing::warn!(?presented, allowed = ?self.allowed, "client certificate refused: no allowed name (--allowed-client-name)");
-        Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// The CA file and what was last read from it.
 pub struct ClientCaFile {
     pub path: PathBuf,
@@ -189,17 +135,21 @@ pub struct ClientCaFile {
 }
 
 impl ClientCaFile {
-    /// Read the file for startup: any problem is an error naming `--client-ca-file`.
-    pub fn load(path: PathBuf) -> Result<(ClientCaFile, Arc<ReloadingVerifier>), ClientCaError> {
+    /// Read the file for startup: any problem is an error naming `--client-ca-file`. Returns the
+    /// verifier for its CAs, for [`ClientVerifier::new`].
+    pub fn load(path: PathBuf) -> Result<(ClientCaFile, Arc<dyn ClientCertVerifier>), ClientCaError> {
         let pem = std::fs::read(&path).map_err(|error| ClientCaError::Read { path: path.clone(), error })?;
         let current = verifier(&path, &pem)?;
-        let reloading = Arc::new(ReloadingVerifier { current: ArcSwap::from_pointee(current) });
-        Ok((ClientCaFile { path, last: pem }, reloading))
+        Ok((ClientCaFile { path, last: pem }, current))
     }
+}
 
-    /// `Ok(Some(..))` when the file changed into a usable CA set, `Ok(None)` when unchanged, `Err`
-    /// when it changed into something unusable (reported once per change).
-    pub fn poll(&mut self) -> Result<Option<Arc<dyn ClientCertVerifier>>, ClientCaError> {
+impl Watched for ClientCaFile {
+    type Loaded = Arc<dyn ClientCertVerifier>;
+    type Error = ClientCaError;
+    const WHAT: &'static str = "client CA";
+
+    fn poll(&mut self) -> Result<Option<Self::Loaded>, ClientCaError> {
         let pem = std::fs::read(&self.path).map_err(|error| ClientCaError::Read { path: self.path.clone(), error })?;
         if pem == self.last {
             return Ok(None);
@@ -208,40 +158,19 @@ impl ClientCaFile {
         self.last = pem;
         result.map(Some)
     }
+
+    fn is_read_error(error: &ClientCaError) -> bool {
+        matches!(error, ClientCaError::Read { .. })
+    }
 }
 
 /// Re-read the CA file every `interval`; keep the previous CAs when the new file is unusable.
-pub async fn reload_loop(mut file: ClientCaFile, verifier: Arc<ReloadingVerifier>, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut read_error_logged = false;
-    loop {
-        ticker.tick().await;
-        let Ok((returned, result)) = tokio::task::spawn_blocking(move || {
-            let r = file.poll();
-            (file, r)
-        })
-        .await
-        else {
-            return;
-        };
-        file = returned;
-        match result {
-            Ok(None) => read_error_logged = false,
-            Ok(Some(new)) => {
-                read_error_logged = false;
-                verifier.set(new);
-                tracing::info!(client_ca = %file.path.display(), "client CA reloaded");
-            }
-            Err(e @ ClientCaError::Read { .. }) => {
-                if !read_error_logged {
-                    tracing::error!(error = %e, "client CA not reloaded; keeping the previous one");
-                    read_error_logged = true;
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "new client CA rejected; keeping the previous one"),
-        }
-    }
+pub async fn reload_loop(file: ClientCaFile, verifier: Arc<ClientVerifier>, interval: Duration) {
+    reload::reload_loop(file, interval, |file, new| {
+        verifier.set(new);
+        tracing::info!(client_ca = %file.path.display(), "client CA reloaded");
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -262,15 +191,14 @@ mod tests {
     fn poll_reports_changes_once() {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let (paths, _) = crate::cli::certs::ensure(dir.path(), &[]).unwrap();
-        let (mut file, _) = ClientCaFile::load(paths.ca_cert.clone()).unwrap();
+        let ca_cert = dir.path().join("ca.crt");
+        std::fs::write(&ca_cert, crate::tls_material::test_pair().0.cert_pem).unwrap();
+        let (mut file, _) = ClientCaFile::load(ca_cert.clone()).unwrap();
         assert!(file.poll().unwrap().is_none());
-        std::fs::write(&paths.ca_cert, "garbage").unwrap();
+        std::fs::write(&ca_cert, "garbage").unwrap();
         assert!(file.poll().is_err());
         assert!(file.poll().unwrap().is_none(), "the same bad file is reported once");
-        let other = tempfile::tempdir().unwrap();
-        let (other_paths, _) = crate::cli::certs::ensure(other.path(), &[]).unwrap();
-        std::fs::copy(&other_paths.ca_cert, &paths.ca_cert).unwrap();
+        std::fs::write(&ca_cert, crate::tls_material::test_pair().0.cert_pem).unwrap();
         assert!(file.poll().unwrap().is_some());
     }
 }

@@ -33,6 +33,8 @@ pub struct Health {
     pub cert_status: Option<CertStatusView>,
     /// Set when shutdown starts, so the Service stops sending new requests while we drain.
     pub draining: AtomicBool,
+    /// `--shadow`: `/readyz` says so in its body (the status code is the probe's as usual).
+    pub shadow: bool,
 }
 
 impl Health {
@@ -55,6 +57,9 @@ impl Health {
         Ok(())
     }
 }
+
+/// The `/readyz` body of a ready server in shadow mode.
+pub const SHADOW_READY: &str = "ok (shadow mode: nothing is enforced)";
 
 /// How often [`log_readiness`] looks at readiness (cheap: a few atomics and short locks).
 const READINESS_LOG_INTERVAL: Duration = Duration::from_millis(200);
@@ -81,7 +86,9 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
         };
         if changed {
             match (&last, &now) {
-                (_, Ok(())) => tracing::info!(https = %https, metrics = %metrics, "kruise-admission ready to serve"),
+                (_, Ok(())) => {
+                    tracing::info!(https = %https, metrics = %metrics, shadow = health.shadow, "kruise-admission ready to serve")
+                }
                 (None, Err(reason)) => tracing::info!(https = %https, metrics = %metrics, %reason, "not ready yet"),
                 (Some(_), Err(reason)) => tracing::warn!(%reason, "not ready"),
             }
@@ -106,6 +113,7 @@ pub fn router(health: Arc<Health>) -> Router {
 
 async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {
     match health.ready() {
+        Ok(()) if health.shadow => (StatusCode::OK, SHADOW_READY.to_owned()),
         Ok(()) => (StatusCode::OK, "ok".to_owned()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }

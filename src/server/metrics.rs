@@ -3,7 +3,8 @@
 //! reads them by these exact names.
 
 use prometheus::{
-    Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use crate::cluster::Snapshot;
@@ -36,6 +37,11 @@ pub struct Metrics {
     /// `{source}` 1: where lookups (delete protection's Cascading checks, CloneSet pods) are
     /// answered, `api-server` or `cluster-folder` (folder mode: protection can fail open).
     pub lookup_source: IntGaugeVec,
+    /// 1 when `--shadow` is on: nothing is enforced.
+    pub shadow_mode: IntGauge,
+    /// `{webhook, outcome}`: `--shadow` decisions by what they would have done (`would-patch`,
+    /// `would-deny`, `no-op`); `webhook` is the routing table's name.
+    pub shadow_decisions: IntCounterVec,
 }
 
 impl Metrics {
@@ -118,6 +124,21 @@ impl Metrics {
             &["source"],
         )?;
         registry.register(Box::new(lookup_source.clone()))?;
+        let shadow_mode = IntGauge::new(
+            "kruise_admission_shadow_mode",
+            "1 when the server runs with --shadow: every decision is made and counted, none is enforced (every review is \
+             answered allowed, unchanged; delete protection included)",
+        )?;
+        let shadow_decisions = IntCounterVec::new(
+            Opts::new(
+                "kruise_admission_shadow_decisions_total",
+                "--shadow: decisions by webhook and by what they would have done (would-patch, would-deny, no-op); each was answered \
+                 allowed, unchanged",
+            ),
+            &["webhook", "outcome"],
+        )?;
+        registry.register(Box::new(shadow_mode.clone()))?;
+        registry.register(Box::new(shadow_decisions.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -134,6 +155,8 @@ impl Metrics {
             watch_failing_seconds,
             cert_renewal_failures,
             lookup_source,
+            shadow_mode,
+            shadow_decisions,
         })
     }
 
@@ -196,6 +219,7 @@ mod tests {
         m.rejections.with_label_values(&["mpod.kb.io", "admit", "CREATE", "Pod", "400"]).inc();
         m.patch_operations.with_label_values(&["mpod.kb.io"]).observe(3.0);
         m.http_error("not_found");
+        m.shadow_decisions.with_label_values(&["mpod.kb.io", "would-patch"]).inc();
         m.cert_not_after.set(1.0);
         m.record_snapshot(
             &Snapshot::from_objects([
@@ -215,6 +239,8 @@ mod tests {
             "kruise_admission_build_info{version=",
             "kruise_admission_cluster_objects{kind=\"SidecarSet.apps.kruise.io\"} 1",
             "kruise_admission_cluster_snapshot_timestamp_seconds 2",
+            "kruise_admission_shadow_mode 0",
+            "kruise_admission_shadow_decisions_total{outcome=\"would-patch\",webhook=\"mpod.kb.io\"} 1",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }

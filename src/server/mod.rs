@@ -15,6 +15,7 @@ pub mod listener;
 pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
+pub mod reload;
 pub mod tls;
 pub mod work_queue;
 
@@ -32,7 +33,7 @@ use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
 use crate::cluster::live::certs::CertStatusView;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
-use client_auth::{ClientCaFile, ReloadingVerifier};
+use client_auth::{ClientCaFile, ClientVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
@@ -75,6 +76,9 @@ pub struct ServerConfig {
     pub webhooks: &'static [Webhook],
     /// Where decisions read the time (the system clock; tests pin it to compare with `dry-run --now`).
     pub clock: Arc<dyn Clock>,
+    /// `--shadow`: every decision is made, counted and logged, none is enforced (every review is
+    /// answered allowed, unchanged).
+    pub shadow: bool,
 }
 
 /// The largest body kube-apiserver sends: an AdmissionReview carries `object` and, on UPDATE,
@@ -151,6 +155,25 @@ impl ServerConfig {
             limits: ConnLimits::default(),
             metrics_limits: ConnLimits::metrics_port(),
             webhooks: WEBHOOKS,
+            shadow: false,
+        }
+    }
+}
+
+/// Shadow mode fails open by design: say so loudly at start, export it as a gauge, and start
+/// every `{webhook, outcome}` counter at 0 so rates exist from the first scrape.
+fn announce_shadow(metrics: &Metrics, webhooks: &[Webhook]) {
+    tracing::warn!(
+        shadow = true,
+        "SHADOW MODE (--shadow): NOTHING IS ENFORCED. Every review is answered allowed, with no patch: no sidecar is injected, \
+         no DaemonSet stamp is applied, no SidecarSet, CloneSet or StatefulSet rule is checked, and delete protection protects \
+         nothing. Decisions are only counted (kruise_admission_shadow_decisions_total) and logged (\"shadow decision\"). \
+         Run it next to the webhooks that do enforce (kruise-manager's), never instead of them"
+    );
+    metrics.shadow_mode.set(1);
+    for webhook in webhooks {
+        for outcome in crate::admission::shadow::Outcome::ALL {
+            metrics.shadow_decisions.with_label_values(&[webhook.name, outcome.as_str()]);
         }
     }
 }
@@ -169,7 +192,7 @@ pub struct Server {
     tls: Arc<rustls::ServerConfig>,
     resolver: Arc<CertResolver>,
     cert_files: CertFiles,
-    client_ca: Option<(ClientCaFile, Arc<ReloadingVerifier>)>,
+    client_ca: Option<(ClientCaFile, Arc<ClientVerifier>)>,
     source: Source,
     cluster: Arc<ClusterState>,
     metrics: Arc<Metrics>,
@@ -197,20 +220,21 @@ impl Server {
             )
         })?;
         metrics.cert_not_after.set(not_after as f64);
-        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = tls::fingerprint(&key), "serving certificate loaded");
+        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = crate::tls_material::fingerprint(&key), "serving certificate loaded");
         let resolver = Arc::new(CertResolver::new(key));
         let client_ca = match &config.client_ca_file {
-            Some(path) => Some(ClientCaFile::load(path.clone()).context("loading --client-ca-file")?),
+            Some(path) => {
+                let (file, ca) = ClientCaFile::load(path.clone()).context("loading --client-ca-file")?;
+                Some((file, Arc::new(ClientVerifier::new(ca, config.allowed_client_names.clone()))))
+            }
             None => None,
         };
         if client_ca.is_none() && !config.allowed_client_names.is_empty() {
             anyhow::bail!("--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed");
         }
         let verifier = client_ca.as_ref().map(|(file, v)| {
-            let names = &config.allowed_client_names;
-            tracing::info!(client_ca = %file.path.display(), allowed_names = ?names, "client certificates required");
-            let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = v.clone();
-            if names.is_empty() { verifier } else { Arc::new(client_auth::PinnedNames::new(verifier, names.clone())) }
+            tracing::info!(client_ca = %file.path.display(), allowed_names = ?config.allowed_client_names, "client certificates required");
+            v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>
         });
         let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
 
@@ -252,6 +276,10 @@ impl Server {
                 }
             }
         };
+
+        if config.shadow {
+            announce_shadow(&metrics, config.webhooks);
+        }
 
         let https = TcpListener::bind(config.listen).await.with_context(|| format!("binding --listen {}", config.listen))?;
         let metrics_listener = TcpListener::bind(config.metrics_listen)
@@ -331,6 +359,7 @@ impl Server {
             metrics: metrics.clone(),
             cert_status: config.cert_status.clone(),
             draining: false.into(),
+            shadow: config.shadow,
         });
         let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -348,6 +377,7 @@ impl Server {
             max_request_bytes: config.max_request_bytes,
             budget: memory_budget::MemoryBudget::new(config.max_in_flight_bytes),
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
+            shadow: config.shadow,
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);

@@ -1,10 +1,9 @@
-//! Serving certificate: loading a PEM pair, a rustls resolver whose key can be swapped while the
-//! server runs, and the poller that swaps it when the files change.
+//! Serving certificate: a rustls resolver whose key can be swapped while the server runs, and the
+//! poller that swaps it when the files change (see `reload`). Parsing and checking the PEM pair is
+//! `tls_material`'s.
 //!
-//! Kubernetes updates a Secret volume by pointing its `..data` symlink at a new folder, so the
-//! files are re-read by path (following symlinks) and compared by content, not by inotify events
-//! or mtimes on the link. Each new handshake asks the resolver, so a swap takes effect on the next
-//! connection; established connections keep the certificate they negotiated.
+//! Each new handshake asks the resolver, so a swap takes effect on the next connection;
+//! established connections keep the certificate they negotiated.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,63 +11,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::metrics::Metrics;
-
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CertError {
-    #[error("cannot read {path}: {error}")]
-    Read { path: PathBuf, error: std::io::Error },
-    #[error("the certificate file holds no PEM certificate ({0})")]
-    NoCertificate(String),
-    #[error("the key file holds no usable PEM private key ({0})")]
-    BadKey(String),
-    #[error("the private key does not belong to the certificate ({0})")]
-    Mismatch(String),
-    #[error("the certificate cannot be parsed: {0}")]
-    Parse(String),
-}
-
-/// The provider every TLS object of this binary uses (ring, TLS 1.2 and 1.3).
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Parse a PEM certificate chain and private key into a rustls key, checking that they belong
-/// together (a half-written rotation must not replace a good pair).
-pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> Result<CertifiedKey, CertError> {
-    let chain =
-        CertificateDer::pem_slice_iter(cert_pem).collect::<Result<Vec<_>, _>>().map_err(|e| CertError::NoCertificate(e.to_string()))?;
-    if chain.is_empty() {
-        return Err(CertError::NoCertificate("empty".into()));
-    }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertError::BadKey(e.to_string()))?;
-    let signing_key = provider.key_provider.load_private_key(key).map_err(|e| CertError::BadKey(e.to_string()))?;
-    let certified = CertifiedKey::new(chain, signing_key);
-    certified.keys_match().map_err(|e| CertError::Mismatch(e.to_string()))?;
-    Ok(certified)
-}
-
-/// The end-entity certificate's notAfter, in Unix seconds.
-pub fn not_after(key: &CertifiedKey) -> Result<i64, CertError> {
-    let cert = key.end_entity_cert().map_err(|e| CertError::Parse(e.to_string()))?;
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(|e| CertError::Parse(e.to_string()))?;
-    Ok(parsed.validity().not_after.timestamp())
-}
-
-/// SHA-256 of the end-entity certificate, hex: what `openssl x509 -fingerprint -sha256` shows,
-/// so an operator can tell which certificate is being served.
-pub fn fingerprint(key: &CertifiedKey) -> String {
-    use sha2::Digest as _;
-    let Ok(cert) = key.end_entity_cert() else { return String::new() };
-    sha2::Sha256::digest(cert.as_ref()).iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
-}
+use super::reload::{self, Watched};
+use crate::tls_material::{PairError, certified_key, fingerprint, not_after, provider};
 
 /// Hands every handshake the current key; [`CertResolver::set`] swaps it without a lock.
 #[derive(Debug)]
@@ -143,24 +91,27 @@ impl CertFiles {
         CertFiles { cert, key, last: None }
     }
 
-    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), CertError> {
-        let read = |path: &PathBuf| std::fs::read(path).map_err(|error| CertError::Read { path: path.clone(), error });
+    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), PairError> {
+        let read = |path: &PathBuf| std::fs::read(path).map_err(|error| PairError::Read { path: path.clone(), error });
         Ok((read(&self.cert)?, read(&self.key)?))
     }
 
     /// Load the pair for startup: any problem is an error the operator must fix.
-    pub fn load(&mut self) -> Result<(Arc<CertifiedKey>, i64), CertError> {
+    pub fn load(&mut self) -> Result<(Arc<CertifiedKey>, i64), PairError> {
         let (cert, key) = self.read()?;
         let certified = certified_key(&cert, &key, &provider())?;
         let not_after = not_after(&certified)?;
         self.last = Some((cert, key));
         Ok((Arc::new(certified), not_after))
     }
+}
 
-    /// Re-read the files; `Ok(Some(..))` when they changed into a good pair, `Ok(None)` when
-    /// nothing changed, `Err` when they changed into something unusable (reported once per
-    /// change, not on every poll).
-    pub fn poll(&mut self) -> Result<Option<(Arc<CertifiedKey>, i64)>, CertError> {
+impl Watched for CertFiles {
+    type Loaded = (Arc<CertifiedKey>, i64);
+    type Error = PairError;
+    const WHAT: &'static str = "serving certificate";
+
+    fn poll(&mut self) -> Result<Option<Self::Loaded>, PairError> {
         let contents = self.read()?;
         if self.last.as_ref() == Some(&contents) {
             return Ok(None);
@@ -173,68 +124,51 @@ impl CertFiles {
         self.last = Some(contents);
         result.map(Some)
     }
+
+    fn is_read_error(error: &PairError) -> bool {
+        matches!(error, PairError::Read { .. })
+    }
 }
 
 /// Poll the files every `interval`, swap the resolver's key on a good change, keep the old one
 /// (and log) on a bad one.
-pub async fn reload_loop(mut files: CertFiles, resolver: Arc<CertResolver>, metrics: Arc<Metrics>, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut read_error_logged = false;
-    loop {
-        ticker.tick().await;
-        // Two small files: cheap, but still file I/O, so off the async worker threads.
-        let result = tokio::task::spawn_blocking(move || {
-            let r = files.poll();
-            (files, r)
-        })
-        .await;
-        let Ok((returned, result)) = result else { return };
-        files = returned;
-        match result {
-            Ok(None) => read_error_logged = false,
-            Ok(Some((key, not_after))) => {
-                read_error_logged = false;
-                let sha256 = fingerprint(&key);
-                resolver.set(key);
-                metrics.cert_not_after.set(not_after as f64);
-                tracing::info!(cert = %files.cert.display(), not_after, sha256, "serving certificate reloaded");
-            }
-            // A rotation can delete and recreate the files; say so once, not every second.
-            Err(e @ CertError::Read { .. }) => {
-                if !read_error_logged {
-                    tracing::error!(error = %e, "serving certificate not reloaded; keeping the previous one");
-                    read_error_logged = true;
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "new serving certificate rejected; keeping the previous one"),
-        }
-    }
+pub async fn reload_loop(files: CertFiles, resolver: Arc<CertResolver>, metrics: Arc<Metrics>, interval: Duration) {
+    reload::reload_loop(files, interval, |files, (key, not_after)| {
+        let sha256 = fingerprint(&key);
+        resolver.set(key);
+        metrics.cert_not_after.set(not_after as f64);
+        tracing::info!(cert = %files.cert.display(), not_after, sha256, "serving certificate reloaded");
+    })
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pair(dir: &std::path::Path) -> crate::cli::certs::CertPaths {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        crate::cli::certs::ensure(dir, &[]).unwrap().0
+    /// A CA, and a serving pair from it written to `dir`: the CA and the (cert, key) paths.
+    fn pair(dir: &std::path::Path) -> (crate::tls_material::Ca, PathBuf, PathBuf) {
+        let (ca, cert, key) = crate::tls_material::test_pair();
+        let paths = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&paths.0, cert).unwrap();
+        std::fs::write(&paths.1, key).unwrap();
+        (ca, paths.0, paths.1)
     }
 
     #[test]
     fn poll_reports_only_changes_and_rejects_a_mismatched_pair() {
         let dir = tempfile::tempdir().unwrap();
-        let paths = pair(dir.path());
-        let mut files = CertFiles::new(paths.cert.clone(), paths.key.clone());
+        let (ca, cert_path, key_path) = pair(dir.path());
+        let mut files = CertFiles::new(cert_path.clone(), key_path.clone());
         let (first, _) = files.load().unwrap();
         assert!(files.poll().unwrap().is_none(), "unchanged files are not reloaded");
 
-        let (cert, key) = crate::cli::certs::issue_from_ca(&paths, &[]).unwrap();
-        std::fs::write(&paths.cert, &cert).unwrap();
-        assert!(matches!(files.poll(), Err(CertError::Mismatch(_))), "new certificate with the old key");
+        let (cert, key) = crate::tls_material::test_serving(&ca);
+        std::fs::write(&cert_path, &cert).unwrap();
+        assert!(matches!(files.poll(), Err(PairError::Mismatch(_))), "new certificate with the old key");
         assert!(files.poll().unwrap().is_none(), "the same bad pair is reported once");
 
-        std::fs::write(&paths.key, &key).unwrap();
+        std::fs::write(&key_path, &key).unwrap();
         let (second, not_after) = files.poll().unwrap().expect("the completed pair is loaded");
         assert_ne!(fingerprint(&first), fingerprint(&second));
         assert!(not_after > time::OffsetDateTime::now_utc().unix_timestamp());
@@ -244,21 +178,11 @@ mod tests {
     #[test]
     fn an_expired_certificate_is_reported_until_a_valid_one_is_set() {
         let dir = tempfile::tempdir().unwrap();
-        let paths = pair(dir.path());
-        let (key, not_after) = CertFiles::new(paths.cert.clone(), paths.key.clone()).load().unwrap();
+        let (_, cert_path, key_path) = pair(dir.path());
+        let (key, not_after) = CertFiles::new(cert_path, key_path).load().unwrap();
         let resolver = CertResolver::new(key);
         assert!(resolver.check_unexpired(not_after - 1).is_ok());
         let error = resolver.check_unexpired(not_after).unwrap_err();
         assert!(error.contains("serving certificate expired at"), "{error}");
-    }
-
-    #[test]
-    fn garbage_is_refused_with_a_reason() {
-        let provider = provider();
-        assert!(matches!(certified_key(b"", b"", &provider), Err(CertError::NoCertificate(_))));
-        let dir = tempfile::tempdir().unwrap();
-        let paths = pair(dir.path());
-        let cert = std::fs::read(&paths.cert).unwrap();
-        assert!(matches!(certified_key(&cert, b"not a key", &provider), Err(CertError::BadKey(_))));
     }
 }

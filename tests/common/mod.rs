@@ -42,3 +42,20 @@ pub mod client;
 pub mod h2;
 pub mod serve_process;
 pub mod server;
+
+/// Raises this test process's soft open-file limit to its hard limit, once. Tests that flood a
+/// server hold both ends of hundreds of connections in one process (the in-process server's too),
+/// and a soft limit of 512 or 1024 (CI's, many distributions') is smaller than the hard one.
+pub fn raise_open_file_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut limit = getrlimit(Resource::Nofile);
+        if limit.current < limit.maximum || limit.maximum.is_none() {
+            limit.current = limit.maximum;
+            if let Err(e) = setrlimit(Resource::Nofile, limit) {
+                eprintln!("could not raise the open-file limit: {e}");
+            }
+        }
+    });
+}

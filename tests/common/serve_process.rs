@@ -33,6 +33,7 @@ impl Serve {
     /// As [`Serve::start`], with the process's open-file limit (`ulimit -n`) lowered to
     /// `max_open_files` when given, so a test can show what exhausts it.
     pub fn start_limited(dir: &Path, max_open_files: Option<u32>, args: &[&str]) -> Serve {
+        super::raise_open_file_limit();
         let mut command = match max_open_files {
             None => Command::new(BIN),
             Some(n) => {

@@ -30,6 +30,7 @@ impl TestServer {
     /// Start with a fresh CA and a cluster folder holding the `default` Namespace; `configure`
     /// may change anything else. Reloads are polled every 100 ms to keep tests quick.
     pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Self {
+        super::raise_open_file_limit();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("temporary folder");
         let (paths, _) = certs::ensure(&dir.path().join("certs"), &[]).expect("generate certificates");

@@ -11,7 +11,9 @@
 #   - runs `kruise-admission serve --cluster-mode=live --cert-mode=self-managed` as its own
 #     process, authenticated with the service-account token;
 #   - checks through the API server with kubectl (the client users have), printing PASS/FAIL per
-#     check and `N passed, M failed` at the end; exits non-zero on any failure.
+#     check and `N passed, M failed` at the end; exits non-zero on any failure;
+#   - last, shadow mode (tests/e2e/shadow.sh): the configurations of `manifests webhooks --shadow`
+#     in place of the enforcing ones, a server with --shadow, and the stored objects unchanged.
 #
 # Needs: root for apt-get on a fresh machine (golang-1.19, etcd-server, make, rsync; jq and
 # python3-yaml when missing), kubectl, cargo, curl, openssl, python3.
@@ -70,8 +72,8 @@ start_watchdog
 
 say "building the floor webhooks (Go, standard library)"
 mkdir -p "$TARGET_DIR/e2e"
-FLOOR=$TARGET_DIR/e2e/webhook-floor
-(cd "$E2E/webhook-floor" && GO111MODULE=off GOCACHE="$TARGET_DIR/e2e/gocache" "$GO" build -o "$FLOOR" main.go)
+FLOOR=$TARGET_DIR/e2e/go-floor
+(cd "$ROOT/benches/go-floor" && GO111MODULE=off GOCACHE="$TARGET_DIR/e2e/gocache" "$GO" build -o "$FLOOR" main.go)
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------
@@ -227,6 +229,8 @@ source "$E2E/latency.sh"
 # shellcheck source=tests/e2e/shutdown.sh
 source "$E2E/shutdown.sh"
 client_auth_checks
+# shellcheck source=tests/e2e/shadow.sh
+source "$E2E/shadow.sh"
 
 [ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
 printf '\n%d passed, %d failed\n' "$PASSED" "$FAILED"

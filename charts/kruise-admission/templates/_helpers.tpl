@@ -32,6 +32,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/* The name of both webhook configurations: <fullname>, or <fullname>-shadow with shadow.enabled. */}}
+{{- define "kruise-admission.webhookConfigurations" -}}
+{{- if .Values.shadow.enabled -}}
+{{- printf "%s-shadow" (include "kruise-admission.fullname" .) -}}
+{{- else -}}
+{{- include "kruise-admission.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The generated webhook table (`kruise-admission manifests chart-table`). */}}
 {{- define "kruise-admission.table" -}}
 {{- .Files.Get "files/webhooks.json" -}}
@@ -45,4 +54,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The ConfigMap holding the CA of the API server's client certificate (clientAuth). */}}
 {{- define "kruise-admission.clientCaConfigMap" -}}
 {{- .Values.clientAuth.caConfigMap | default (printf "%s-client-ca" (include "kruise-admission.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+A memory quantity in bytes: a plain number, or an integer with Ki, Mi, Gi or Ti. Empty for any
+other form (e.g. 0.5Gi, 256M), which the budget check then skips rather than guess.
+*/}}
+{{- define "kruise-admission.bytes" -}}
+{{- $q := . -}}
+{{- if or (kindIs "float64" $q) (kindIs "int64" $q) (kindIs "int" $q) -}}
+{{- $q | int64 -}}
+{{- else if kindIs "string" $q -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- if regexMatch "^[0-9]+$" $q -}}
+{{- $q -}}
+{{- else if regexMatch "^[0-9]+(Ki|Mi|Gi|Ti)$" $q -}}
+{{- $unit := regexFind "(Ki|Mi|Gi|Ti)$" $q -}}
+{{- mul (trimSuffix $unit $q | int64) (get $units $unit | int64) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

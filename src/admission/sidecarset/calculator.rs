@@ -1,7 +1,9 @@
-//! A small arithmetic evaluator for `resourcesPolicy` expressions (Kruise's `pkg/util/calculator`
-//! semantics, our own grammar): `+ - * /` with the usual precedence, parentheses, unary minus,
-//! `max(a, b, ...)`, `min(...)`, plain numbers, percentages (`50%` is 0.5) and Kubernetes quantities
-//! (`50m`, `200Mi`, `1Gi`), plus one variable (`cpu` or `memory`).
+//! `resourcesPolicy` expressions (Kruise's `pkg/util/calculator` semantics, our own grammar): the
+//! one parser behind both SidecarSet validation ([`check`]) and injection ([`evaluate`]).
+//!
+//! `+ - * /` with the usual precedence, parentheses, unary minus, `max(a, b)`, `min(a, b)`, plain
+//! numbers, percentages (`50%` is 0.5) and Kubernetes quantities (`50m`, `200Mi`, `1Gi`), plus one
+//! variable (`cpu` or `memory`). Names are case-insensitive, as in Kruise (`CPU/2`).
 //!
 //! Values are plain `f64` in base units (cores, bytes): a quantity and a number mix freely, as in
 //! Kruise's documented `max(0.5, 0.5*cpu)`.
@@ -19,23 +21,74 @@ impl fmt::Display for CalcError {
     }
 }
 
-/// Evaluate `expr` with `variable` (`cpu` or `memory`) bound to `value` (base units).
+/// Parentheses and function calls nest at most this deep: the parser recurses once per level,
+/// and an expression is request text (a SidecarSet can carry a megabyte of `(`).
+const MAX_DEPTH: usize = 64;
+
+/// Evaluate `expr` with `variable` (`cpu` or `memory`) bound to `value` (base units). `max` and
+/// `min` take any number of arguments here; [`check`] is what holds SidecarSets to Kruise's two.
 pub fn evaluate(expr: &str, variable: &str, value: f64) -> Result<f64, CalcError> {
-    let tokens = tokenize(expr)?;
-    let mut parser = Parser { tokens: &tokens, pos: 0, variable, value };
-    let result = parser.expr()?;
-    if parser.pos != tokens.len() {
-        return Err(CalcError(format!("unexpected {} after a complete expression", tokens[parser.pos])));
-    }
+    let result = parse(expr, variable)?.eval(value)?;
     if !result.is_finite() {
         return Err(CalcError("the result is not a finite number".into()));
     }
     Ok(result)
 }
 
+/// Would Kruise accept `expr` with `variable` (`cpu` or `memory`) as its only variable? It must
+/// parse, and `max` / `min` take exactly two arguments (Kruise's grammar has no other form).
+pub fn check(expr: &str, variable: &str) -> Result<(), CalcError> {
+    parse(expr, variable)?.check_calls()
+}
+
 /// Parse a Kubernetes quantity (`500m`, `1.5`, `128Mi`, `1e3`, `2G`) into base units.
 pub fn parse_quantity(s: &str) -> Result<f64, CalcError> {
     quantity::parse(s).map(|q| q.as_f64()).ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
+}
+
+/// A parsed expression; the variable is the one it was parsed with.
+#[derive(Debug)]
+enum Expr {
+    Num(f64),
+    Var,
+    Neg(Box<Expr>),
+    Binary(char, Box<Expr>, Box<Expr>),
+    Call { max: bool, name: String, args: Vec<Expr> },
+}
+
+impl Expr {
+    fn eval(&self, value: f64) -> Result<f64, CalcError> {
+        Ok(match self {
+            Expr::Num(n) => *n,
+            Expr::Var => value,
+            Expr::Neg(e) => -e.eval(value)?,
+            Expr::Binary(op, l, r) => {
+                let (l, r) = (l.eval(value)?, r.eval(value)?);
+                match op {
+                    '+' => l + r,
+                    '-' => l - r,
+                    '*' => l * r,
+                    _ if r == 0.0 => return Err(CalcError("division by zero".into())),
+                    _ => l / r,
+                }
+            }
+            Expr::Call { max, args, .. } => {
+                let mut values = args.iter().map(|a| a.eval(value));
+                let first = values.next().unwrap_or(Ok(0.0))?;
+                values.try_fold(first, |acc, v| Ok::<_, CalcError>(if *max { acc.max(v?) } else { acc.min(v?) }))?
+            }
+        })
+    }
+
+    fn check_calls(&self) -> Result<(), CalcError> {
+        match self {
+            Expr::Num(_) | Expr::Var => Ok(()),
+            Expr::Neg(e) => e.check_calls(),
+            Expr::Binary(_, l, r) => l.check_calls().and_then(|()| r.check_calls()),
+            Expr::Call { name, args, .. } if args.len() != 2 => Err(CalcError(format!("{name} needs two arguments, not {}", args.len()))),
+            Expr::Call { args, .. } => args.iter().try_for_each(Expr::check_calls),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +150,7 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                 i += 1;
             }
-            tokens.push(Token::Ident(expr[start..i].to_owned()));
+            tokens.push(Token::Ident(expr[start..i].to_ascii_lowercase()));
         } else if "+-*/(),".contains(c) {
             tokens.push(Token::Op(c));
             i += 1;
@@ -111,11 +164,22 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
     Ok(tokens)
 }
 
+fn parse(expr: &str, variable: &str) -> Result<Expr, CalcError> {
+    let tokens = tokenize(expr)?;
+    let mut parser = Parser { tokens: &tokens, pos: 0, variable, depth: 0 };
+    let parsed = parser.expr()?;
+    if let Some(extra) = tokens.get(parser.pos) {
+        return Err(CalcError(format!("unexpected {extra} after a complete expression")));
+    }
+    Ok(parsed)
+}
+
 struct Parser<'a> {
     tokens: &'a [Token],
     pos: usize,
     variable: &'a str,
-    value: f64,
+    /// Open parentheses and calls around the current position.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -138,76 +202,77 @@ impl Parser<'_> {
         }
     }
 
-    fn expr(&mut self) -> Result<f64, CalcError> {
+    fn expr(&mut self) -> Result<Expr, CalcError> {
         let mut acc = self.term()?;
         while let Some(op @ ('+' | '-')) = self.peek_op() {
             self.pos += 1;
-            let rhs = self.term()?;
-            acc = if op == '+' { acc + rhs } else { acc - rhs };
+            acc = Expr::Binary(op, Box::new(acc), Box::new(self.term()?));
         }
         Ok(acc)
     }
 
-    fn term(&mut self) -> Result<f64, CalcError> {
+    fn term(&mut self) -> Result<Expr, CalcError> {
         let mut acc = self.unary()?;
         while let Some(op @ ('*' | '/')) = self.peek_op() {
             self.pos += 1;
-            let rhs = self.unary()?;
-            if op == '*' {
-                acc *= rhs;
-            } else if rhs == 0.0 {
-                return Err(CalcError("division by zero".into()));
-            } else {
-                acc /= rhs;
-            }
+            acc = Expr::Binary(op, Box::new(acc), Box::new(self.unary()?));
         }
         Ok(acc)
     }
 
-    fn unary(&mut self) -> Result<f64, CalcError> {
-        match self.peek_op() {
-            Some('-') => {
-                self.pos += 1;
-                Ok(-self.unary()?)
-            }
-            Some('+') => {
-                self.pos += 1;
-                self.unary()
-            }
-            _ => self.primary(),
+    fn unary(&mut self) -> Result<Expr, CalcError> {
+        // A run of signs is a loop, not recursion: `------1` cannot exhaust the stack.
+        let mut negative = false;
+        while let Some(sign @ ('-' | '+')) = self.peek_op() {
+            self.pos += 1;
+            negative ^= sign == '-';
         }
+        let primary = self.primary()?;
+        Ok(if negative { Expr::Neg(Box::new(primary)) } else { primary })
     }
 
-    fn primary(&mut self) -> Result<f64, CalcError> {
+    /// `inner` one nesting level deeper (a parenthesis or a call).
+    fn nested<T>(&mut self, inner: impl FnOnce(&mut Self) -> Result<T, CalcError>) -> Result<T, CalcError> {
+        if self.depth == MAX_DEPTH {
+            return Err(CalcError(format!("parentheses and calls nest more than {MAX_DEPTH} deep")));
+        }
+        self.depth += 1;
+        let result = inner(self);
+        self.depth -= 1;
+        result
+    }
+
+    fn primary(&mut self) -> Result<Expr, CalcError> {
         let Some(token) = self.tokens.get(self.pos) else {
             return Err(CalcError("the expression ends too early".into()));
         };
         self.pos += 1;
         match token {
-            Token::Num(n) => Ok(*n),
-            Token::Op('(') => {
-                let v = self.expr()?;
-                self.expect(')')?;
-                Ok(v)
-            }
+            Token::Num(n) => Ok(Expr::Num(*n)),
+            Token::Op('(') => self.nested(|p| {
+                let inner = p.expr()?;
+                p.expect(')')?;
+                Ok(inner)
+            }),
             Token::Ident(name) if self.peek_op() == Some('(') => {
-                let is_max = match name.as_str() {
+                let max = match name.as_str() {
                     "max" => true,
                     "min" => false,
                     other => return Err(CalcError(format!("unknown function {other:?} (max and min are supported)"))),
                 };
                 self.pos += 1;
-                let mut acc = self.expr()?;
-                while self.peek_op() == Some(',') {
-                    self.pos += 1;
-                    let v = self.expr()?;
-                    acc = if is_max { acc.max(v) } else { acc.min(v) };
-                }
-                self.expect(')')?;
-                Ok(acc)
+                self.nested(|p| {
+                    let mut args = vec![p.expr()?];
+                    while p.peek_op() == Some(',') {
+                        p.pos += 1;
+                        args.push(p.expr()?);
+                    }
+                    p.expect(')')?;
+                    Ok(Expr::Call { max, name: name.clone(), args })
+                })
             }
-            Token::Ident(name) if name == self.variable => Ok(self.value),
-            Token::Ident(name) => Err(CalcError(format!("unknown variable {name:?} (this expression can use {:?})", self.variable))),
+            Token::Ident(name) if name == self.variable => Ok(Expr::Var),
+            Token::Ident(name) => Err(CalcError(format!("undefined variable {name:?}"))),
             Token::Op(c) => Err(CalcError(format!("unexpected {c:?}"))),
         }
     }
@@ -243,12 +308,57 @@ mod tests {
     #[test]
     fn errors_are_explained() {
         assert!(evaluate("cpu *", "cpu", 1.0).unwrap_err().0.contains("ends too early"));
-        assert!(evaluate("memory", "cpu", 1.0).unwrap_err().0.contains("unknown variable"));
+        assert!(evaluate("memory", "cpu", 1.0).unwrap_err().0.contains("undefined variable"));
         assert!(evaluate("avg(1)", "cpu", 1.0).unwrap_err().0.contains("unknown function"));
         assert!(evaluate("1/0", "cpu", 1.0).unwrap_err().0.contains("division by zero"));
         assert!(evaluate("5Qi", "cpu", 1.0).is_err());
         assert!(evaluate("", "cpu", 1.0).is_err());
         assert!(evaluate("1 2", "cpu", 1.0).is_err());
+    }
+
+    /// What SidecarSet validation accepts and refuses (Kruise's grammar: `max`/`min` of two).
+    #[test]
+    fn accepts_kruise_examples() {
+        for (e, v) in [
+            ("cpu", "cpu"),
+            ("cpu * 2", "cpu"),
+            ("max(cpu, 200m)", "cpu"),
+            ("min(max(max(max(0.5,0.5*cpu),cpu-1.0),cpu-1.0),3.0)", "cpu"),
+            ("max(min(2*cpu,-cpu+3.0),2*cpu-3.0)", "cpu"),
+            ("memory + 100Mi", "memory"),
+            ("0.5 * memory + max(0, memory-2Gi)", "memory"),
+            ("max(cpu*50%, 50m)", "cpu"),
+            ("CPU/2", "cpu"),
+            ("Max(CPU, 1e3)", "cpu"),
+        ] {
+            assert_eq!(check(e, v), Ok(()), "{e}");
+        }
+    }
+
+    #[test]
+    fn rejects_broken_expressions() {
+        for e in ["undefined_var", "cpu +", "max(cpu)", "max(cpu, 1, 2)", "(cpu", "cpu cpu", "cpu $ 2", "", "memory"] {
+            assert!(check(e, "cpu").is_err(), "{e}");
+        }
+    }
+
+    /// What validation accepts, injection evaluates the same way (names in any case).
+    #[test]
+    fn names_are_case_insensitive_when_evaluated_too() {
+        assert!(close(evaluate("MAX(CPU*50%, 50m)", "cpu", 0.6).unwrap(), 0.3));
+    }
+
+    /// Request text cannot recurse the parser off its stack.
+    #[test]
+    fn deep_nesting_is_a_clear_error() {
+        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(evaluate(&deep, "cpu", 1.0).unwrap_err().0.contains("nest more than 64 deep"));
+        let calls = format!("{}1{}", "max(".repeat(100_000), ", 1)".repeat(100_000));
+        assert!(check(&calls, "cpu").unwrap_err().0.contains("nest more than 64 deep"));
+        let signs = format!("{}1", "-".repeat(100_001));
+        assert!(close(evaluate(&signs, "cpu", 1.0).unwrap(), -1.0));
+        let fine = format!("{}cpu{}", "(".repeat(64), ")".repeat(64));
+        assert!(close(evaluate(&fine, "cpu", 2.0).unwrap(), 2.0));
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn compute(
 }
 
 fn has_word(expr: &str, word: &str) -> bool {
-    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == word)
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.

@@ -5,7 +5,6 @@
 
 pub mod corev1;
 pub mod defaults;
-pub mod expr;
 pub mod hash;
 pub mod selector;
 pub mod validate;

@@ -440,7 +440,7 @@ fn resources_policy<'a>(c: &'a SidecarContainer, path: &str, patterns: &mut Patt
         let Some(values) = values else { continue };
         for (resource, text) in [("cpu", &values.cpu), ("memory", &values.memory)] {
             if !text.is_empty()
-                && let Err(e) = super::expr::check(text, resource)
+                && let Err(e) = crate::admission::sidecarset::calculator::check(text, resource)
             {
                 errs.push(field::invalid_str(format!("{ep}.{kind}.{resource}"), text, format!("invalid expression: {e}")));
             }

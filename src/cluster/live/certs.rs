@@ -13,7 +13,7 @@
 //! certificates issued by either verify during the switch.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -21,28 +21,22 @@ use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
-use rcgen::PublicKeyData as _;
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
 use super::api_error::{FailureKind, classify};
+use crate::tls_material::{
+    CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches, parse_pem, pem_block, write_files,
+};
 
-/// The CA's lifetime (as Kruise's).
-const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// The largest `--cert-renew-before` (see [`CertSettings::check`]).
-pub const MAX_RENEW_BEFORE: Duration = Duration::from_secs(CA_VALIDITY.as_secs() / 4);
+pub const MAX_RENEW_BEFORE: Duration = Duration::from_secs(CA_LIFETIME.as_secs() / 4);
 /// How often the Secret, files and configurations are checked again after a good sync.
 const RESYNC: Duration = Duration::from_secs(60);
 /// After a failed sync: the first retry, doubled after each further failure up to the maximum.
 const RETRY_MIN: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 const ATTEMPTS: usize = 5;
-
-/// Keys of the Secret (and names of the files written).
-pub const TLS_CRT: &str = "tls.crt";
-pub const TLS_KEY: &str = "tls.key";
-pub const CA_CRT: &str = "ca.crt";
-pub const CA_KEY: &str = "ca.key";
 
 #[derive(Debug, Clone)]
 pub struct CertSettings {
@@ -91,7 +85,7 @@ impl CertSettings {
                  so the serving certificate, valid for twice the renewal window, fits in the CA's life with room to renew)",
                 self.renew_before.as_secs(),
                 max.as_secs() / 86_400,
-                CA_VALIDITY.as_secs() / 86_400
+                CA_LIFETIME.as_secs() / 86_400
             )));
         }
         Ok(())
@@ -322,7 +316,7 @@ impl CertManager {
         let files = [(TLS_CRT, material.cert.as_bytes()), (TLS_KEY, material.key.as_bytes()), (CA_CRT, material.ca_bundle.as_bytes())];
         let files_written = write_files(&self.settings.cert_dir, &files)
             .map_err(|e| CertError::new(format!("cannot write the certificate files to {}: {e}", self.settings.cert_dir.display())))?;
-        let not_after = parse_certs(&material.cert).first().map_or(now, |c| c.not_after);
+        let not_after = parse_pem(&material.cert).first().map_or(now, |c| c.not_after);
         Ok(SyncOutcome { secret_written, files_written, configs_patched, not_after })
     }
 
@@ -441,66 +435,24 @@ enum Verdict {
     RenewCa,
 }
 
-struct ParsedCert {
-    der: Vec<u8>,
-    subject: Vec<u8>,
-    issuer: Vec<u8>,
-    spki: Vec<u8>,
-    not_before: OffsetDateTime,
-    not_after: OffsetDateTime,
-    dns_names: Vec<String>,
-}
-
-fn parse_certs(pem: &str) -> Vec<ParsedCert> {
-    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
-        .filter_map(Result::ok)
-        .filter_map(|p| {
-            let cert = p.parse_x509().ok()?;
-            let dns_names = cert
-                .subject_alternative_name()
-                .ok()
-                .flatten()
-                .map(|san| {
-                    san.value
-                        .general_names
-                        .iter()
-                        .filter_map(|n| match n {
-                            x509_parser::extensions::GeneralName::DNSName(d) => Some((*d).to_owned()),
-                            _ => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            Some(ParsedCert {
-                der: p.contents.clone(),
-                subject: cert.subject().as_raw().to_vec(),
-                issuer: cert.issuer().as_raw().to_vec(),
-                spki: cert.public_key().raw.to_vec(),
-                not_before: cert.validity().not_before.to_datetime(),
-                not_after: cert.validity().not_after.to_datetime(),
-                dns_names,
-            })
-        })
-        .collect()
-}
-
-fn key_matches(key_pem: &str, cert: &ParsedCert) -> bool {
-    rcgen::KeyPair::from_pem(key_pem).is_ok_and(|k| k.subject_public_key_info() == cert.spki)
+/// Whether `key_pem` holds the private half of `cert`'s key.
+fn key_pem_matches(key_pem: &str, cert: &ParsedCert) -> bool {
+    rcgen::KeyPair::from_pem(key_pem).is_ok_and(|k| key_matches(&k, cert))
 }
 
 /// Is the stored material still good at `now`? The CA must outlive any serving certificate it
 /// would issue now; the serving certificate must be issued by it, match its key, name the
 /// Service and still be valid `renew_before` from now.
 fn verdict(m: &Material, s: &CertSettings, now: OffsetDateTime) -> Verdict {
-    let cas = parse_certs(&m.ca_bundle);
+    let cas = parse_pem(&m.ca_bundle);
     let Some(ca) = cas.first() else { return Verdict::RenewCa };
-    if !key_matches(&m.ca_key, ca) || ca.not_after < now + s.serving_validity() {
+    if !key_pem_matches(&m.ca_key, ca) || ca.not_after < now + s.serving_validity() {
         return Verdict::RenewCa;
     }
-    let Some(cert) = parse_certs(&m.cert).into_iter().next() else { return Verdict::RenewServing };
+    let Some(cert) = parse_pem(&m.cert).into_iter().next() else { return Verdict::RenewServing };
     let names_ok = s.dns_names().iter().all(|n| cert.dns_names.contains(n));
     if cert.issuer != ca.subject
-        || !key_matches(&m.key, &cert)
+        || !key_pem_matches(&m.key, &cert)
         || !names_ok
         || cert.not_before > now
         || cert.not_after < now + s.renew_before
@@ -514,107 +466,34 @@ fn gen_err(e: rcgen::Error) -> CertError {
     CertError::new(format!("cannot generate a certificate: {e}"))
 }
 
+fn issue_err(e: IssueError) -> CertError {
+    gen_err(e.source)
+}
+
 /// New material. `previous`: `(material, keep_ca)`: with `keep_ca` only the serving certificate
 /// is reissued; otherwise a new CA is made and the previous CA stays in the bundle while valid.
 fn issue(previous: Option<(&Material, bool)>, s: &CertSettings, now: OffsetDateTime) -> Result<Material, CertError> {
     let (ca_bundle, ca_key_pem) = match previous {
         Some((m, true)) => (m.ca_bundle.clone(), m.ca_key.clone()),
         _ => {
-            let key = rcgen::KeyPair::generate().map_err(gen_err)?;
-            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
-            params.distinguished_name.push(rcgen::DnType::CommonName, "kruise-admission-webhook-ca");
-            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-            params.key_usages =
-                vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::DigitalSignature];
-            params.not_before = now - time::Duration::hours(1);
-            params.not_after = now + CA_VALIDITY;
-            let cert = params.self_signed(&key).map_err(gen_err)?;
-            let mut bundle = cert.pem();
+            let ca = Ca::new(&SELF_MANAGED, now).map_err(issue_err)?;
+            let mut bundle = ca.cert_pem;
             // Keep the old CA trusted until it expires: certificates it issued keep verifying
             // while replicas switch over.
             if let Some((m, _)) = previous
-                && let Some(old) = parse_certs(&m.ca_bundle).into_iter().next()
+                && let Some(old) = parse_pem(&m.ca_bundle).into_iter().next()
                 && old.not_after > now
             {
                 bundle.push_str(&pem_block(&old.der));
             }
-            (bundle, key.serialize_pem())
+            (bundle, ca.key.serialize_pem())
         }
     };
-    let ca_key = rcgen::KeyPair::from_pem(&ca_key_pem).map_err(gen_err)?;
     let signing_ca = ca_bundle.split_inclusive("-----END CERTIFICATE-----").next().unwrap_or_default();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(signing_ca, ca_key).map_err(gen_err)?;
-    let key = rcgen::KeyPair::generate().map_err(gen_err)?;
+    let ca = Ca { profile: &SELF_MANAGED, cert_pem: signing_ca.to_owned(), key: rcgen::KeyPair::from_pem(&ca_key_pem).map_err(gen_err)? };
     let names = s.dns_names();
-    let mut params = rcgen::CertificateParams::new(names.clone()).map_err(gen_err)?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, names[0].clone());
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature, rcgen::KeyUsagePurpose::KeyEncipherment];
-    params.not_before = now - time::Duration::hours(1);
-    params.not_after = now + s.serving_validity();
-    let cert = params.signed_by(&key, &issuer).map_err(gen_err)?;
-    Ok(Material { ca_bundle, ca_key: ca_key_pem, cert: cert.pem(), key: key.serialize_pem() })
-}
-
-fn pem_block(der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(chunk));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
-/// Create `path`, which must not exist yet, with permission bits `mode` from the start: a private
-/// key is never readable by others, not even between a write and a chmod, and a file or symlink
-/// someone planted at the path is an error instead of being written through.
-pub fn create_new_with_mode(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path)
-}
-
-/// Write `files` into `dir` the way Kubernetes updates a Secret volume: into a fresh hidden folder,
-/// then one atomic rename of the `..data` symlink, so a reader never sees a certificate next to
-/// another certificate's key. `dir/<name>` are symlinks into `..data`. Returns false (and writes
-/// nothing) when the files already have this content.
-pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<bool> {
-    use std::os::unix::fs::symlink;
-    std::fs::create_dir_all(dir)?;
-    if files.iter().all(|(name, content)| std::fs::read(dir.join(name)).is_ok_and(|c| c == *content)) {
-        return Ok(false);
-    }
-    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let data_name = format!("..{stamp}");
-    let data_dir = dir.join(&data_name);
-    std::fs::create_dir(&data_dir)?;
-    for (name, content) in files {
-        let mut file = create_new_with_mode(&data_dir.join(name), 0o600)?;
-        std::io::Write::write_all(&mut file, content)?;
-        file.sync_all()?;
-    }
-    let previous = std::fs::read_link(dir.join("..data")).ok();
-    let tmp = dir.join("..data_tmp");
-    let _ = std::fs::remove_file(&tmp);
-    symlink(&data_name, &tmp)?;
-    std::fs::rename(&tmp, dir.join("..data"))?;
-    for (name, _) in files {
-        let link = dir.join(name);
-        match std::fs::symlink_metadata(&link) {
-            Ok(meta) if meta.file_type().is_symlink() => continue,
-            // A plain file from another writer: replace it with the link.
-            Ok(_) => std::fs::remove_file(&link)?,
-            Err(_) => {}
-        }
-        symlink(Path::new("..data").join(name), &link)?;
-    }
-    if let Some(previous) = previous
-        && previous != Path::new(&data_name)
-    {
-        let _ = std::fs::remove_dir_all(dir.join(previous));
-    }
-    Ok(true)
+    let (cert, key) = ca.issue_serving(&names, &names[0], s.serving_validity(), now).map_err(issue_err)?;
+    Ok(Material { ca_bundle, ca_key: ca_key_pem, cert, key })
 }
 
 #[cfg(test)]
@@ -638,9 +517,9 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let m = issue(None, &settings(), now).unwrap();
         assert_eq!(verdict(&m, &settings(), now), Verdict::Valid);
-        let cert = parse_certs(&m.cert).remove(0);
+        let cert = parse_pem(&m.cert).remove(0);
         assert!(cert.dns_names.contains(&"kruise-webhook-service.kruise-system.svc".to_owned()));
-        assert_eq!(cert.issuer, parse_certs(&m.ca_bundle)[0].subject);
+        assert_eq!(cert.issuer, parse_pem(&m.ca_bundle)[0].subject);
     }
 
     #[test]
@@ -665,9 +544,9 @@ mod tests {
         let later = now + time::Duration::days(9 * 365 + 200);
         assert_eq!(verdict(&m, &s, later), Verdict::RenewCa);
         let renewed = issue(Some((&m, false)), &s, later).unwrap();
-        let cas = parse_certs(&renewed.ca_bundle);
+        let cas = parse_pem(&renewed.ca_bundle);
         assert_eq!(cas.len(), 2);
-        assert_eq!(cas[1].der, parse_certs(&m.ca_bundle)[0].der);
+        assert_eq!(cas[1].der, parse_pem(&m.ca_bundle)[0].der);
         assert_eq!(verdict(&renewed, &s, later), Verdict::Valid);
     }
 
@@ -681,55 +560,5 @@ mod tests {
         assert_eq!(verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now), Verdict::RenewCa);
         let renamed = CertSettings { service: "elsewhere".into(), ..settings() };
         assert_eq!(verdict(&m, &renamed, now), Verdict::RenewServing);
-    }
-
-    /// A watcher polling the folder while keys are written never sees a key file readable by
-    /// anyone but the owner (write-then-chmod would leave a window with the umask's 0644).
-    #[test]
-    fn key_files_are_owner_only_from_their_creation() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watcher = {
-            let (dir, done) = (dir.path().to_owned(), done.clone());
-            std::thread::spawn(move || {
-                let (mut seen, mut open_modes) = (0, Vec::new());
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                        let Ok(meta) = std::fs::metadata(entry.path().join(TLS_KEY)) else { continue };
-                        seen += 1;
-                        let mode = meta.permissions().mode() & 0o777;
-                        if mode != 0o600 {
-                            open_modes.push(mode);
-                        }
-                    }
-                }
-                (seen, open_modes)
-            })
-        };
-        let key = vec![b'k'; 256 * 1024];
-        for i in 0..150u32 {
-            let mut content = key.clone();
-            content[..4].copy_from_slice(&i.to_be_bytes());
-            write_files(dir.path(), &[(TLS_CRT, b"c"), (TLS_KEY, &content)]).unwrap();
-        }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (seen, open_modes) = watcher.join().unwrap();
-        assert!(seen > 0, "the watcher never saw a key file");
-        assert!(open_modes.is_empty(), "key files seen with modes {open_modes:?} (decimal; {} of {seen} looks)", open_modes.len());
-    }
-
-    #[test]
-    fn files_are_swapped_atomically_and_only_when_changed() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(write_files(dir.path(), &[("tls.crt", b"a"), ("tls.key", b"b")]).unwrap());
-        assert!(!write_files(dir.path(), &[("tls.crt", b"a"), ("tls.key", b"b")]).unwrap());
-        assert!(write_files(dir.path(), &[("tls.crt", b"c"), ("tls.key", b"d")]).unwrap());
-        assert_eq!(std::fs::read(dir.path().join("tls.crt")).unwrap(), b"c");
-        assert!(std::fs::symlink_metadata(dir.path().join("tls.key")).unwrap().file_type().is_symlink());
-        // Only the current data folder is left.
-        let hidden =
-            std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("..")).count();
-        assert_eq!(hidden, 2, "..data and one data folder");
     }
 }

@@ -14,7 +14,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt as _;
+use futures_util::{Stream, StreamExt as _};
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
@@ -98,6 +98,27 @@ impl WatchCell {
     fn healthy(&self) {
         self.lock().failing_since = None;
     }
+
+    /// A (re)list's result: a relist can drop, add or change anything, so every key on either
+    /// side is dirty.
+    fn replace_all(&self, objects: BTreeMap<ObjectKey, Arc<Value>>) {
+        let mut s = self.lock();
+        let keys: Vec<ObjectKey> = s.objects.keys().chain(objects.keys()).cloned().collect();
+        s.dirty.extend(keys);
+        s.objects = objects;
+        s.listed = true;
+        s.failing_since = None;
+    }
+
+    /// One watch event: the object stored (`Some`) or deleted (`None`).
+    fn apply(&self, key: ObjectKey, value: Option<Value>) {
+        let mut s = self.lock();
+        match value {
+            Some(value) => s.objects.insert(key.clone(), Arc::new(value)),
+            None => s.objects.remove(&key),
+        };
+        s.dirty.insert(key);
+    }
 }
 
 struct Backoff {
@@ -122,10 +143,13 @@ impl Backoff {
     }
 }
 
-/// Why a watch stream ended.
+/// Why a watch ended.
 enum End {
-    /// Closed by the server (its timeout) or idle: re-watch from the last resourceVersion.
-    Closed,
+    /// Closed by the server (its timeout) or idle after `lasted`: re-watch from the last
+    /// resourceVersion.
+    Closed {
+        lasted: Duration,
+    },
     /// 410: the resourceVersion is too old; relist.
     Gone,
     Failed(ApiFailure),
@@ -140,15 +164,7 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
             tokio::time::timeout(timing.request_timeout, list(&spec)).await.unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
         let mut resource_version = match listed {
             Ok((objects, rv)) => {
-                {
-                    let mut s = cell.lock();
-                    // A relist can drop, add or change anything: every key on either side.
-                    let keys: Vec<ObjectKey> = s.objects.keys().chain(objects.keys()).cloned().collect();
-                    s.dirty.extend(keys);
-                    s.objects = objects;
-                    s.listed = true;
-                    s.failing_since = None;
-                }
+                cell.replace_all(objects);
                 changed();
                 backoff.reset();
                 rv
@@ -161,85 +177,81 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
         };
         // Watch until the resourceVersion expires, then relist.
         loop {
-            let params = WatchParams {
-                field_selector: spec.field_selector.clone(),
-                timeout: Some(timing.watch_timeout_secs),
-                bookmarks: true,
-                ..WatchParams::default()
-            };
-            let opening = tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, &resource_version)).await;
-            let stream = match opening {
-                Ok(Ok(stream)) => stream,
-                Err(_) => {
-                    cell.fail(timed_out(&spec, "watch", &timing));
-                    backoff.wait().await;
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
-                    if failure.kind == FailureKind::Gone {
-                        break;
-                    }
-                    cell.fail(failure);
-                    backoff.wait().await;
-                    continue;
-                }
-            };
-            cell.healthy();
-            let opened = Instant::now();
-            let mut stream = pin!(stream);
-            let end = loop {
-                let event = match tokio::time::timeout(timing.idle_timeout, stream.next()).await {
-                    Err(_) | Ok(None) => break End::Closed,
-                    Ok(Some(Err(e))) => break End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref())),
-                    Ok(Some(Ok(event))) => event,
-                };
-                match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                        if let Some(rv) = &o.metadata.resource_version {
-                            resource_version.clone_from(rv);
-                        }
-                        if let Some((key, value)) = keyed(&spec, o) {
-                            let mut s = cell.lock();
-                            s.dirty.insert(key.clone());
-                            s.objects.insert(key, Arc::new(value));
-                            drop(s);
-                            changed();
-                        }
-                    }
-                    WatchEvent::Deleted(o) => {
-                        if let Some(rv) = &o.metadata.resource_version {
-                            resource_version.clone_from(rv);
-                        }
-                        if let Some((key, _)) = keyed(&spec, o) {
-                            let mut s = cell.lock();
-                            s.objects.remove(&key);
-                            s.dirty.insert(key);
-                            drop(s);
-                            changed();
-                        }
-                    }
-                    WatchEvent::Bookmark(b) => resource_version = b.metadata.resource_version,
-                    WatchEvent::Error(status) if status.code == 410 => break End::Gone,
-                    WatchEvent::Error(status) => {
-                        break End::Failed(classify(&kube::Error::Api(status), "watch", &spec.resource, spec.namespace.as_deref()));
-                    }
-                }
-            };
-            cell.lock().reconnects += 1;
-            match end {
+            match watch(&spec, &cell, &timing, &mut resource_version, &changed).await {
                 End::Gone => break,
                 End::Failed(failure) => {
                     cell.fail(failure);
                     backoff.wait().await;
                 }
                 // A server that closes every stream at once must not turn this into a busy loop.
-                End::Closed if opened.elapsed() < Duration::from_secs(1) => backoff.wait().await,
-                End::Closed => backoff.reset(),
+                End::Closed { lasted } if lasted < Duration::from_secs(1) => backoff.wait().await,
+                End::Closed { .. } => backoff.reset(),
             }
         }
         tracing::info!(kind = %cell.kind, "resourceVersion expired; relisting");
         cell.lock().relists += 1;
+    }
+}
+
+/// Open one watch from `resource_version` and follow it to its end, keeping `resource_version` at
+/// the last one seen.
+async fn watch(spec: &WatchSpec, cell: &WatchCell, timing: &Timing, resource_version: &mut String, changed: &impl Fn()) -> End {
+    let params = WatchParams {
+        field_selector: spec.field_selector.clone(),
+        timeout: Some(timing.watch_timeout_secs),
+        bookmarks: true,
+        ..WatchParams::default()
+    };
+    let stream = match tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, resource_version)).await {
+        Ok(Ok(stream)) => stream,
+        Err(_) => return End::Failed(timed_out(spec, "watch", timing)),
+        Ok(Err(e)) => {
+            let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
+            return if failure.kind == FailureKind::Gone { End::Gone } else { End::Failed(failure) };
+        }
+    };
+    cell.healthy();
+    let end = follow(spec, cell, timing, stream, resource_version, changed).await;
+    cell.lock().reconnects += 1;
+    end
+}
+
+/// Apply a watch stream's events to the cell until it ends.
+async fn follow(
+    spec: &WatchSpec,
+    cell: &WatchCell,
+    timing: &Timing,
+    stream: impl Stream<Item = kube::Result<WatchEvent<DynamicObject>>>,
+    resource_version: &mut String,
+    changed: &impl Fn(),
+) -> End {
+    let opened = Instant::now();
+    let mut stream = pin!(stream);
+    loop {
+        let event = match tokio::time::timeout(timing.idle_timeout, stream.next()).await {
+            Err(_) | Ok(None) => return End::Closed { lasted: opened.elapsed() },
+            Ok(Some(Err(e))) => return End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref())),
+            Ok(Some(Ok(event))) => event,
+        };
+        let (object, present) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
+            WatchEvent::Deleted(o) => (o, false),
+            WatchEvent::Bookmark(b) => {
+                *resource_version = b.metadata.resource_version;
+                continue;
+            }
+            WatchEvent::Error(status) if status.code == 410 => return End::Gone,
+            WatchEvent::Error(status) => {
+                return End::Failed(classify(&kube::Error::Api(status), "watch", &spec.resource, spec.namespace.as_deref()));
+            }
+        };
+        if let Some(rv) = &object.metadata.resource_version {
+            resource_version.clone_from(rv);
+        }
+        if let Some((key, value)) = keyed(spec, object) {
+            cell.apply(key, present.then_some(value));
+            changed();
+        }
     }
 }
 
