@@ -173,6 +173,10 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
         side.recorded_sidecars(name, &mut sidecars, &mut containers);
     }
 
+    // The ServiceAccount token volume is the Pod's, never injection's. Ours names it, or else the
+    // stored Pod does: an audit log records the request before the ServiceAccount plugin ran.
+    let token = token_volume(ours.pod).or_else(|| token_volume(stored.pod));
+    let normalized = |c: &Value, side: &Side| normalized_container(c, side.pod, token);
     let mut referenced_volumes = BTreeSet::new();
     for key in ["initContainers", "containers"] {
         let original_list = spec_list(original, key);
@@ -187,14 +191,7 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
             match (a, b) {
                 (None, None) => {}
                 (Some(a), Some(b)) => {
-                    diff(
-                        &path,
-                        "",
-                        Some(&normalized_container(a, ours.pod)),
-                        Some(&normalized_container(b, stored.pod)),
-                        Ctx::default(),
-                        out,
-                    );
+                    diff(&path, "", Some(&normalized(a, ours)), Some(&normalized(b, stored)), Ctx::default(), out);
                     let (pa, pb) = (position(ours.pod, key, container, original_list), position(stored.pod, key, container, original_list));
                     if pa != pb {
                         out.push(FieldDiff { path: format!("{path}#position"), ours: json!(pa), stored: json!(pb) });
@@ -202,8 +199,8 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
                 }
                 (a, b) => out.push(FieldDiff {
                     path,
-                    ours: a.map_or(Value::Null, |c| normalized_container(c, ours.pod)),
-                    stored: b.map_or(Value::Null, |c| normalized_container(c, stored.pod)),
+                    ours: a.map_or(Value::Null, |c| normalized(c, ours)),
+                    stored: b.map_or(Value::Null, |c| normalized(c, stored)),
                 }),
             }
         }
@@ -211,7 +208,7 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
 
     // Volumes the sidecars use that the Pod did not have before: the ones injection adds (§6.4).
     let own_volumes: HashSet<&str> = spec_list(original, "volumes").iter().filter_map(name_of).collect();
-    for volume in referenced_volumes.iter().filter(|v| !own_volumes.contains(v.as_str())) {
+    for volume in referenced_volumes.iter().filter(|v| !own_volumes.contains(v.as_str()) && token != Some(v.as_str())) {
         let pick = |side: &Side| by_name(spec_list(side.pod, "volumes"), volume).map(normalized_volume);
         diff(&child("spec.volumes", volume), "", pick(ours).as_ref(), pick(stored).as_ref(), Ctx::default(), out);
     }
@@ -294,11 +291,14 @@ fn compare_annotations(
     }
 }
 
-/// A container as the API server stores it: token mount, `SetDefaults_Pod`, then [`tidy`].
-fn normalized_container(container: &Value, pod: &Value) -> Value {
+/// A container as the API server stores it: the `token` volume mounted, `SetDefaults_Pod`, then
+/// [`tidy`].
+fn normalized_container(container: &Value, pod: &Value, token: Option<&str>) -> Value {
     let mut c = container.clone();
     if let Value::Object(m) = &mut c {
-        mount_token(m, pod);
+        if let Some(token) = token {
+            mount_token(m, token);
+        }
         defaults::core_container(m, Probes::All);
         requests_from_limits(m);
         if at(pod, &["spec", "hostNetwork"]).and_then(Value::as_bool) == Some(true) {
@@ -320,8 +320,7 @@ fn normalized_volume(volume: &Value) -> Value {
 
 /// The ServiceAccount admission plugin, re-run by the API server after a webhook changed the Pod:
 /// when the Pod has the token volume, every container without a mount at the token path gets one.
-fn mount_token(c: &mut Map<String, Value>, pod: &Value) {
-    let Some(volume) = token_volume(pod) else { return };
+fn mount_token(c: &mut Map<String, Value>, volume: &str) {
     let mounts = c.entry("volumeMounts").or_insert_with(|| Value::Array(Vec::new()));
     if mounts.is_null() {
         *mounts = Value::Array(Vec::new());
@@ -943,6 +942,27 @@ mod tests {
             };
             assert_eq!(verdicts(&stored), expected, "without {key} {name}");
         }
+    }
+
+    /// An audit log records the request before the ServiceAccount plugin ran: the review's Pod and
+    /// ours have no token volume, the stored Pod has it on every container. Not a disagreement, and
+    /// the token volume is not the SidecarSet's.
+    #[test]
+    fn a_token_only_the_stored_pod_has_is_the_api_servers() {
+        let strip = |mut pod: Value| {
+            pod["spec"]["volumes"].as_array_mut().unwrap().remove(0);
+            pod["spec"]["containers"][0].as_object_mut().unwrap().remove("volumeMounts");
+            pod
+        };
+        let result = compare(&strip(original()), &strip(ours()), &stored(), &lookup);
+        assert!(result[0].agrees(), "{:#?}", result[0].diffs);
+        // The mount is compared, not ignored: a stored one unlike the plugin's disagrees.
+        let mut writable = stored();
+        writable["spec"]["containers"][1]["volumeMounts"][1]["readOnly"] = json!(false);
+        let result = compare(&strip(original()), &strip(ours()), &writable, &lookup);
+        let diffs: Vec<(&str, &Value, &Value)> = result[0].diffs.iter().map(|d| (d.path.as_str(), &d.ours, &d.stored)).collect();
+        let path = "spec.containers[log-agent].volumeMounts[/var/run/secrets/kubernetes.io/serviceaccount].readOnly";
+        assert_eq!(diffs, [(path, &json!(true), &Value::Null)]);
     }
 
     #[test]
