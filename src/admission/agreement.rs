@@ -320,15 +320,21 @@ fn normalized_volume(volume: &Value) -> Value {
 
 /// The ServiceAccount admission plugin, re-run by the API server after a webhook changed the Pod:
 /// when the Pod has the token volume, every container without a mount at the token path gets one.
+/// The mount at the token path is put last on both sides: where it lands depends on when the plugin
+/// ran (a sidecar sharing the app's mounts got it among them, or it was appended on re-run), not on
+/// injection.
 fn mount_token(c: &mut Map<String, Value>, volume: &str) {
     let mounts = c.entry("volumeMounts").or_insert_with(|| Value::Array(Vec::new()));
     if mounts.is_null() {
         *mounts = Value::Array(Vec::new());
     }
     let Value::Array(mounts) = mounts else { return };
-    if !mounts.iter().any(|m| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH)) {
-        mounts.push(json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
-    }
+    let at_token_path = |m: &Value| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH);
+    let token = match mounts.iter().position(at_token_path) {
+        Some(i) => mounts.remove(i),
+        None => json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}),
+    };
+    mounts.push(token);
 }
 
 /// The volume the ServiceAccount plugin mounts: `kube-api-access-<random>` (a projected token,
@@ -963,6 +969,17 @@ mod tests {
         let diffs: Vec<(&str, &Value, &Value)> = result[0].diffs.iter().map(|d| (d.path.as_str(), &d.ours, &d.stored)).collect();
         let path = "spec.containers[log-agent].volumeMounts[/var/run/secrets/kubernetes.io/serviceaccount].readOnly";
         assert_eq!(diffs, [(path, &json!(true), &Value::Null)]);
+    }
+
+    /// A sidecar sharing the app's mounts: Kruise saw the token mount among the app's (the plugin ran
+    /// before webhooks), our decision on an audit log's request did not. Its place is not compared.
+    #[test]
+    fn the_token_mount_is_compared_wherever_it_sits() {
+        let mut pod = stored();
+        let mounts = pod["spec"]["containers"][1]["volumeMounts"].as_array_mut().unwrap();
+        mounts.reverse();
+        assert_eq!(mounts[0]["mountPath"], TOKEN_MOUNT_PATH);
+        assert!(verdict(&pod)[0].agrees(), "{:#?}", verdict(&pod)[0].diffs);
     }
 
     #[test]
