@@ -14,15 +14,21 @@
 //! container and volume defaults; values that cannot survive storage (Go zero values of non-pointer
 //! fields, empty lists and maps, `null`) are dropped; quantities compare by value.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+mod diff;
+mod normalize;
+mod pairing;
+
+pub use pairing::StoredPods;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use self::diff::{Ctx, diff};
+use self::normalize::{normalized_container, normalized_volume, token_volume};
 use super::sidecarset::annotations::{HashEntries, parse_hash_map};
-use super::sidecarset_admission::defaults::{self, Probes};
-use crate::api::quantity;
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, SidecarSet, VERSION_ALT_ANNOTATION_PREFIX,
     VERSION_ANNOTATION_PREFIX, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
@@ -50,11 +56,6 @@ impl SidecarSetAgreement {
         self.diffs.is_empty()
     }
 }
-
-/// Where the ServiceAccount admission plugin mounts the API token, and the prefix of the volume it
-/// adds (`kube-api-access-<random>`).
-const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 
 /// Compare `ours` (the review's Pod, `original`, with our patch applied) with `stored`, for every
 /// SidecarSet either side records as injected, in name order. `lookup` finds a SidecarSet by name
@@ -291,336 +292,9 @@ fn compare_annotations(
     }
 }
 
-/// A container as the API server stores it: the `token` volume mounted, `SetDefaults_Pod`, then
-/// [`tidy`].
-fn normalized_container(container: &Value, pod: &Value, token: Option<&str>) -> Value {
-    let mut c = container.clone();
-    if let Value::Object(m) = &mut c {
-        if let Some(token) = token {
-            mount_token(m, token);
-        }
-        defaults::core_container(m, Probes::All);
-        requests_from_limits(m);
-        if at(pod, &["spec", "hostNetwork"]).and_then(Value::as_bool) == Some(true) {
-            host_network_ports(m);
-        }
-    }
-    tidy(&mut c, false);
-    c
-}
-
-fn normalized_volume(volume: &Value) -> Value {
-    let mut v = volume.clone();
-    if let Value::Object(m) = &mut v {
-        defaults::volume(m);
-    }
-    tidy(&mut v, false);
-    v
-}
-
-/// The ServiceAccount admission plugin, re-run by the API server after a webhook changed the Pod:
-/// when the Pod has the token volume, every container without a mount at the token path gets one.
-/// The mount at the token path is put last on both sides: where it lands depends on when the plugin
-/// ran (a sidecar sharing the app's mounts got it among them, or it was appended on re-run), not on
-/// injection.
-fn mount_token(c: &mut Map<String, Value>, volume: &str) {
-    let mounts = c.entry("volumeMounts").or_insert_with(|| Value::Array(Vec::new()));
-    if mounts.is_null() {
-        *mounts = Value::Array(Vec::new());
-    }
-    let Value::Array(mounts) = mounts else { return };
-    let at_token_path = |m: &Value| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH);
-    let token = match mounts.iter().position(at_token_path) {
-        Some(i) => mounts.remove(i),
-        None => json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}),
-    };
-    mounts.push(token);
-}
-
-/// The volume the ServiceAccount plugin mounts: `kube-api-access-<random>` (a projected token,
-/// Kubernetes 1.22 and later), or before that a secret volume `<account>-token-<random>` that the
-/// Pod's containers mount at the token path.
-fn token_volume(pod: &Value) -> Option<&str> {
-    let volumes = spec_list(pod, "volumes");
-    if let Some(projected) = volumes.iter().filter_map(name_of).find(|n| n.starts_with(TOKEN_VOLUME_PREFIX)) {
-        return Some(projected);
-    }
-    let secret = |name: &str| volumes.iter().any(|v| name_of(v) == Some(name) && field(v, "secret").is_some());
-    ["initContainers", "containers"]
-        .into_iter()
-        .flat_map(|key| spec_list(pod, key))
-        .flat_map(|c| list(c, "volumeMounts"))
-        .filter(|m| field(m, "mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH))
-        .filter_map(name_of)
-        .find(|n| n.contains("-token-") && secret(n))
-}
-
-/// `SetDefaults_Pod`: a resource with a limit and no request gets the limit as its request.
-fn requests_from_limits(c: &mut Map<String, Value>) {
-    let Some(Value::Object(resources)) = c.get_mut("resources") else { return };
-    let Some(Value::Object(limits)) = resources.get("limits").cloned() else { return };
-    let requests = resources.entry("requests").or_insert_with(|| Value::Object(Map::new()));
-    if requests.is_null() {
-        *requests = Value::Object(Map::new());
-    }
-    if let Value::Object(requests) = requests {
-        for (k, v) in limits {
-            requests.entry(k).or_insert(v);
-        }
-    }
-}
-
-/// `SetDefaults_PodSpec` with `hostNetwork: true`: a port without a hostPort gets its containerPort.
-fn host_network_ports(c: &mut Map<String, Value>) {
-    for port in c.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut) {
-        if port.get("hostPort").is_none_or(|h| h.is_null() || h.as_i64() == Some(0))
-            && let Some(container_port) = port.get("containerPort").cloned()
-        {
-            port.insert("hostPort".into(), container_port);
-        }
-    }
-}
-
-/// Pointer fields whose zero value means something and is stored as written (a file mode of 0, no
-/// storage class); every field under `securityContext` is a pointer too (`runAsUser: 0` is root).
-const POINTER_ZEROES: &[&str] = &["defaultMode", "mode", "storageClassName"];
-
-/// Drop what cannot tell two stored Pods apart: `null`, empty lists, an empty `resources` or
-/// resource list, the Go zero value (`""`, `false`, `0`) of a non-pointer field, a zero `divisor`
-/// (Go writes an unset one as `"0"`), and `resizePolicy` entries that say `NotRequired` (what an
-/// absent entry means).
-fn tidy(value: &mut Value, in_pointer_struct: bool) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map.iter_mut() {
-                tidy(child, in_pointer_struct || key == "securityContext");
-            }
-            map.retain(|key, child| {
-                let zero_scalar =
-                    matches!(child, Value::String(s) if s.is_empty()) || *child == Value::Bool(false) || child.as_f64() == Some(0.0);
-                let empty = match child {
-                    Value::Null => true,
-                    Value::Array(items) => items.is_empty(),
-                    Value::Object(m) => m.is_empty() && matches!(key.as_str(), "resources" | "limits" | "requests"),
-                    _ => false,
-                };
-                let keeps_zero = in_pointer_struct || POINTER_ZEROES.contains(&key.as_str());
-                let zero_divisor = key == "divisor" && quantity::from_value(child).and_then(|q| q.nanos()) == Some(0);
-                !(empty || (zero_scalar && !keeps_zero) || zero_divisor)
-            });
-            if let Some(Value::Array(policies)) = map.get_mut("resizePolicy") {
-                policies.retain(|p| field(p, "restartPolicy").and_then(Value::as_str) != Some("NotRequired"));
-                if policies.is_empty() {
-                    map.remove("resizePolicy");
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| tidy(v, in_pointer_struct)),
-        _ => {}
-    }
-}
-
-/// What the diff knows about where it is.
-#[derive(Debug, Clone, Copy, Default)]
-struct Ctx {
-    /// Inside a resource list: values are quantities, compared by value.
-    quantities: bool,
-}
-
-/// The identity of an entry of the list under `key`, for lists Kubernetes merges by a key.
-fn entry_key(key: &str, entry: &Value) -> Option<String> {
-    let text = |k: &str| field(entry, k).and_then(Value::as_str).map(str::to_owned);
-    match key {
-        "env" | "imagePullSecrets" | "containers" | "initContainers" | "volumes" => text("name"),
-        "volumeMounts" => text("mountPath"),
-        "volumeDevices" => text("devicePath"),
-        "resizePolicy" => text("resourceName"),
-        "items" => text("path"),
-        "ports" => {
-            let port = field(entry, "containerPort")?;
-            Some(format!("{port}/{}", text("protocol").unwrap_or_else(|| "TCP".into())))
-        }
-        _ => None,
-    }
-}
-
-/// Entries of a keyed list by key, `None` when some entry has no key or two share one (the list
-/// is then compared as a whole).
-fn keyed<'v>(key: &str, items: &'v [Value]) -> Option<Vec<(String, &'v Value)>> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let k = entry_key(key, item)?;
-        if !seen.insert(k.clone()) {
-            return None;
-        }
-        out.push((k, item));
-    }
-    Some(out)
-}
-
-fn same_scalar(a: &Value, b: &Value, ctx: Ctx) -> bool {
-    if ctx.quantities
-        && let (Some(x), Some(y)) = (quantity::from_value(a), quantity::from_value(b))
-    {
-        return x.nanos().is_some() && x.nanos() == y.nanos();
-    }
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        _ => a == b,
-    }
-}
-
-/// Push a [`FieldDiff`] for every leaf where `ours` and `stored` differ; both are normalised.
-/// `name` is the field the values are under (it tells a keyed list, e.g. `env` by name).
-fn diff(path: &str, name: &str, ours: Option<&Value>, stored: Option<&Value>, ctx: Ctx, out: &mut Vec<FieldDiff>) {
-    match (ours, stored) {
-        (None, None) => {}
-        (Some(Value::Object(a)), Some(Value::Object(b))) => {
-            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
-            for key in keys {
-                let inner = Ctx { quantities: matches!(key.as_str(), "limits" | "requests") };
-                let sub = if is_identifier(key) { format!("{path}.{key}") } else { child(path, key) };
-                let ctx = if ctx.quantities || matches!(key.as_str(), "sizeLimit" | "divisor") { Ctx { quantities: true } } else { inner };
-                diff(&sub, key, a.get(key), b.get(key), ctx, out);
-            }
-        }
-        (Some(Value::Array(a)), Some(Value::Array(b))) => {
-            match (keyed(name, a), keyed(name, b)) {
-                (Some(ka), Some(kb)) => {
-                    let index_b: HashMap<&str, &Value> = kb.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-                    let index_a: HashMap<&str, &Value> = ka.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-                    for (k, v) in &ka {
-                        diff(&child(path, k), "", Some(v), index_b.get(k.as_str()).copied(), ctx, out);
-                    }
-                    for (k, v) in kb.iter().filter(|(k, _)| !index_a.contains_key(k.as_str())) {
-                        diff(&child(path, k), "", None, Some(v), ctx, out);
-                    }
-                    // Same entries in another order (env order decides `$(VAR)` expansion).
-                    fn order<'k>(of: &'k [(String, &Value)], other: &HashMap<&str, &Value>) -> Vec<&'k str> {
-                        of.iter().map(|(k, _)| k.as_str()).filter(|k| other.contains_key(k)).collect()
-                    }
-                    let (oa, ob) = (order(&ka, &index_b), order(&kb, &index_a));
-                    if oa != ob {
-                        out.push(FieldDiff { path: format!("{path}#order"), ours: json!(oa), stored: json!(ob) });
-                    }
-                }
-                _ => {
-                    let same = a.len() == b.len() && a.iter().zip(b).all(|(x, y)| equivalent(x, y, ctx));
-                    if !same {
-                        out.push(FieldDiff { path: path.to_owned(), ours: Value::Array(a.clone()), stored: Value::Array(b.clone()) });
-                    }
-                }
-            }
-        }
-        (Some(a), Some(b)) if same_scalar(a, b, ctx) => {}
-        (a, b) => out.push(FieldDiff {
-            path: path.to_owned(),
-            ours: a.cloned().unwrap_or(Value::Null),
-            stored: b.cloned().unwrap_or(Value::Null),
-        }),
-    }
-}
-
-fn equivalent(a: &Value, b: &Value, ctx: Ctx) -> bool {
-    let mut found = Vec::new();
-    diff("", "", Some(a), Some(b), ctx, &mut found);
-    found.is_empty()
-}
-
-fn is_identifier(key: &str) -> bool {
-    !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Stored Pods waiting to be paired with the reviews of their CREATE
-/// (docs/sidecarset.md#13-3-pairing-reviews-with-stored-pods), each used once. Reviews that name
-/// their Pod pair by namespace and name; a review with only `generateName` pairs with the oldest
-/// unused Pod of that namespace and `generateName` that has the same controller and the review's
-/// own containers and init containers (by name).
-#[derive(Debug)]
-pub struct StoredPods<T> {
-    /// In creation order (creationTimestamp, then name); `None` once paired.
-    pods: Vec<Option<(T, Value)>>,
-    by_name: HashMap<(String, String), Vec<usize>>,
-    by_generate_name: HashMap<(String, String), Vec<usize>>,
-}
-
-fn text<'v>(pod: &'v Value, keys: &[&str]) -> &'v str {
-    at(pod, keys).and_then(Value::as_str).unwrap_or_default()
-}
-
-/// The uid of the Pod's controller (the ownerReference with `controller: true`), if any.
-fn controller_uid(pod: &Value) -> Option<&str> {
-    at(pod, &["metadata", "ownerReferences"])
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|o| field(o, "controller").and_then(Value::as_bool) == Some(true))
-        .and_then(|o| field(o, "uid")?.as_str())
-}
-
-/// The review's containers and init containers are all in the stored Pod (a sidecar may have
-/// replaced one in place, so names, not content).
-fn has_containers_of(stored: &Value, original: &Value) -> bool {
-    ["containers", "initContainers"].into_iter().all(|key| {
-        let names: HashSet<&str> = spec_list(stored, key).iter().filter_map(name_of).collect();
-        spec_list(original, key).iter().filter_map(name_of).all(|n| names.contains(n))
-    })
-}
-
-impl<T> StoredPods<T> {
-    /// Index `pods` (each with a label of where it came from, e.g. `file#index`); objects that are
-    /// not Pods are left out.
-    pub fn new(pods: impl IntoIterator<Item = (T, Value)>) -> Self {
-        let mut pods: Vec<(T, Value)> = pods.into_iter().filter(|(_, p)| text(p, &["kind"]) == "Pod").collect();
-        pods.sort_by(|(_, a), (_, b)| {
-            let key = |p: &Value| (text(p, &["metadata", "creationTimestamp"]).to_owned(), text(p, &["metadata", "name"]).to_owned());
-            key(a).cmp(&key(b))
-        });
-        let mut index = StoredPods { pods: Vec::with_capacity(pods.len()), by_name: HashMap::new(), by_generate_name: HashMap::new() };
-        for (i, (label, pod)) in pods.into_iter().enumerate() {
-            let namespace = text(&pod, &["metadata", "namespace"]).to_owned();
-            index.by_name.entry((namespace.clone(), text(&pod, &["metadata", "name"]).to_owned())).or_default().push(i);
-            let generate_name = text(&pod, &["metadata", "generateName"]);
-            if !generate_name.is_empty() {
-                index.by_generate_name.entry((namespace, generate_name.to_owned())).or_default().push(i);
-            }
-            index.pods.push(Some((label, pod)));
-        }
-        index
-    }
-
-    /// The stored Pod for the CREATE of `original` in `namespace` (the review's `name`, else the
-    /// object's), removed from the unpaired ones.
-    pub fn take(&mut self, namespace: &str, name: &str, original: &Value) -> Option<(T, Value)> {
-        let name = if name.is_empty() { text(original, &["metadata", "name"]) } else { name };
-        let candidates = if name.is_empty() {
-            let generate_name = text(original, &["metadata", "generateName"]);
-            if generate_name.is_empty() {
-                return None;
-            }
-            self.by_generate_name.get(&(namespace.to_owned(), generate_name.to_owned()))?
-        } else {
-            self.by_name.get(&(namespace.to_owned(), name.to_owned()))?
-        };
-        let by_name = !name.is_empty();
-        let pods = &self.pods;
-        let found = candidates.iter().copied().find(|&i| {
-            pods[i].as_ref().is_some_and(|(_, stored)| {
-                by_name || (controller_uid(stored) == controller_uid(original) && has_containers_of(stored, original))
-            })
-        })?;
-        self.pods[found].take()
-    }
-
-    /// The stored Pods no review was paired with, in creation order.
-    pub fn unpaired(&self) -> impl Iterator<Item = &(T, Value)> {
-        self.pods.iter().flatten()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::normalize::TOKEN_MOUNT_PATH;
     use super::*;
 
     /// An undefaulted SidecarSet, as a user's repository holds it.
