@@ -39,22 +39,15 @@ async fn wait_for_metrics(metrics: std::net::SocketAddr, what: &str, condition: 
 
 const AGREEMENT: &str = "kruise_admission_shadow_agreement_total";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
-    let api = FakeApiServer::start().await;
-    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
-    // The SidecarSet as kruise-manager admitted it; the stored Pods were injected from it (the
-    // keymaker one with an older image).
-    api.apply(fixture("agreement/cluster/log-agent.yaml"));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path());
-    let serve = Serve::start(dir.path(), &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"]);
+/// `serve --shadow` in live mode against `api`, ready, with its Pod watch running.
+async fn start(api: &FakeApiServer, dir: &std::path::Path) -> (Serve, TlsClient, std::net::SocketAddr) {
+    let kubeconfig = api.write_kubeconfig(dir);
+    let serve = Serve::start(dir, &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"]);
     let started = serve.until("kruise-admission ready to serve");
     let ready = started.last().unwrap();
-    let client = TlsClient::new(addr(ready, "https"), &std::fs::read(dir.path().join("certs/ca.crt")).unwrap());
+    let client = TlsClient::new(addr(ready, "https"), &std::fs::read(dir.join("certs/ca.crt")).unwrap());
     let metrics = addr(ready, "metrics");
     // Pods stored before the watch runs are never reported: wait for it.
-    const WATCHING: &str = "shadow agreement: watching pod creations";
     if !started.iter().any(|e| e["message"] == WATCHING) {
         serve.until(WATCHING);
     }
@@ -63,6 +56,20 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
         assert!(Instant::now() < deadline, "never ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (serve, client, metrics)
+}
+
+const WATCHING: &str = "shadow agreement: watching pod creations";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
+    let api = FakeApiServer::start().await;
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
+    // The SidecarSet as kruise-manager admitted it; the stored Pods were injected from it (the
+    // keymaker one with an older image).
+    api.apply(fixture("agreement/cluster/log-agent.yaml"));
+    let dir = tempfile::tempdir().unwrap();
+    let (serve, client, metrics) = start(&api, dir.path()).await;
 
     let cases = [
         ("recorded/kubewarden-policies-pod-create-replicaset-owned.json", "agreement/stored/agree-kubewarden-controller.yaml"),
@@ -119,4 +126,36 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     assert_eq!(sample(&text, AGREEMENT, r#"result="disagree",sidecarset="other""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="log-agent""#), Some(2.0), "{text}");
     assert!(!text.contains("made-up"), "request text never becomes a label");
+}
+
+/// The watch caches nothing and lists nothing but one Pod: it starts from the current
+/// resourceVersion, and after a 410 from the then current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pod_watch_starts_from_the_current_resource_version_again_after_410() {
+    let api = FakeApiServer::start().await;
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
+    api.apply(fixture("agreement/cluster/log-agent.yaml"));
+    // Stored before the server started: never reported, never listed.
+    api.apply(fixture("agreement/stored/agree-no-injection-nginx.yaml"));
+    let dir = tempfile::tempdir().unwrap();
+    let (serve, client, metrics) = start(&api, dir.path()).await;
+    let review = fixture("recorded/kubewarden-policies-pod-create-replicaset-owned.json");
+    assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status, StatusCode::OK);
+    // History compacted and the stream cut: re-watching from the last resourceVersion gets 410.
+    api.compact();
+    api.drop_watches();
+    serve.until("shadow agreement: pod watch resourceVersion expired; starting from the current one");
+    serve.until(WATCHING);
+    api.apply(fixture("agreement/stored/agree-kubewarden-controller.yaml"));
+    let text =
+        wait_for_metrics(metrics, "the comparison", |t| sample(t, AGREEMENT, r#"result="agree",sidecarset="log-agent""#) == Some(1.0))
+            .await;
+    assert_eq!(
+        sample(&text, AGREEMENT, r#"result="agree",sidecarset="-""#),
+        Some(0.0).filter(|_| false),
+        "the nginx Pod was never compared:\n{text}"
+    );
+    let lists = api.params("list", "pods");
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    assert!(lists.iter().all(|p| p.get("limit").map(String::as_str) == Some("1")), "{lists:?}");
 }
