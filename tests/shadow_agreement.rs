@@ -106,7 +106,7 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     assert_eq!(line["level"], "WARN");
     assert_eq!(line["pod"], "keymaker/keymaker-keymaker-769579fd65-4tkzm", "{line}");
     assert_eq!(line["sidecarset"], "log-agent", "{line}");
-    assert_eq!(line["fields"], 1, "{line}");
+    assert_eq!(line["diffs"], 1, "{line}");
     assert_eq!(line["diff"], r#"spec.containers[log-agent].image: "fluent/fluent-bit:3.2.4" -> "fluent/fluent-bit:3.1.9""#, "{line}");
 
     // A Pod with a SidecarSet the cluster does not have is labelled `other`, whatever its annotations say.

@@ -103,7 +103,7 @@ fn text<'v>(pod: &'v Value, keys: &[&str]) -> &'v str {
 }
 
 /// The size of `value` as JSON, without writing it anywhere.
-pub fn json_size(value: &Value) -> usize {
+fn json_size(value: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -133,7 +133,8 @@ impl PendingDecisions {
     }
 
     /// The JSON bytes held.
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
         self.bytes
     }
 

@@ -1,4 +1,4 @@
-//! `kruise-admission manifests webhooks|crds|rbac|chart-table|chart-rbac`: print what an operator installs,
+//! `kruise-admission manifests webhooks|crds|rbac|shadow-rbac|chart-table|chart-rbac`: print what an operator installs,
 //! generated from the routing table (see `deploy`).
 
 use std::io::Write as _;

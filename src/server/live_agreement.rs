@@ -130,7 +130,7 @@ impl LiveAgreement {
                 tracing::warn!(
                     pod = %pod_name,
                     sidecarset = %shadow::truncate(&verdict.name, 253),
-                    fields = verdict.diffs.len(),
+                    diffs = verdict.diffs.len(),
                     diff = %shadow::diff_summary(&verdict.diffs),
                     "shadow disagreement"
                 );

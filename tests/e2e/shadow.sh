@@ -182,9 +182,9 @@ if [ -s "$WORK/kruise-like.json" ] && ! cmp -s "$WORK/kruise-like.json" "$WORK/k
         && wait_for 10 eval '[ -n "$(disagreements e2e-inject/disagree-1)" ]'; then
         line=$(disagreements e2e-inject/disagree-1 | head -1)
         check shadow-agreement-live \
-            "agree-1 (stored as kruise-manager would: $(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_same")) counted agree, disagree-1 ($(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_older")) disagree: $(jq -c '{sidecarset, fields, diff}' <<<"$line"); no disagreement logged for agree-1" \
+            "agree-1 (stored as kruise-manager would: $(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_same")) counted agree, disagree-1 ($(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_older")) disagree: $(jq -c '{sidecarset, diffs, diff}' <<<"$line"); no disagreement logged for agree-1" \
             "line: $line; agree-1 lines: $(disagreements e2e-inject/agree-1 | wc -l)" \
-            eval '[ "$(jq -r .diff <<<"$line")" = "spec.containers[e2e-agent].image: \"busybox:1.37\" -> \"busybox:1.36\"" ] && [ "$(jq -r .fields <<<"$line")" = 1 ] && [ -z "$(disagreements e2e-inject/agree-1)" ]'
+            eval '[ "$(jq -r .diff <<<"$line")" = "spec.containers[e2e-agent].image: \"busybox:1.37\" -> \"busybox:1.36\"" ] && [ "$(jq -r .diffs <<<"$line")" = 1 ] && [ -z "$(disagreements e2e-inject/agree-1)" ]'
     else
         fail shadow-agreement-live "agree e2e-agent $agree0 -> $(agreement e2e-agent agree), disagree $disagree0 -> $(agreement e2e-agent disagree); same: $(tail -c 300 <<<"${stored_same:-}"); older: $(tail -c 300 <<<"${stored_older:-}"); lines: $(disagreements e2e-inject/disagree-1 | paste -sd' ')"
     fi
