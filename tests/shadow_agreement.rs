@@ -159,3 +159,42 @@ async fn the_pod_watch_starts_from_the_current_resource_version_again_after_410(
     assert_eq!(lists.len(), 2, "{lists:?}");
     assert!(lists.iter().all(|p| p.get("limit").map(String::as_str) == Some("1")), "{lists:?}");
 }
+
+/// Decisions no stored Pod pairs with leave the store, counted: past the TTL as `expired`, beyond
+/// the count cap as `evicted` (the in-process server, with small limits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpaired_decisions_expire_or_are_evicted_and_are_counted() {
+    use kruise_admission::admission::pending_decisions::Limits;
+    use kruise_admission::cluster::live::LiveSettings;
+    use kruise_admission::server::LiveSource;
+    let api = FakeApiServer::start().await;
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
+    api.apply(fixture("agreement/cluster/log-agent.yaml"));
+    let server = common::server::TestServer::start_with(|c| {
+        c.live = Some(LiveSource::new(api.client(), LiveSettings::default()));
+        c.shadow = true;
+        c.agreement_limits = Limits { max_count: 2, max_bytes: 1 << 20, ttl: Duration::from_millis(500) };
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(server.metrics, "/readyz").await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let client = server.client();
+    // Three named Pods, none ever stored: the first is pushed out by the third, the other two expire.
+    for name in ["gone-0", "gone-1", "gone-2"] {
+        let mut review = fixture("recorded/openyurt-pod-create.json");
+        review["request"]["name"] = json!(name);
+        review["request"]["object"]["metadata"]["name"] = json!(name);
+        assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status, StatusCode::OK);
+    }
+    let text = wait_for_metrics(server.metrics, "the decisions to expire", |t| {
+        sample(t, "kruise_admission_shadow_unmatched_total", r#"reason="expired""#) == Some(2.0)
+    })
+    .await;
+    assert_eq!(sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "kruise_admission_shadow_pending_decisions", ""), Some(0.0), "{text}");
+    assert!(!text.contains("kruise_admission_shadow_agreement_total{"), "nothing was compared:\n{text}");
+    server.stop().await.unwrap();
+}
