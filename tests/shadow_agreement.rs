@@ -198,3 +198,32 @@ async fn unpaired_decisions_expire_or_are_evicted_and_are_counted() {
     assert!(!text.contains("kruise_admission_shadow_agreement_total{"), "nothing was compared:\n{text}");
     server.stop().await.unwrap();
 }
+
+/// Without RBAC for pods the watch says why at each retry and the server still serves; once
+/// granted, it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pod_watch_is_retried_and_does_not_stop_the_server() {
+    let api = FakeApiServer::start().await;
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
+    api.forbid("list", "pods");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let serve = Serve::start(dir.path(), &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"]);
+    let lines = serve.until("shadow agreement: cannot read the pods' resourceVersion; retrying");
+    let refused = lines.last().unwrap();
+    assert_eq!(refused["level"], "WARN");
+    assert!(refused["error"].as_str().unwrap().contains("forbidden"), "{refused}");
+    // The ready line may come before or after the refusal.
+    let ready = match lines.iter().find(|e| e["message"] == "kruise-admission ready to serve") {
+        Some(line) => line.clone(),
+        None => serve.until("kruise-admission ready to serve").pop().unwrap(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(addr(&ready, "metrics"), "/readyz").await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    api.allow("list", "pods");
+    serve.until(WATCHING);
+    assert!(api.requests("list", "pods") >= 2, "retried");
+}
