@@ -44,6 +44,7 @@ fn app(snapshot: Snapshot) -> Router {
         budget: MemoryBudget::new(DEFAULT_MAX_IN_FLIGHT_BYTES),
         queue: WorkQueue::new(DEFAULT_WORKERS, WEBHOOKS),
         shadow: false,
+        agreement: None,
     }))
 }
 

@@ -160,6 +160,11 @@ fn the_cli_prints_the_shadow_registration() {
     let objects = parse_yaml(&String::from_utf8_lossy(&out.stdout));
     let role = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
     assert_eq!(role["rules"][0]["resourceNames"], json!(["kruise-admission-shadow"]));
+    let pods =
+        objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:pod-creations").expect("the live agreement's ClusterRole");
+    assert_eq!(pods["rules"], json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]));
+    let out = run(&["manifests", "rbac"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("pod-creations"), "only shadow mode watches pods");
     let out = run(&["manifests", "crds", "--shadow"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shadow applies to"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -193,6 +198,10 @@ fn the_chart_renders_shadow_mode() {
     assert_eq!(serve.live.validating_webhook_configs, ["ka-kruise-admission-shadow"]);
     let role = objects.iter().find(|o| o["metadata"]["name"] == "ka-kruise-admission:webhook-configurations").expect("ClusterRole");
     assert_eq!(role["rules"][0]["resourceNames"], json!(["ka-kruise-admission-shadow"]));
+    // The live agreement's Pod watch, in live mode only.
+    let pods = |objects: &[Value]| objects.iter().any(|o| o["metadata"]["name"] == "ka-kruise-admission:pod-creations");
+    assert!(pods(&objects) && !pods(&default));
+    assert!(!pods(&helm_template(&helm, "platform", "ka", &["shadow.enabled=true", "liveCluster.enabled=false"])));
 }
 
 /// `components/shadow` (examples/kustomize/shadow): the base with `--shadow`, the shadow
@@ -219,6 +228,10 @@ fn the_kustomize_shadow_component_replaces_the_configurations() {
     let generated = deploy::rbac::objects(&Target::default(), &shadow_options);
     let generated = generated.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
     assert_eq!(role["rules"], generated["rules"], "the component's patch gives what `manifests rbac --shadow` prints");
+    let shadow_rbac = deploy::rbac::shadow_objects(&Target::default(), &shadow_options);
+    for object in &shadow_rbac {
+        assert!(objects.iter().any(|o| o["kind"] == object["kind"] && o["metadata"]["name"] == object["metadata"]["name"]), "{object}");
+    }
 }
 
 /// The pod webhook must never block the cluster when it is down (issue 8: pods Ignore).
@@ -281,6 +294,16 @@ fn checked_in_rbac_matches_the_generator() {
 }
 
 #[test]
+fn checked_in_shadow_rbac_matches_the_generator() {
+    let expected = deploy::shadow_rbac_yaml(&Target::default(), &RbacOptions::default()).expect("yaml");
+    assert_no_drift(
+        "manifests/components/shadow/rbac.yaml",
+        &expected,
+        "kruise-admission manifests shadow-rbac > manifests/components/shadow/rbac.yaml",
+    );
+}
+
+#[test]
 fn checked_in_chart_rbac_matches_the_generator() {
     assert_no_drift(
         "charts/kruise-admission/files/rbac.json",
@@ -298,14 +321,9 @@ fn checked_in_chart_table_matches_the_table() {
     );
 }
 
-/// Every rule the generator grants, as (role kind, namespace, API group, resource, names, verbs):
-/// exactly the requests the server makes (`cluster::live` watches and lookups, `certs`), nothing
-/// more. A new API call must be added here and to `deploy::rbac` together.
-#[test]
-fn rbac_grants_exactly_what_the_server_calls() {
-    let target = target("own-ns", "svc");
-    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into(), ..RbacOptions::default() };
-    let objects = deploy::rbac::objects(&target, &options);
+/// Every rule of `objects`' roles, one line per group, resource and rule: kind, namespace,
+/// group/resource, resourceNames, verbs; sorted.
+fn grants(objects: &[Value]) -> Vec<String> {
     let mut granted = Vec::new();
     for object in objects.iter().filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role") {
         for rule in object["rules"].as_array().expect("rules") {
@@ -326,6 +344,25 @@ fn rbac_grants_exactly_what_the_server_calls() {
         }
     }
     granted.sort();
+    granted
+}
+
+/// Every rule the generator grants, as (role kind, namespace, API group, resource, names, verbs):
+/// exactly the requests the server makes (`cluster::live` watches and lookups, `certs`), nothing
+/// more. A new API call must be added here and to `deploy::rbac` together.
+#[test]
+fn rbac_grants_exactly_what_the_server_calls() {
+    let target = target("own-ns", "svc");
+    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into(), ..RbacOptions::default() };
+    let objects = deploy::rbac::objects(&target, &options);
+    let shadow = deploy::rbac::objects(&target, &RbacOptions { shadow: true, ..options.clone() });
+    assert_eq!(grants(&shadow).len(), grants(&objects).len() + 1);
+    assert_eq!(
+        grants(&shadow).into_iter().filter(|g| !grants(&objects).contains(g)).collect::<Vec<_>>(),
+        // Shadow mode's Pod-creation watch: a list of one Pod for the resourceVersion, then watch.
+        ["ClusterRole * /pods  list,watch"]
+    );
+    let granted = grants(&objects);
     let mut expected = vec![
         // Watches (list + watch only: the reflector never gets one object).
         "ClusterRole * apps.kruise.io/sidecarsets  list,watch",
@@ -351,9 +388,9 @@ fn rbac_grants_exactly_what_the_server_calls() {
         custom["aggregationRule"],
         json!({ "clusterRoleSelectors": [{ "matchLabels": { "kruise-admission.dev/aggregate-to-custom-resources": "true" } }] })
     );
-    for object in &objects {
+    for object in &shadow {
         let needed_for = object["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("every object says its mode");
-        assert!(matches!(needed_for, "live-cluster" | "self-managed-certs"), "{needed_for}");
+        assert!(matches!(needed_for, "live-cluster" | "self-managed-certs" | "shadow-agreement"), "{needed_for}");
         if let Some(subjects) = object.get("subjects") {
             assert_eq!(subjects, &json!([{ "kind": "ServiceAccount", "name": "kruise-admission", "namespace": "own-ns" }]));
         }
@@ -766,6 +803,7 @@ fn the_chart_rbac_matches_the_binarys() {
         webhook_configurations: "ka-kruise-admission".into(),
         kruise_namespace: "kruise".into(),
         cert_secret: "own-tls".into(),
+        shadow: false,
     };
     let binary = sorted(deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options).iter().map(essentials).collect());
     assert_eq!(chart, binary);
@@ -997,7 +1035,8 @@ fn every_kustomize_example_does_what_its_name_says() {
             cluster_mode: live,
             cert_mode: self_managed,
             cert_manager: false,
-            rbac_modes: both,
+            // With the live agreement's Pod watch.
+            rbac_modes: &["live-cluster", "self-managed-certs", "shadow-agreement"],
             token: true,
             crd: false,
         },

@@ -7,6 +7,7 @@ pub mod field;
 pub mod inplace;
 pub mod patch;
 pub mod pattern;
+pub mod pending_decisions;
 pub mod pod;
 pub mod protection;
 pub mod review;

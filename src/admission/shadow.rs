@@ -4,6 +4,7 @@
 //! ([`Outcome`]), the answer actually sent ([`unenforced`]) and a bounded summary for the log.
 //! The server applies it in the one place a decision becomes a response.
 
+use super::agreement::FieldDiff;
 use super::patch::PatchOp;
 use super::review::Decision;
 
@@ -87,8 +88,38 @@ pub fn summary(decision: &Decision) -> String {
     }
 }
 
+/// One line for a SidecarSet's disagreement with the stored Pod: `path: ours -> stored` per field
+/// (`-` for an absent side), in diff order, cut at [`DIFF_SUMMARY_LIMIT`] bytes saying how many
+/// fields were left out; each value at most [`VALUE_LIMIT`] bytes.
+pub fn diff_summary(diffs: &[FieldDiff]) -> String {
+    let shown = |v: &serde_json::Value| if v.is_null() { "-".to_owned() } else { truncate(&v.to_string(), VALUE_LIMIT) };
+    let mut out = String::new();
+    for (i, d) in diffs.iter().enumerate() {
+        let item = format!("{}{}: {} -> {}", if i == 0 { "" } else { "; " }, d.path, shown(&d.ours), shown(&d.stored));
+        let left = diffs.len() - i;
+        if out.len() + item.len() > DIFF_SUMMARY_LIMIT {
+            if out.is_empty() {
+                out = truncate(&item, DIFF_SUMMARY_LIMIT);
+                if left > 1 {
+                    out.push_str(&format!(" … {} more", left - 1));
+                }
+                return out;
+            }
+            out.push_str(&format!(" … {left} more"));
+            return out;
+        }
+        out.push_str(&item);
+    }
+    out
+}
+
+/// At most about this many bytes of a disagreement's diff in its log line.
+pub const DIFF_SUMMARY_LIMIT: usize = 2048;
+/// At most this many bytes of one value in it.
+pub const VALUE_LIMIT: usize = 256;
+
 /// The first `limit` bytes of `text`, cut at a character boundary, with `…` when cut.
-fn truncate(text: &str, limit: usize) -> String {
+pub fn truncate(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }
@@ -139,6 +170,24 @@ mod tests {
         let denied = Decision::deny(&AdmissionError::Invalid("spec.containers[0].name: Invalid value".into()));
         assert_eq!(summary(&denied), "422 Invalid: spec.containers[0].name: Invalid value");
         assert_eq!(summary(&Decision::allow()), "");
+    }
+
+    #[test]
+    fn diff_summaries_show_both_sides_and_are_bounded() {
+        let diff = |path: &str, ours: serde_json::Value, stored: serde_json::Value| FieldDiff { path: path.into(), ours, stored };
+        let diffs = [
+            diff("spec.containers[log-agent].image", json!("fluent-bit:3.2.4"), json!("fluent-bit:3.1")),
+            diff("spec.volumes[agent-config]", json!({"configMap": {"name": "agent"}}), serde_json::Value::Null),
+        ];
+        assert_eq!(
+            diff_summary(&diffs),
+            r#"spec.containers[log-agent].image: "fluent-bit:3.2.4" -> "fluent-bit:3.1"; spec.volumes[agent-config]: {"configMap":{"name":"agent"}} -> -"#
+        );
+        let many: Vec<FieldDiff> =
+            (0..500).map(|i| diff(&format!("spec.containers[c].env[V{i}].value"), json!("x".repeat(1000)), json!(i))).collect();
+        let text = diff_summary(&many);
+        assert!(text.len() <= DIFF_SUMMARY_LIMIT + 20, "{}", text.len());
+        assert!(text.ends_with(" more"), "{text}");
     }
 
     #[test]

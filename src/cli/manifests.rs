@@ -1,4 +1,4 @@
-//! `kruise-admission manifests webhooks|crds|rbac|chart-table|chart-rbac`: print what an operator installs,
+//! `kruise-admission manifests webhooks|crds|rbac|shadow-rbac|chart-table|chart-rbac`: print what an operator installs,
 //! generated from the routing table (see `deploy`).
 
 use std::io::Write as _;
@@ -10,7 +10,7 @@ use clap::ValueEnum;
 
 use crate::deploy::{self, DEFAULT_NAMESPACE, DEFAULT_SERVICE, Registration, Target, rbac::RbacOptions};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum What {
     /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration.
     Webhooks,
@@ -18,6 +18,9 @@ pub enum What {
     Crds,
     /// ClusterRoles, Roles and bindings, annotated with the mode that needs each.
     Rbac,
+    /// What `serve --shadow` in live mode needs besides `rbac` (its Pod-creation watch;
+    /// `manifests/components/shadow/rbac.yaml`). `rbac --shadow` includes it.
+    ShadowRbac,
     /// The webhook table the Helm chart renders from (`charts/kruise-admission/files/webhooks.json`).
     ChartTable,
     /// The RBAC objects the Helm chart renders from, with placeholders for release values
@@ -47,7 +50,7 @@ pub struct Args {
     /// Shadow registration, for `serve --shadow` next to kruise-manager (webhooks: both
     /// configurations named kruise-admission-shadow, entries `<name>.shadow.kruise-admission.dev`,
     /// failurePolicy Ignore, timeoutSeconds 2; rbac: self-managed certificates patch those
-    /// configurations).
+    /// configurations, and the Pod watch of the live agreement is granted).
     #[arg(long)]
     pub shadow: bool,
 }
@@ -76,19 +79,24 @@ fn print(args: &Args) -> Result<()> {
     }
     let registration = if args.shadow { Registration::Shadow } else { Registration::Enforcing };
     anyhow::ensure!(
-        !args.shadow || matches!(args.what, What::Webhooks | What::Rbac),
+        !args.shadow || matches!(args.what, What::Webhooks | What::Rbac | What::ShadowRbac),
         "--shadow applies to `manifests webhooks` and `manifests rbac` only (the chart has its own value, shadow.enabled)"
     );
     let text = match args.what {
         What::Webhooks => deploy::webhooks_yaml(&target, registration).context("rendering the webhook configurations")?,
-        What::Rbac => {
+        What::Rbac | What::ShadowRbac => {
             let options = RbacOptions {
                 kruise_namespace: args.kruise_namespace.clone(),
                 cert_secret: args.cert_secret.clone(),
                 webhook_configurations: registration.configuration_name().to_owned(),
+                shadow: args.shadow,
                 ..RbacOptions::default()
             };
-            deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?
+            if args.what == What::Rbac {
+                deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?
+            } else {
+                deploy::shadow_rbac_yaml(&target, &options).context("rendering the shadow RBAC objects")?
+            }
         }
         What::ChartTable => deploy::chart_table_json(),
         What::ChartRbac => deploy::chart_rbac_json(),

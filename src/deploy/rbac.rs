@@ -13,6 +13,10 @@
 //! - `self-managed-certs` (`--cert-mode=self-managed`, `cluster::live::certs`): get, update of its
 //!   own Secret by name, create of Secrets in its own namespace (RBAC cannot name an object that
 //!   does not exist yet), get, update of its own two webhook configurations by name.
+//! - `shadow-agreement` (`serve --shadow` in live mode, `cluster::live::pod_creations`): list (one
+//!   Pod, for the current resourceVersion) and watch of pods cluster-wide, to compare each stored Pod
+//!   with the decision made on its CREATE. Pods are created in every namespace, under names not
+//!   known in advance.
 //! - folder mode with provided certificates reads nothing from the API server and needs none of
 //!   this (the kustomize components and the chart leave these objects out there).
 
@@ -22,6 +26,8 @@ use super::{NAME, Target, labels};
 use crate::cluster::live::KRUISE_CONFIGMAP;
 
 pub const NEEDED_FOR_ANNOTATION: &str = "kruise-admission.dev/needed-for";
+/// The mode of the objects only `serve --shadow` in live mode needs.
+pub const SHADOW_AGREEMENT: &str = "shadow-agreement";
 /// ClusterRoles carrying this label are aggregated into `kruise-admission:custom-resources`.
 pub const AGGREGATE_LABEL: &str = "kruise-admission.dev/aggregate-to-custom-resources";
 
@@ -38,6 +44,8 @@ pub struct RbacOptions {
     pub kruise_namespace: String,
     /// The Secret `--cert-mode self-managed` keeps its CA and serving certificate in.
     pub cert_secret: String,
+    /// `serve --shadow`: add the [`SHADOW_AGREEMENT`] objects ([`shadow_objects`]).
+    pub shadow: bool,
 }
 
 impl Default for RbacOptions {
@@ -47,6 +55,7 @@ impl Default for RbacOptions {
             webhook_configurations: NAME.into(),
             kruise_namespace: "kruise-system".into(),
             cert_secret: format!("{NAME}-tls"),
+            shadow: false,
         }
     }
 }
@@ -78,8 +87,33 @@ fn role(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, rules
     json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata(name, namespace, needed_for), "rules": rules })
 }
 
-/// The RBAC objects for live mode (`live-cluster`), then for self-managed certificates.
+/// The RBAC objects for live mode (`live-cluster`), then for self-managed certificates, then with
+/// `options.shadow` for shadow mode's live agreement.
 pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let mut objects = base_objects(target, options);
+    if options.shadow {
+        objects.extend(shadow_objects(target, options));
+    }
+    objects
+}
+
+/// What `serve --shadow` in live mode needs besides [`objects`] without shadow: the Pod-creation
+/// watch of the live agreement (a list of one Pod for the resourceVersion, then watch).
+pub fn shadow_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let name = format!("{}:pod-creations", options.name);
+    vec![
+        role(
+            "ClusterRole",
+            &name,
+            None,
+            SHADOW_AGREEMENT,
+            json!([{ "apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"] }]),
+        ),
+        binding("ClusterRoleBinding", &name, None, SHADOW_AGREEMENT, target, options),
+    ]
+}
+
+fn base_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let live = "live-cluster";
     let certs = "self-managed-certs";
     let watch = json!(["list", "watch"]);
@@ -188,6 +222,8 @@ pub fn chart_objects() -> Value {
         webhook_configurations: configurations.into(),
         kruise_namespace: kruise_namespace.into(),
         cert_secret: cert_secret.into(),
+        // Every mode's objects; the chart renders those of the modes its values turn on.
+        shadow: true,
     };
     json!({ "generatedBy": "kruise-admission manifests chart-rbac", "objects": objects(&target, &options) })
 }

@@ -31,6 +31,7 @@ use http_body_util::BodyExt as _;
 
 use super::cluster::ClusterState;
 use super::deadline;
+use super::live_agreement::LiveAgreement;
 use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub queue: WorkQueue,
     /// `--shadow`: decide everything, enforce nothing (see [`answer_decision`]).
     pub shadow: bool,
+    /// `--shadow` in live mode: Pod CREATE decisions wait here for the Pod the API server stores.
+    pub agreement: Option<Arc<LiveAgreement>>,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -439,9 +442,22 @@ fn decide(
     snapshot: &Snapshot,
     answers: &Answers,
 ) -> Result<Answered, HttpError> {
-    let decision = std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::decide(webhook, request, &inputs(state, snapshot, answers))))
-        .map_err(|payload| panic_error(request, payload))?;
-    Ok(answer_decision(state, request.version, &request.uid, Some(request), &decision))
+    // Live agreement needs the Pod as we would have made it: `run` returns it with the decision.
+    let agreement = state.agreement.as_ref().filter(|_| LiveAgreement::wants(webhook, request));
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let inputs = inputs(state, snapshot, answers);
+        if agreement.is_some() {
+            webhooks::run(webhook, request, &inputs)
+        } else {
+            webhooks::Outcome { decision: webhooks::decide(webhook, request, &inputs), mutated: None }
+        }
+    }))
+    .map_err(|payload| panic_error(request, payload))?;
+    // A denial stores no Pod: nothing to compare (it is counted as would-deny).
+    if let (Some(agreement), Some(ours)) = (agreement, outcome.mutated.filter(|_| outcome.decision.allowed)) {
+        agreement.remember(request, ours, Instant::now());
+    }
+    Ok(answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision))
 }
 
 /// The one place a decision becomes the AdmissionReview sent back (`about`: the request, when it
@@ -602,6 +618,7 @@ mod tests {
             budget: MemoryBudget::new(64 << 20),
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
+            agreement: None,
         };
         (router(Arc::new(state)), metrics)
     }
@@ -656,6 +673,7 @@ mod tests {
             budget: MemoryBudget::new(64 << 20),
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
+            agreement: None,
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -42,6 +42,16 @@ pub struct Metrics {
     /// `{webhook, outcome}`: `--shadow` decisions by what they would have done (`would-patch`,
     /// `would-deny`, `no-op`); `webhook` is the routing table's name.
     pub shadow_decisions: IntCounterVec,
+    /// `{sidecarset, result}`: `--shadow` in live mode, our decision on a Pod CREATE against the Pod
+    /// the API server stored (`agree`, `disagree`), per SidecarSet either side injected; `sidecarset`
+    /// is a SidecarSet of the snapshot, `other` for a name it does not have, `-` when neither side
+    /// injected any.
+    pub shadow_agreement: IntCounterVec,
+    /// `{reason}`: `--shadow` decisions on Pod CREATEs that left without a stored Pod (`expired`,
+    /// `evicted` by the caps).
+    pub shadow_unmatched: IntCounterVec,
+    /// Decisions waiting for their stored Pod.
+    pub shadow_pending: IntGauge,
 }
 
 impl Metrics {
@@ -139,6 +149,30 @@ impl Metrics {
         )?;
         registry.register(Box::new(shadow_mode.clone()))?;
         registry.register(Box::new(shadow_decisions.clone()))?;
+        let shadow_agreement = IntCounterVec::new(
+            Opts::new(
+                "kruise_admission_shadow_agreement_total",
+                "--shadow in live mode: our decision on a Pod CREATE compared with the Pod the API server stored, per SidecarSet \
+                 either side injected (agree, disagree); sidecarset is a SidecarSet of the cluster, other for a name it does not \
+                 have, - when neither side injected any",
+            ),
+            &["sidecarset", "result"],
+        )?;
+        let shadow_unmatched = IntCounterVec::new(
+            Opts::new(
+                "kruise_admission_shadow_unmatched_total",
+                "--shadow in live mode: decisions on Pod CREATEs no stored Pod was paired with (expired: older than the TTL; \
+                 evicted: pushed out by the count or byte cap)",
+            ),
+            &["reason"],
+        )?;
+        let shadow_pending = IntGauge::new(
+            "kruise_admission_shadow_pending_decisions",
+            "--shadow in live mode: decisions on Pod CREATEs waiting for the Pod the API server stores",
+        )?;
+        registry.register(Box::new(shadow_agreement.clone()))?;
+        registry.register(Box::new(shadow_unmatched.clone()))?;
+        registry.register(Box::new(shadow_pending.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -157,6 +191,9 @@ impl Metrics {
             lookup_source,
             shadow_mode,
             shadow_decisions,
+            shadow_agreement,
+            shadow_unmatched,
+            shadow_pending,
         })
     }
 

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod deadline;
 pub mod health;
 pub mod listener;
+pub mod live_agreement;
 pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
@@ -29,14 +30,17 @@ use anyhow::Context as _;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use crate::admission::pending_decisions::Limits;
 use crate::admission::webhooks::{WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
 use crate::cluster::live::certs::CertStatusView;
+use crate::cluster::live::pod_creations;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
 use client_auth::{ClientCaFile, ClientVerifier};
 use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
+use live_agreement::LiveAgreement;
 use lookups::Lookups;
 use metrics::Metrics;
 use tls::{CertFiles, CertResolver};
@@ -79,6 +83,8 @@ pub struct ServerConfig {
     /// `--shadow`: every decision is made, counted and logged, none is enforced (every review is
     /// answered allowed, unchanged).
     pub shadow: bool,
+    /// `--shadow` in live mode: how many Pod CREATE decisions wait for their stored Pod, and how long.
+    pub agreement_limits: Limits,
 }
 
 /// The largest body kube-apiserver sends: an AdmissionReview carries `object` and, on UPDATE,
@@ -156,6 +162,7 @@ impl ServerConfig {
             metrics_limits: ConnLimits::metrics_port(),
             webhooks: WEBHOOKS,
             shadow: false,
+            agreement_limits: Limits::default(),
         }
     }
 }
@@ -176,6 +183,36 @@ fn announce_shadow(metrics: &Metrics, webhooks: &[Webhook]) {
             metrics.shadow_decisions.with_label_values(&[webhook.name, outcome.as_str()]);
         }
     }
+}
+
+/// Shadow mode in live mode: watch Pod creations and compare each stored Pod with the decision it
+/// pairs with; drop decisions past their TTL every few seconds.
+fn start_agreement(
+    source: &LiveSource,
+    limits: &Limits,
+    cluster: &Arc<ClusterState>,
+    metrics: &Arc<Metrics>,
+) -> (Option<Arc<LiveAgreement>>, Vec<tokio::task::JoinHandle<()>>) {
+    let agreement = Arc::new(LiveAgreement::new(*limits, metrics.clone()));
+    tracing::info!(
+        max_pending = limits.max_count,
+        max_pending_bytes = limits.max_bytes,
+        ttl_s = limits.ttl.as_secs_f64(),
+        "shadow agreement: Pod CREATE decisions are compared with the Pods the API server stores \
+         (kruise_admission_shadow_agreement_total; needs list and watch on pods cluster-wide)"
+    );
+    let (stored, cluster) = (agreement.clone(), cluster.clone());
+    let watch = pod_creations::start(source.client.clone(), &source.settings, move |pod| stored.stored(pod, cluster.snapshot().as_deref()));
+    let expiring = agreement.clone();
+    let sweep = (limits.ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let expiry = tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(sweep);
+        loop {
+            ticker.tick().await;
+            expiring.expire(std::time::Instant::now());
+        }
+    });
+    (Some(agreement), vec![watch, expiry])
 }
 
 /// `kruise_admission_lookup_source{source}` values.
@@ -352,6 +389,11 @@ impl Server {
             }
         };
 
+        let (agreement, agreement_tasks) = match (&config.live, config.shadow) {
+            (Some(source), true) => start_agreement(source, &config.agreement_limits, &cluster, &metrics),
+            _ => (None, Vec::new()),
+        };
+
         let health = Arc::new(Health {
             cluster: cluster.clone(),
             certificate: resolver.clone(),
@@ -378,6 +420,7 @@ impl Server {
             budget: memory_budget::MemoryBudget::new(config.max_in_flight_bytes),
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
             shadow: config.shadow,
+            agreement,
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);
@@ -414,6 +457,9 @@ impl Server {
             task.abort();
         }
         cluster_task.abort();
+        for task in agreement_tasks {
+            task.abort();
+        }
         tracing::info!("stopped");
         match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(error) => Err(anyhow::anyhow!(error)),

@@ -131,3 +131,63 @@ done
 mode=$(curl -s "http://127.0.0.1:$SHADOW_METRICS/metrics" | awk '$1 == "kruise_admission_shadow_mode" {print $2}')
 check shadow-metric-counted "kruise_admission_shadow_decisions_total (metric/log lines):$counted; kruise_admission_shadow_mode $mode" \
     "metric/log lines:$counted; kruise_admission_shadow_mode $mode" eval '$counts_ok && [ "$mode" = 1 ]'
+
+# Live agreement (issue 19, points 2 and 4). A second mutating webhook stands in for kruise-manager:
+# the Go floor answering a fixed JSON Patch, registered as kruise-mutating-e2e-* (after
+# kruise-admission-shadow in name order, so the shadow decides the Pod as created, then is
+# re-invoked). Its patch is what the enforcing server answers for that Pod (`dry-run` over the
+# cluster's SidecarSet e2e-agent and Namespace), i.e. the Pod as kruise-manager would have stored
+# it; a second floor answers the same patch with an older sidecar image.
+say "shadow mode: live agreement with the stored Pods"
+agree_dir=$WORK/agreement-cluster
+mkdir -p "$agree_dir"
+kc get sidecarset e2e-agent -o json >"$agree_dir/sidecarset.json"
+kc get namespace e2e-inject -o json >"$agree_dir/namespace.json"
+pod_json e2e-inject kruise-like e2e-sidecar=e2e-agent >"$WORK/agreement-pod.json"
+"$BIN" dry-run --cluster-dir "$agree_dir" --output review "$WORK/agreement-pod.json" \
+    | jq -r 'select(.response.patch != null) | .response.patch' | head -1 | base64 -d >"$WORK/kruise-like.json" || true
+jq -c '[.[] | if .path == "/spec/containers/0" then .value.image = "busybox:1.36" else . end]' "$WORK/kruise-like.json" \
+    >"$WORK/kruise-older.json" 2>/dev/null || true
+echo "kruise-like patch: $(jq -c '[.[] | "\(.op) \(.path)"]' "$WORK/kruise-like.json" 2>/dev/null)"
+register_object_floor() { # register_object_floor CONFIG-NAME PORT LABEL-VALUE: pods labelled e2e-kruise-like=VALUE
+    jq -n --arg name "$1" --arg url "https://localhost:$2/" --arg sel "$3" \
+        --arg ca "$(base64 -w0 <"$WORK/floor-tls/ca.crt")" '{
+        apiVersion: "admissionregistration.k8s.io/v1", kind: "MutatingWebhookConfiguration", metadata: {name: $name},
+        webhooks: [{name: ($sel + ".kruise-like.e2e.kruise-admission.dev"), admissionReviewVersions: ["v1", "v1beta1"],
+            clientConfig: {url: $url, caBundle: $ca}, failurePolicy: "Fail", matchPolicy: "Equivalent",
+            objectSelector: {matchLabels: {"e2e-kruise-like": $sel}}, reinvocationPolicy: "Never",
+            rules: [{apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "*"}],
+            sideEffects: "None", timeoutSeconds: 2}]}' | kc apply -f - >/dev/null
+}
+# agreement SIDECARSET RESULT: the server's kruise_admission_shadow_agreement_total sample (0 when absent).
+agreement() {
+    curl -s "http://127.0.0.1:$SHADOW_METRICS/metrics" | grep '^kruise_admission_shadow_agreement_total{' \
+        | grep -F "sidecarset=\"$1\"" | grep -F "result=\"$2\"" | awk '{print $2} END {if (NR == 0) print 0}'
+}
+disagreements() { # disagreements POD: the server's "shadow disagreement" lines for POD (namespace/name)
+    jq -c --arg p "$1" 'select(type == "object") | (.fields // .) | select(.message == "shadow disagreement" and .pod == $p)' "$SHADOW_LOG" 2>/dev/null
+}
+if [ -s "$WORK/kruise-like.json" ] && ! cmp -s "$WORK/kruise-like.json" "$WORK/kruise-older.json"; then
+    start_floor kruise-like patch "$WORK/kruise-like.json"
+    register_object_floor kruise-mutating-e2e-same "$FLOOR_PORT" same
+    start_floor kruise-older patch "$WORK/kruise-older.json"
+    register_object_floor kruise-mutating-e2e-older "$FLOOR_PORT" older
+    same=$(pod_json e2e-inject agree-1 e2e-sidecar=e2e-agent e2e-kruise-like=same)
+    older=$(pod_json e2e-inject disagree-1 e2e-sidecar=e2e-agent e2e-kruise-like=older)
+    wait_for 30 dry_run_has "$same" '.spec.containers | any(.name == "e2e-agent")' || true
+    wait_for 30 dry_run_has "$older" '.spec.containers | any(.image == "busybox:1.36")' || true
+    agree0=$(agreement e2e-agent agree) disagree0=$(agreement e2e-agent disagree)
+    if stored_same=$(create_json "$same" 2>&1) && stored_older=$(create_json "$older" 2>&1) \
+        && wait_for 20 eval '[ "$(agreement e2e-agent agree)" = $((${agree0%.*} + 1)) ] && [ "$(agreement e2e-agent disagree)" = $((${disagree0%.*} + 1)) ]' \
+        && wait_for 10 eval '[ -n "$(disagreements e2e-inject/disagree-1)" ]'; then
+        line=$(disagreements e2e-inject/disagree-1 | head -1)
+        check shadow-agreement-live \
+            "agree-1 (stored as kruise-manager would: $(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_same")) counted agree, disagree-1 ($(jq -c '[.spec.containers[] | "\(.name) \(.image)"]' <<<"$stored_older")) disagree: $(jq -c '{sidecarset, diffs, diff}' <<<"$line"); no disagreement logged for agree-1" \
+            "line: $line; agree-1 lines: $(disagreements e2e-inject/agree-1 | wc -l)" \
+            eval '[ "$(jq -r .diff <<<"$line")" = "spec.containers[e2e-agent].image: \"busybox:1.37\" -> \"busybox:1.36\"" ] && [ "$(jq -r .diffs <<<"$line")" = 1 ] && [ -z "$(disagreements e2e-inject/agree-1)" ]'
+    else
+        fail shadow-agreement-live "agree e2e-agent $agree0 -> $(agreement e2e-agent agree), disagree $disagree0 -> $(agreement e2e-agent disagree); same: $(tail -c 300 <<<"${stored_same:-}"); older: $(tail -c 300 <<<"${stored_older:-}"); lines: $(disagreements e2e-inject/disagree-1 | paste -sd' ')"
+    fi
+else
+    fail shadow-agreement-live "no kruise-like patch from dry-run: $(head -c 300 "$WORK/kruise-like.json" 2>/dev/null)"
+fi

@@ -12,6 +12,7 @@ pub mod api_error;
 pub mod certs;
 pub mod lookup;
 pub mod options;
+pub mod pod_creations;
 mod watch;
 
 use std::sync::Arc;
@@ -193,14 +194,7 @@ impl LiveCluster {
             synced: AtomicBool::new(false),
             built_at: std::sync::Mutex::new(None),
         });
-        let timing = Timing {
-            backoff_min: settings.backoff_min,
-            backoff_max: settings.backoff_max,
-            idle_timeout: settings.idle_timeout,
-            request_timeout: settings.request_timeout,
-            // Like client-go's reflector: a few minutes, so streams are renewed regularly.
-            watch_timeout_secs: 290,
-        };
+        let timing = timing(&settings);
         let mut tasks = Vec::new();
         for (spec, cell) in specs.into_iter().zip(shared.cells.iter().cloned()) {
             let shared = Arc::clone(&shared);
@@ -349,6 +343,18 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
         last = Some(snapshot);
         *shared.built_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(SystemTime::now());
         shared.synced.store(true, Ordering::Release);
+    }
+}
+
+/// The watches' timing from the settings.
+fn timing(settings: &LiveSettings) -> Timing {
+    Timing {
+        backoff_min: settings.backoff_min,
+        backoff_max: settings.backoff_max,
+        idle_timeout: settings.idle_timeout,
+        request_timeout: settings.request_timeout,
+        // Like client-go's reflector: a few minutes, so streams are renewed regularly.
+        watch_timeout_secs: 290,
     }
 }
 

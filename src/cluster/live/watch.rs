@@ -121,21 +121,22 @@ impl WatchCell {
     }
 }
 
-struct Backoff {
+/// Exponential backoff with jitter, shared by the loops that talk to the API server.
+pub(super) struct Backoff {
     next: Duration,
     timing: Timing,
 }
 
 impl Backoff {
-    fn new(timing: &Timing) -> Self {
+    pub(super) fn new(timing: &Timing) -> Self {
         Backoff { next: timing.backoff_min, timing: timing.clone() }
     }
 
-    fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.next = self.timing.backoff_min;
     }
 
-    async fn wait(&mut self) {
+    pub(super) async fn wait(&mut self) {
         // Jitter spreads replicas that lost the API server at the same moment.
         let jitter = self.next.mul_f64(rand::random::<f64>() * 0.2);
         tokio::time::sleep(self.next + jitter).await;

@@ -1,0 +1,140 @@
+//! `serve --shadow` in live mode: our decision on each Pod CREATE against the Pod the API server
+//! stored (docs/sidecarset.md#13-5-live-agreement). `/mutate-pod` hands its decisions here
+//! ([`LiveAgreement::remember`]); the Pod-creation watch hands the stored Pods
+//! ([`LiveAgreement::stored`]); each pair is compared with [`agreement::compare`] and counted in
+//! `kruise_admission_shadow_agreement_total{sidecarset, result}`, each disagreement logged with its
+//! diff. Decisions no stored Pod pairs with are counted in `kruise_admission_shadow_unmatched_total`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::metrics::Metrics;
+use crate::admission::agreement;
+use crate::admission::pending_decisions::{Decided, Limits, PendingDecisions, Remembered, Unmatched};
+use crate::admission::review::{AdmissionRequest, Operation};
+use crate::admission::shadow;
+use crate::admission::webhooks::{Capability, Webhook};
+use crate::api::sidecarset::{self, SidecarSet};
+use crate::cluster::Snapshot;
+
+/// The `sidecarset` label for a Pod neither side injected.
+pub const NO_SIDECARSET: &str = "-";
+/// The `sidecarset` label for a name that is not a SidecarSet of the snapshot.
+pub const OTHER_SIDECARSET: &str = "other";
+
+pub struct LiveAgreement {
+    pending: Mutex<PendingDecisions>,
+    metrics: Arc<Metrics>,
+}
+
+impl LiveAgreement {
+    pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
+        for reason in ["expired", "evicted"] {
+            metrics.shadow_unmatched.with_label_values(&[reason]);
+        }
+        LiveAgreement { pending: Mutex::new(PendingDecisions::new(limits)), metrics }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PendingDecisions> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `webhook`'s decision on `request` is one to compare: Pod injection on a Pod CREATE
+    /// that will be stored (not a dry run, not a subresource).
+    pub fn wants(webhook: &Webhook, request: &AdmissionRequest) -> bool {
+        webhook.capability == Capability::PodMutation
+            && request.operation == Operation::Create
+            && request.kind.kind == "Pod"
+            && request.resource.group.is_empty()
+            && request.resource.resource == "pods"
+            && request.sub_resource.is_empty()
+            && !request.dry_run
+            && request.object.is_some()
+    }
+
+    /// Keep our decision on `request` (`ours`: its Pod with our patch applied) until the stored Pod
+    /// arrives. The first call for a Pod wins (see `pending_decisions`).
+    pub fn remember(&self, request: &AdmissionRequest, ours: Value, now: Instant) {
+        let Some(original) = request.object.clone() else { return };
+        let name = if request.name.is_empty() {
+            original.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned()
+        } else {
+            request.name.clone()
+        };
+        let decided = Decided { namespace: request.namespace.clone(), name, original, ours };
+        let (remembered, unmatched) = {
+            let mut pending = self.lock();
+            let result = pending.remember(decided, now);
+            self.metrics.shadow_pending.set(pending.len() as i64);
+            result
+        };
+        self.count_unmatched(unmatched);
+        if remembered != Remembered::Kept {
+            tracing::debug!(uid = %request.uid, object = %request.display_name(), why = ?remembered, "shadow agreement: decision not kept");
+        }
+    }
+
+    /// Drop the decisions past their TTL.
+    pub fn expire(&self, now: Instant) {
+        let expired = {
+            let mut pending = self.lock();
+            let expired = pending.expire(now);
+            self.metrics.shadow_pending.set(pending.len() as i64);
+            expired
+        };
+        self.count_unmatched(Unmatched { expired, evicted: 0 });
+    }
+
+    fn count_unmatched(&self, unmatched: Unmatched) {
+        for (reason, n) in [("expired", unmatched.expired), ("evicted", unmatched.evicted)] {
+            if n > 0 {
+                self.metrics.shadow_unmatched.with_label_values(&[reason]).inc_by(n as u64);
+            }
+        }
+    }
+
+    /// A Pod the API server stored: compare it with the decision it pairs with, if one waits, using
+    /// the SidecarSets of `snapshot`. CPU work (the comparison); the lock is not held for it.
+    pub fn stored(&self, pod: Value, snapshot: Option<&Snapshot>) {
+        let taken = {
+            let mut pending = self.lock();
+            let taken = pending.take(pod);
+            self.metrics.shadow_pending.set(pending.len() as i64);
+            taken
+        };
+        let Some((decided, stored)) = taken else { return };
+        let lookup = |name: &str| {
+            let object = snapshot?.get(sidecarset::GROUP, sidecarset::KIND, "", name)?;
+            SidecarSet::from_value(object).ok().map(Arc::new)
+        };
+        let verdicts = agreement::compare(&decided.original, &decided.ours, &stored, &lookup);
+        if verdicts.is_empty() {
+            self.metrics.shadow_agreement.with_label_values(&[NO_SIDECARSET, "agree"]).inc();
+            return;
+        }
+        let pod_name = format!(
+            "{}/{}",
+            stored.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default(),
+            stored.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+        );
+        for verdict in verdicts {
+            // Only names the cluster has become label values: the annotations a name came from are
+            // the Pods', which anyone creating a Pod writes.
+            let known = snapshot.is_some_and(|s| s.get(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name).is_some());
+            let label = if known { verdict.name.as_str() } else { OTHER_SIDECARSET };
+            let result = if verdict.agrees() { "agree" } else { "disagree" };
+            self.metrics.shadow_agreement.with_label_values(&[label, result]).inc();
+            if !verdict.agrees() {
+                tracing::warn!(
+                    pod = %pod_name,
+                    sidecarset = %shadow::truncate(&verdict.name, 253),
+                    diffs = verdict.diffs.len(),
+                    diff = %shadow::diff_summary(&verdict.diffs),
+                    "shadow disagreement"
+                );
+            }
+        }
+    }
+}
