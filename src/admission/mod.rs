@@ -2,6 +2,7 @@
 //! or a random source directly: every decision gets an [`Inputs`] with what it may read.
 
 pub mod daemon;
+pub mod draft;
 pub mod field;
 pub mod inplace;
 pub mod patch;
