@@ -187,7 +187,7 @@ fn emit(
     let sidecarset = set.name().to_owned();
     if hot {
         let empty_image = sidecar.upgrade_strategy.as_ref().map_or("", |u| u.hot_upgrade_empty_image.as_str());
-        for c in hotupgrade::pair(&composed, &sidecar.name, empty_image) {
+        for c in hotupgrade::pair(composed, &sidecar.name, empty_image) {
             out.push(Injected { container: Value::Object(c), before, sidecarset: sidecarset.clone() });
         }
         hot_names.push(sidecar.name.clone());
