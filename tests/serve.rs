@@ -409,11 +409,11 @@ async fn many_concurrent_http2_streams_on_one_connection() {
 
 mod misbehaving {
     use kruise_admission::admission::Inputs;
+    use kruise_admission::admission::draft::Draft;
     use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
     use kruise_admission::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Webhook};
-    use serde_json::Value;
 
-    fn panics(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn panics(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
         panic!("deliberate test panic")
     }
 

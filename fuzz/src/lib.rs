@@ -1,6 +1,7 @@
 //! What the fuzz targets share: one webhook call with every property the server relies on checked.
 //! A violated property panics, which libFuzzer reports as a crash with the input that caused it.
 
+use kruise_admission::admission::draft::Draft;
 use kruise_admission::admission::patch::PatchOp;
 use kruise_admission::admission::review::{self, AdmissionRequest, Decision};
 use kruise_admission::admission::webhooks::{self, Handler, Webhook, WebhookKind};
@@ -98,8 +99,9 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
         let random = SeededRandom::new(1);
         let inputs = Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings };
         if !may_mutate(request, object, &inputs) {
-            let mut copy = object.clone();
-            let said = mutate(request, &mut copy, &inputs);
+            let mut draft = Draft::Same(object);
+            let said = mutate(request, &mut draft, &inputs);
+            let copy = draft.into_value();
             assert!(
                 matches!(&said, Ok(w) if w.is_empty()) && &copy == object,
                 "{}: the pre-check skipped a request the mutator acts on: {said:?}",

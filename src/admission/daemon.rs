@@ -11,13 +11,15 @@
 //! tolerations (Kruise adds none, docs/workloads.md#5-5-broadcastjob); DaemonSet pods that name no node get
 //! the tolerations only, as the controller's pod template would carry them.
 //!
-//! Everything is done on the pod's JSON value so that fields this binary does not model survive.
+//! Everything is done on the pod's JSON (a copy-on-write draft: only affinity and tolerations are
+//! copied, when the stamp writes them) so that fields this binary does not model survive.
 
 use serde_json::{Map, Value, json};
 
 use super::Inputs;
+use super::draft::{Draft, DraftMap};
 use super::review::AdmissionError;
-use crate::api::{at, keys};
+use crate::api::keys;
 
 /// The default daemon tolerations in upstream's order (docs/workloads.md#5-3-default-tolerations); the last
 /// one only for hostNetwork pods.
@@ -49,12 +51,12 @@ enum Plan {
 ///
 /// The stamp reads nothing but the pod itself; it takes `Inputs` like every pod mutation so that
 /// `pod::mutate` composes them the same way.
-pub fn stamp(pod: &mut Value, _inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
+pub fn stamp(pod: &mut Draft<'_>, _inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
     let plan = plan(pod, warnings);
     if plan == Plan::Nothing {
         return Ok(());
     }
-    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+    let Some(spec) = pod.object_mut().and_then(|p| p.get_mut("spec")).and_then(Draft::object_mut) else {
         return Err(AdmissionError::BadRequest("request.object.spec must be an object".into()));
     };
     match plan {
@@ -73,12 +75,12 @@ pub fn stamp(pod: &mut Value, _inputs: &Inputs, warnings: &mut Vec<String>) -> R
 /// Whether [`stamp`] would change `pod` or warn about it (the trigger alone; cheap).
 pub fn triggers(pod: &Value) -> bool {
     let mut warnings = Vec::new();
-    plan(pod, &mut warnings) != Plan::Nothing || !warnings.is_empty()
+    plan(&Draft::Same(pod), &mut warnings) != Plan::Nothing || !warnings.is_empty()
 }
 
 /// The trigger: which node (if any) the pod names, and who owns it.
-fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
-    let annotation = |key: &str| at(pod, &["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
+fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
+    let annotation = |key: &str| pod.at(&["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
     let (daemon_owned, broadcast_owned) = owners(pod);
     let target = match annotation(keys::TARGET_NODE_ANNOTATION) {
         Some("") => {
@@ -87,7 +89,7 @@ fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
         }
         other => other,
     };
-    let node_name = at(pod, &["spec", "nodeName"]).and_then(Value::as_str).filter(|n| !n.is_empty());
+    let node_name = pod.at(&["spec", "nodeName"]).and_then(Value::as_str).filter(|n| !n.is_empty());
     let opted_in = daemon_owned || annotation(keys::DAEMON_SCHEDULING_ANNOTATION) == Some("true");
     match target.or(node_name.filter(|_| opted_in)) {
         Some(node) => Plan::Pin { node: node.to_owned(), tolerations: !broadcast_owned },
@@ -97,8 +99,8 @@ fn plan(pod: &Value, warnings: &mut Vec<String>) -> Plan {
 }
 
 /// (owned by an apps/v1 or apps.kruise.io DaemonSet, owned by an apps.kruise.io BroadcastJob).
-fn owners(pod: &Value) -> (bool, bool) {
-    let refs = at(pod, &["metadata", "ownerReferences"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+fn owners(pod: &Draft<'_>) -> (bool, bool) {
+    let refs = pod.at(&["metadata", "ownerReferences"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let (mut daemon, mut broadcast) = (false, false);
     for owner in refs {
         let kind = owner.get("kind").and_then(Value::as_str).unwrap_or_default();
@@ -115,15 +117,14 @@ fn owners(pod: &Value) -> (bool, bool) {
 
 /// `ReplaceDaemonSetPodNodeNameNodeAffinity` (docs/workloads.md#5-2-node-pinning), then clear
 /// `spec.nodeName`.
-fn pin(spec: &mut Map<String, Value>, node: &str) -> Result<(), AdmissionError> {
+fn pin(spec: &mut DraftMap<'_>, node: &str) -> Result<(), AdmissionError> {
     let terms = json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
-    let affinity = object_field(spec, "affinity", "spec.affinity")?;
-    let node_affinity = object_field(affinity, "nodeAffinity", "spec.affinity.nodeAffinity")?;
+    let affinity = object_field(spec.value_mut("affinity"), "spec.affinity")?;
+    let node_affinity = object_field(affinity.entry("nodeAffinity").or_insert(Value::Null), "spec.affinity.nodeAffinity")?;
     // Only the terms are replaced: podAffinity, podAntiAffinity, preferred terms and any field of
     // the node selector we do not know are kept.
     let required = object_field(
-        node_affinity,
-        "requiredDuringSchedulingIgnoredDuringExecution",
+        node_affinity.entry("requiredDuringSchedulingIgnoredDuringExecution").or_insert(Value::Null),
         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
     )?;
     required.insert("nodeSelectorTerms".into(), terms);
@@ -131,9 +132,8 @@ fn pin(spec: &mut Map<String, Value>, node: &str) -> Result<(), AdmissionError> 
     Ok(())
 }
 
-/// The object under `key`, created empty when absent or null.
-fn object_field<'a>(map: &'a mut Map<String, Value>, key: &str, path: &str) -> Result<&'a mut Map<String, Value>, AdmissionError> {
-    let slot = map.entry(key).or_insert(Value::Null);
+/// The object in `slot` (a map entry, `null` when it was absent), created empty when null.
+fn object_field<'a>(slot: &'a mut Value, path: &str) -> Result<&'a mut Map<String, Value>, AdmissionError> {
     if slot.is_null() {
         *slot = Value::Object(Map::new());
     }
@@ -142,9 +142,9 @@ fn object_field<'a>(map: &'a mut Map<String, Value>, key: &str, path: &str) -> R
 
 /// `AddOrUpdateDaemonPodTolerations` (docs/workloads.md#5-3-default-tolerations): each default in table
 /// order, through add-or-update.
-fn add_daemon_tolerations(spec: &mut Map<String, Value>) -> Result<(), AdmissionError> {
-    let host_network = spec.get("hostNetwork") == Some(&Value::Bool(true));
-    let slot = spec.entry("tolerations").or_insert(Value::Null);
+fn add_daemon_tolerations(spec: &mut DraftMap<'_>) -> Result<(), AdmissionError> {
+    let host_network = spec.get("hostNetwork").and_then(Draft::value) == Some(&Value::Bool(true));
+    let slot = spec.value_mut("tolerations");
     if slot.is_null() {
         *slot = Value::Array(Vec::new());
     }
@@ -253,7 +253,11 @@ mod tests {
     }
 
     fn stamp_pod(pod: &mut Value, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
-        with_inputs(|inputs| stamp(pod, inputs, warnings))
+        let original = pod.clone();
+        let mut draft = Draft::Same(&original);
+        with_inputs(|inputs| stamp(&mut draft, inputs, warnings))?;
+        *pod = draft.into_value();
+        Ok(())
     }
 
     fn stamped(mut pod: Value) -> Value {

@@ -3,6 +3,7 @@
 
 pub mod agreement;
 pub mod daemon;
+pub mod draft;
 pub mod field;
 pub mod inplace;
 pub mod patch;

@@ -1,7 +1,7 @@
 //! RFC 6902 JSON Patch between the object as decoded and as mutated.
 //!
-//! Mutators change a `serde_json::Value` copy of the object in place; this module computes the patch
-//! afterwards. Working on untyped values means fields this binary does not model (newer Kubernetes
+//! Mutators change a copy-on-write draft of the object (`admission::draft`); this module computes the
+//! patch afterwards. Working on untyped values means fields this binary does not model (newer Kubernetes
 //! fields, other webhooks' additions) are never touched: they are equal on both sides, so no operation
 //! mentions them.
 //!
@@ -13,12 +13,18 @@
 //!   duplicated or reordered, elements are compared pairwise instead. Both walks are O(n) with
 //!   hash lookups; no quadratic LCS (Istio's 2,000-env-var pod took seconds with one).
 //!
+//! The `to` side is a plain value (`diff`) or a mutator's copy-on-write draft of `from`
+//! (`diff_draft`, see `admission::draft`); one walk serves both, so they give the same patch for
+//! the same object.
+//!
 //! Same input, same bytes: the walk order depends only on the documents.
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use super::draft::{Draft, DraftMap};
 
 /// One RFC 6902 operation. Only the three a diff needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,21 +63,36 @@ pub fn escape_token(token: &str) -> std::borrow::Cow<'_, str> {
 
 /// The patch that turns `from` into `to`.
 pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
-    let mut ops = walk(from, to);
+    let mut ops = walk(from, To::Value(to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
         *value = tokens(path).try_fold(to, |v, token| child(v, &token)).cloned().unwrap_or_default();
     }
     ops
 }
 
-/// [`diff`] for a `to` the caller no longer needs: the values of `add` and `replace` operations
-/// (injected containers, mostly) are moved out of it instead of copied.
-pub fn diff_into(from: &Value, mut to: Value) -> Vec<PatchOp> {
-    let mut ops = walk(from, &to);
+/// The patch that turns `from` into the draft a mutator made of it. Subtrees the draft still
+/// borrows from `from` are skipped by pointer, and the values of `add` and `replace` operations
+/// (injected containers, mostly) are moved out of the draft instead of copied.
+pub fn diff_draft(from: &Value, mut to: Draft<'_>) -> Vec<PatchOp> {
+    let mut ops = walk(from, To::of(&to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = tokens(path).try_fold(&mut to, |v, token| child_mut(v, &token)).map(std::mem::take).unwrap_or_default();
+        let tokens: Vec<_> = tokens(path).collect();
+        *value = take_at(&mut to, &tokens);
     }
     ops
+}
+
+/// The value at `tokens` in `node`, moved out when the draft owns it.
+fn take_at(node: &mut Draft<'_>, tokens: &[std::borrow::Cow<'_, str>]) -> Value {
+    let Some((token, rest)) = tokens.split_first() else {
+        return std::mem::replace(node, Draft::New(Value::Null)).into_value();
+    };
+    match node {
+        Draft::Same(v) => tokens.iter().try_fold(*v, |v, token| child(v, token)).cloned().unwrap_or_default(),
+        Draft::New(v) => tokens.iter().try_fold(v, |v, token| child_mut(v, token)).map(std::mem::take).unwrap_or_default(),
+        Draft::Object(map) => map.get_mut(token).map(|n| take_at(n, rest)).unwrap_or_default(),
+        Draft::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)).map(|n| take_at(n, rest)).unwrap_or_default(),
+    }
 }
 
 /// The unescaped reference tokens of a JSON pointer we wrote (`Value::pointer` allocates two
@@ -96,21 +117,123 @@ fn child_mut<'v>(v: &'v mut Value, token: &str) -> Option<&'v mut Value> {
     }
 }
 
+/// The side of the diff being patched towards: a plain value, or a draft's object or array (a
+/// draft's borrowed and owned nodes are plain values).
+#[derive(Clone, Copy)]
+enum To<'t> {
+    Value(&'t Value),
+    Object(&'t DraftMap<'t>),
+    Array(&'t [Draft<'t>]),
+}
+
+/// An object on the `to` side.
+#[derive(Clone, Copy)]
+enum ToMap<'t> {
+    Map(&'t Map<String, Value>),
+    Draft(&'t DraftMap<'t>),
+}
+
+/// An array on the `to` side.
+#[derive(Clone, Copy)]
+enum ToList<'t> {
+    Values(&'t [Value]),
+    Drafts(&'t [Draft<'t>]),
+}
+
+impl<'t> To<'t> {
+    fn of(draft: &'t Draft<'t>) -> Self {
+        match draft {
+            Draft::Same(v) => To::Value(v),
+            Draft::New(v) => To::Value(v),
+            Draft::Object(map) => To::Object(map),
+            Draft::Array(items) => To::Array(items),
+        }
+    }
+
+    fn as_map(self) -> Option<ToMap<'t>> {
+        match self {
+            To::Value(Value::Object(map)) => Some(ToMap::Map(map)),
+            To::Object(map) => Some(ToMap::Draft(map)),
+            _ => None,
+        }
+    }
+
+    fn as_list(self) -> Option<ToList<'t>> {
+        match self {
+            To::Value(Value::Array(items)) => Some(ToList::Values(items)),
+            To::Array(items) => Some(ToList::Drafts(items)),
+            _ => None,
+        }
+    }
+}
+
+impl<'t> ToMap<'t> {
+    fn len(self) -> usize {
+        match self {
+            ToMap::Map(map) => map.len(),
+            ToMap::Draft(map) => map.len(),
+        }
+    }
+
+    fn iter(self) -> impl Iterator<Item = (&'t str, To<'t>)> {
+        let (map, draft) = match self {
+            ToMap::Map(map) => (Some(map), None),
+            ToMap::Draft(draft) => (None, Some(draft)),
+        };
+        let plain = map.into_iter().flat_map(|m| m.iter().map(|(k, v)| (k.as_str(), To::Value(v))));
+        plain.chain(draft.into_iter().flat_map(|d| d.iter().map(|(k, v)| (k, To::of(v)))))
+    }
+
+    fn get(self, key: &str) -> Option<To<'t>> {
+        match self {
+            ToMap::Map(map) => map.get(key).map(To::Value),
+            ToMap::Draft(map) => map.get(key).map(To::of),
+        }
+    }
+}
+
+impl<'t> ToList<'t> {
+    fn len(self) -> usize {
+        match self {
+            ToList::Values(items) => items.len(),
+            ToList::Drafts(items) => items.len(),
+        }
+    }
+
+    fn at(self, i: usize) -> To<'t> {
+        match self {
+            ToList::Values(items) => To::Value(&items[i]),
+            ToList::Drafts(items) => To::of(&items[i]),
+        }
+    }
+
+    fn slice(self, range: std::ops::Range<usize>) -> Self {
+        match self {
+            ToList::Values(items) => ToList::Values(&items[range]),
+            ToList::Drafts(items) => ToList::Drafts(&items[range]),
+        }
+    }
+
+    fn iter(self) -> impl DoubleEndedIterator<Item = To<'t>> + ExactSizeIterator {
+        (0..self.len()).map(move |i| self.at(i))
+    }
+}
+
 /// The operations, with `null` where `add` and `replace` values go. The path of such an operation
 /// is also where its value sits in `to` (an array index counts the elements before it in the
 /// patched array, which are `to`'s), and no operation lies inside another's value, so the callers
 /// above fill them in by path.
-fn walk(from: &Value, to: &Value) -> Vec<PatchOp> {
+fn walk(from: &Value, to: To) -> Vec<PatchOp> {
     let mut ops = Vec::new();
     let mut path = String::new();
     diff_value(from, to, &mut path, &mut ops);
     ops
 }
 
-fn diff_value(from: &Value, to: &Value, path: &mut String, ops: &mut Vec<PatchOp>) {
-    match (from, to) {
-        (Value::Object(a), Value::Object(b)) => diff_object(a, b, path, ops),
-        (Value::Array(a), Value::Array(b)) => diff_array(a, b, path, ops),
+fn diff_value(from: &Value, to: To, path: &mut String, ops: &mut Vec<PatchOp>) {
+    match (from, to.as_map(), to.as_list()) {
+        (Value::Object(a), Some(b), _) => diff_object(a, b, path, ops),
+        (Value::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
         _ if same(from, to) => {}
         _ => ops.push(PatchOp::Replace { path: path.clone(), value: Value::Null }),
     }
@@ -134,12 +257,12 @@ fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) ->
     r
 }
 
-fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp>) {
     // A mutated copy keeps the original's key order, so keys pair up by position and need no
     // hashing; only the keys after the first mismatch are looked up (same output order either way:
     // `a`'s keys first, then the keys only `b` has).
-    let common = a.keys().zip(b.keys()).take_while(|(x, y)| x == y).count();
-    for ((key, old), new) in a.iter().zip(b.values()).take(common) {
+    let common = a.keys().zip(b.iter()).take_while(|(x, (y, _))| x == y).count();
+    for ((key, old), (_, new)) in a.iter().zip(b.iter()).take(common) {
         if !same(old, new) {
             with_token(path, key, |p| diff_value(old, new, p, ops));
         }
@@ -154,7 +277,7 @@ fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String
             }
         }
     }
-    for key in b.keys().skip(common) {
+    for (key, _) in b.iter().skip(common) {
         if !a.contains_key(key) {
             with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
         }
@@ -163,17 +286,25 @@ fn diff_object(a: &Map<String, Value>, b: &Map<String, Value>, path: &mut String
 
 /// `a == b`, but maps whose keys come in the same order (a mutated copy and its original) are
 /// compared by position: serde_json's map equality hashes every key to look it up, which was the
-/// largest single cost of diffing a pod.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
+/// largest single cost of diffing a pod. A draft's borrowed node is its original: equal by pointer.
+fn same(a: &Value, b: To) -> bool {
+    if let To::Value(b) = b
+        && std::ptr::eq(a, b)
+    {
+        return true;
+    }
+    match (a, b.as_map(), b.as_list()) {
+        (Value::Object(x), Some(y), _) => {
             if x.len() != y.len() {
                 return false;
             }
-            for ((kx, vx), (ky, vy)) in x.iter().zip(y) {
+            for ((kx, vx), (ky, vy)) in x.iter().zip(y.iter()) {
                 if kx != ky {
-                    // Another order: the map's own, order-insensitive equality decides.
-                    return x == y;
+                    // Another order: equal when every key has an equal value (keys are unique).
+                    return match y {
+                        ToMap::Map(y) => x == y,
+                        ToMap::Draft(_) => y.iter().all(|(k, v)| x.get(k).is_some_and(|old| same(old, v))),
+                    };
                 }
                 if !same(vx, vy) {
                     return false;
@@ -181,8 +312,11 @@ fn same(a: &Value, b: &Value) -> bool {
             }
             true
         }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(vx, vy)| same(vx, vy)),
-        _ => a == b,
+        (Value::Array(x), _, Some(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(vx, vy)| same(vx, vy)),
+        (_, _, _) => match b {
+            To::Value(b) => a == b,
+            To::Object(_) | To::Array(_) => false,
+        },
     }
 }
 
@@ -193,18 +327,20 @@ enum Identity<'a> {
     Scalar(String),
 }
 
-fn identity(v: &Value) -> Option<Identity<'_>> {
+fn identity(v: To<'_>) -> Option<Identity<'_>> {
     match v {
-        Value::Object(_) => crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name),
-        Value::Array(_) => None,
-        Value::String(s) => Some(Identity::Scalar(format!("s{s}"))),
-        other => Some(Identity::Scalar(other.to_string())),
+        To::Object(map) => map.get("name").and_then(Draft::value).and_then(Value::as_str).map(Identity::Name),
+        To::Array(_) => None,
+        To::Value(v @ Value::Object(_)) => crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name),
+        To::Value(Value::Array(_)) => None,
+        To::Value(Value::String(s)) => Some(Identity::Scalar(format!("s{s}"))),
+        To::Value(other) => Some(Identity::Scalar(other.to_string())),
     }
 }
 
 /// Identities of every element, or `None` when any is missing or repeated (then alignment by
 /// identity would be ambiguous).
-fn identities(items: &[Value]) -> Option<Vec<Identity<'_>>> {
+fn identities<'t>(items: impl ExactSizeIterator<Item = To<'t>>) -> Option<Vec<Identity<'t>>> {
     let mut seen = HashSet::with_capacity(items.len());
     let mut out = Vec::with_capacity(items.len());
     for item in items {
@@ -217,13 +353,13 @@ fn identities(items: &[Value]) -> Option<Vec<Identity<'_>>> {
     Some(out)
 }
 
-fn diff_array(a: &[Value], b: &[Value], path: &mut String, ops: &mut Vec<PatchOp>) {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| same(x, y)).count();
-    let (a_rest, b_rest) = (&a[prefix..], &b[prefix..]);
-    let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, y)).count();
+fn diff_array(a: &[Value], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>) {
+    let prefix = a.iter().zip(b.iter()).take_while(|(x, y)| same(x, *y)).count();
+    let (a_rest, b_rest) = (&a[prefix..], b.slice(prefix..b.len()));
+    let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, *y)).count();
     let old = &a_rest[..a_rest.len() - suffix];
-    let new = &b_rest[..b_rest.len() - suffix];
-    if old.is_empty() && new.is_empty() {
+    let new = b_rest.slice(0..b_rest.len() - suffix);
+    if old.is_empty() && new.len() == 0 {
         return;
     }
     if !diff_aligned(old, new, prefix, path, ops) {
@@ -234,8 +370,8 @@ fn diff_array(a: &[Value], b: &[Value], path: &mut String, ops: &mut Vec<PatchOp
 /// Walks `old` and `new` together, matching elements by identity. At every step the partly patched
 /// array is `new[..i] ++ old[j..]`, so the index of the next operation is `base + i`.
 /// Returns false (having emitted nothing) when identities cannot align the two sides in order.
-fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, ops: &mut Vec<PatchOp>) -> bool {
-    let (Some(old_ids), Some(new_ids)) = (identities(old), identities(new)) else { return false };
+fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) -> bool {
+    let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter())) else { return false };
     let in_new: HashMap<&Identity, usize> = new_ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
     let in_old: HashSet<&Identity> = old_ids.iter().collect();
     // Common elements must keep their relative order, or this walk would need moves.
@@ -259,8 +395,8 @@ fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, op
             with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
             i += 1;
         } else if i < new.len() && j < old.len() {
-            if !same(&old[j], &new[i]) {
-                with_index(path, at, |p| diff_value(&old[j], &new[i], p, ops));
+            if !same(&old[j], new.at(i)) {
+                with_index(path, at, |p| diff_value(&old[j], new.at(i), p, ops));
             }
             i += 1;
             j += 1;
@@ -273,11 +409,11 @@ fn diff_aligned(old: &[Value], new: &[Value], base: usize, path: &mut String, op
     true
 }
 
-fn diff_pairwise(old: &[Value], new: &[Value], base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_pairwise(old: &[Value], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
     let common = old.len().min(new.len());
-    for k in 0..common {
-        if !same(&old[k], &new[k]) {
-            with_index(path, base + k, |p| diff_value(&old[k], &new[k], p, ops));
+    for (k, (old_k, new_k)) in old.iter().zip(new.iter()).enumerate() {
+        if !same(old_k, new_k) {
+            with_index(path, base + k, |p| diff_value(old_k, new_k, p, ops));
         }
     }
     // Remove from the end so earlier indices stay valid.
@@ -296,7 +432,8 @@ mod tests {
 
     fn check(from: Value, to: Value) -> Vec<PatchOp> {
         let ops = diff(&from, &to);
-        assert_eq!(diff_into(&from, to.clone()), ops, "moving the values must give the same patch");
+        assert_eq!(diff_draft(&from, Draft::New(to.clone())), ops, "moving the values must give the same patch");
+        assert!(diff_draft(&from, Draft::Same(&from)).is_empty());
         let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&ops).unwrap()).unwrap();
         let mut doc = from.clone();
         json_patch::patch(&mut doc, &patch).unwrap();
@@ -377,12 +514,50 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn same_is_equality_and_diffs_apply(a in arb_value(), b in arb_value()) {
-            proptest::prop_assert_eq!(same(&a, &b), a == b);
+            proptest::prop_assert_eq!(same(&a, To::Value(&b)), a == b);
             let r = reversed(&a);
-            proptest::prop_assert!(same(&a, &r) && same(&r, &a));
-            proptest::prop_assert_eq!(same(&r, &b), r == b);
+            proptest::prop_assert!(same(&a, To::Value(&r)) && same(&r, To::Value(&a)));
+            proptest::prop_assert_eq!(same(&r, To::Value(&b)), r == b);
             check(a.clone(), b.clone());
             check(r, b);
+        }
+    }
+
+    /// Edits of a draft: (key, what) with what 0 = remove, 1 = insert `b`'s value, 2 = descend
+    /// into the entry as a draft object and insert there, 3 = descend into an array entry and
+    /// replace its first element.
+    fn edit(draft: &mut Draft<'_>, edits: &[(String, u8, Value)]) {
+        let Some(map) = draft.object_mut() else { return };
+        for (key, what, value) in edits {
+            match what {
+                0 => map.remove(key),
+                1 => map.insert(key, Draft::New(value.clone())),
+                2 => {
+                    if let Some(inner) = map.get_mut(key).and_then(Draft::object_mut) {
+                        inner.insert(key, Draft::New(value.clone()));
+                    }
+                }
+                _ => {
+                    if let Some(entry) = map.get_mut(key).filter(|e| e.is_array()) {
+                        let mut items = entry.take_items();
+                        if let Some(first) = items.first_mut() {
+                            *first = Draft::New(value.clone());
+                        }
+                        *entry = Draft::Array(items);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A draft's patch is the patch to the object it stands for, whatever was edited.
+        #[test]
+        fn a_draft_patches_like_its_value(a in arb_value(), edits in proptest::collection::vec(("[a-d]", 0..4u8, arb_value()), 0..6)) {
+            let mut draft = Draft::Same(&a);
+            edit(&mut draft, &edits);
+            let value = draft.clone().into_value();
+            proptest::prop_assert_eq!(diff_draft(&a, draft), diff(&a, &value));
         }
     }
 

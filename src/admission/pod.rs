@@ -1,20 +1,24 @@
-//! `/mutate-pod`: every Pod mutation this binary makes, in a fixed order, on one copy of the pod.
-//! The patch is computed once, afterwards, by the caller (see `webhooks::run`).
+//! `/mutate-pod`: every Pod mutation this binary makes, in a fixed order, on one copy-on-write
+//! draft of the pod. The patch is computed once, afterwards, by the caller (see `webhooks::run`).
 
 use serde_json::Value;
 
+use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, daemon, sidecarset};
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
-/// operations pass through unchanged.
-pub fn mutate(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+/// operations pass through unchanged. `pod` is the request's pod, not yet changed.
+pub fn mutate(request: &AdmissionRequest, pod: &mut Draft<'_>, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
         return Ok(Vec::new());
     }
-    check_is_pod(pod)?;
+    let Draft::Same(original) = *pod else {
+        return Err(AdmissionError::Internal("pod mutations start from the request's pod, unchanged".into()));
+    };
+    check_is_pod(original)?;
     let mut warnings = Vec::new();
-    sidecarset::inject(request, pod, inputs, &mut warnings)?;
+    sidecarset::inject(request, original, pod, inputs, &mut warnings)?;
     daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }

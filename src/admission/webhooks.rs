@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use super::patch::{diff, diff_into};
+use super::draft::Draft;
+use super::patch::{diff, diff_draft};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::{Inputs, inplace, pod, protection, sidecarset_admission};
 use crate::cluster::{Answers, Query};
@@ -29,8 +30,9 @@ pub struct Rule {
     pub operations: &'static [Operation],
 }
 
-/// A mutator changes its copy of the object and returns warnings; the patch is diffed afterwards.
-pub type Mutator = fn(&AdmissionRequest, &mut Value, &Inputs) -> Result<Vec<String>, AdmissionError>;
+/// A mutator changes its draft of the object (copy-on-write: what it does not write stays the
+/// request's) and returns warnings; the patch is diffed afterwards.
+pub type Mutator = fn(&AdmissionRequest, &mut Draft<'_>, &Inputs) -> Result<Vec<String>, AdmissionError>;
 /// A validator allows (with warnings) or refuses with an error.
 pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, AdmissionError>;
 /// The live lookups a validator needs answered before it decides (none for most).
@@ -400,8 +402,9 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
     outcome
 }
 
-/// `want_object`: return the mutated object too (`dry-run`, tests); otherwise the patch takes its
-/// new values from it instead of copying them.
+/// `want_object`: return the mutated object too (`dry-run`, tests), and diff that; otherwise the
+/// patch is diffed from the draft, whose borrowed parts are skipped and whose new values are moved
+/// into the patch.
 fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
     let Some(original) = request.object.as_ref() else {
         return if request.operation == Operation::Delete {
@@ -411,10 +414,15 @@ fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, wan
             Outcome { decision: Decision::deny(&err), mutated: None }
         };
     };
-    let mut object = original.clone();
-    match mutate(request, &mut object, inputs) {
+    let mut draft = Draft::Same(original);
+    match mutate(request, &mut draft, inputs) {
         Ok(warnings) => {
-            let (patch, mutated) = if want_object { (diff(original, &object), Some(object)) } else { (diff_into(original, object), None) };
+            let (patch, mutated) = if want_object {
+                let object = draft.into_value();
+                (diff(original, &object), Some(object))
+            } else {
+                (diff_draft(original, draft), None)
+            };
             Outcome { decision: Decision { warnings, patch, ..Decision::allow() }, mutated }
         }
         Err(err) => Outcome { decision: Decision::deny(&err), mutated: None },

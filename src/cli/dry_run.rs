@@ -585,6 +585,7 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::draft::Draft;
     use crate::admission::review::{AdmissionError, Operation, ReviewVersion};
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
 
@@ -596,19 +597,20 @@ mod tests {
         object["metadata"]["labels"][key] = Value::String(value);
     }
 
-    fn first(_: &AdmissionRequest, object: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
-        set_label(object, "a", "1".into());
+    fn first(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        set_label(object.to_mut(), "a", "1".into());
         Ok(vec!["first".into()])
     }
 
     /// Proves chaining: it can only write "12" if it saw `first`'s label.
-    fn second(_: &AdmissionRequest, object: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn second(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+        let object = object.to_mut();
         let a = label(object, "a").unwrap_or_default();
         set_label(object, "b", format!("{a}2"));
         Ok(vec!["second".into()])
     }
 
-    fn refuse_mutation(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn refuse_mutation(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
         Err(AdmissionError::Forbidden("mutation refused".into()))
     }
 

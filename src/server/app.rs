@@ -565,13 +565,14 @@ fn record_shadow(metrics: &Metrics, webhook: &Webhook, a: &Answered, note: &Shad
 mod tests {
     use super::*;
     use crate::admission::SystemClock;
+    use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
     use crate::cluster::Snapshot;
     use serde_json::Value;
     use tower::ServiceExt as _;
 
-    fn panics(_: &AdmissionRequest, _: &mut Value, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn panics(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
         panic!("deliberate test panic")
     }
 

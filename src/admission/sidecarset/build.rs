@@ -16,7 +16,10 @@ use crate::api::{at, field};
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 pub struct PodContext<'a> {
+    /// The pod as the request has it (injection has changed nothing but annotations yet).
     pub pod: &'a Value,
+    /// The pod's `metadata.annotations` now, after `patchPodMetadata`.
+    annotations: Option<&'a Value>,
     /// Mounts of the app containers (not earlier sidecars), container then mount order, the first
     /// of each `mountPath` (later ones with the same path are never shared).
     shared_mounts: Vec<&'a Value>,
@@ -60,7 +63,7 @@ fn is_earlier_sidecar(container: &Value) -> bool {
 }
 
 impl<'a> PodContext<'a> {
-    pub fn new(pod: &'a Value, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
+    pub fn new(pod: &'a Value, annotations: Option<&'a Value>, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
         let hot_pairs = sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
@@ -100,7 +103,7 @@ impl<'a> PodContext<'a> {
             .filter(|d| str_field(d, "devicePath").is_some_and(|p| seen.insert(p)))
             .collect();
         let pod_volumes = list(spec, "volumes");
-        PodContext { pod, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
+        PodContext { pod, annotations, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
     }
 }
 
@@ -184,7 +187,7 @@ fn emit(
     let sidecarset = set.name().to_owned();
     if hot {
         let empty_image = sidecar.upgrade_strategy.as_ref().map_or("", |u| u.hot_upgrade_empty_image.as_str());
-        for c in hotupgrade::pair(&composed, &sidecar.name, empty_image) {
+        for c in hotupgrade::pair(composed, &sidecar.name, empty_image) {
             out.push(Injected { container: Value::Object(c), before, sidecarset: sidecarset.clone() });
         }
         hot_names.push(sidecar.name.clone());
@@ -296,7 +299,7 @@ fn transferred_env<'a>(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodCo
     let containers = at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let mut out = Vec::new();
     for entry in &sidecar.transfer_env {
-        let Some(source) = source_name(entry, ctx.pod) else {
+        let Some(source) = source_name(entry, ctx) else {
             warnings.push(format!(
                 "SidecarSet {}: container {} transferEnv sourceContainerNameFrom.fieldRef must be metadata.labels['<key>'] or \
                  metadata.annotations['<key>']; the entry is skipped",
@@ -334,18 +337,18 @@ fn transferred_env<'a>(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodCo
 }
 
 /// The source container's name, or `None` for an unsupported fieldPath.
-fn source_name(entry: &TransferEnvVar, pod: &Value) -> Option<String> {
+fn source_name(entry: &TransferEnvVar, ctx: &PodContext) -> Option<String> {
     let Some(field_ref) = entry.source_container_name_from.as_ref().and_then(|f| f.field_ref.as_ref()) else {
         return Some(entry.source_container_name.clone());
     };
     let path = field_ref.field_path.as_str();
     let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
-        ("labels", rest)
+        (at(ctx.pod, &["metadata", "labels"]), rest)
     } else {
-        ("annotations", path.strip_prefix("metadata.annotations")?)
+        (ctx.annotations, path.strip_prefix("metadata.annotations")?)
     };
     let key = rest.strip_prefix("['")?.strip_suffix("']")?;
-    Some(pod.pointer(&format!("/metadata/{map}")).and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned())
+    Some(map.and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned())
 }
 
 #[cfg(test)]
@@ -370,7 +373,7 @@ mod tests {
         .unwrap();
         let sets = [Arc::new(set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
-        let ctx = PodContext::new(&pod, &sets, &index);
+        let ctx = PodContext::new(&pod, None, &sets, &index);
         let built = build(&sets[0], &ctx, &mut Vec::new()).unwrap();
         let c = &built.containers[0].container;
         let names = |key: &str| c[key].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
@@ -396,7 +399,7 @@ mod tests {
         .unwrap();
         let sets = [Arc::new(set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
-        let built = build(&sets[0], &PodContext::new(&pod, &sets, &index), &mut Vec::new()).unwrap();
+        let built = build(&sets[0], &PodContext::new(&pod, None, &sets, &index), &mut Vec::new()).unwrap();
         let mounts =
             |c: &Value| c["volumeMounts"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
         let env = |c: &Value| c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
@@ -407,8 +410,9 @@ mod tests {
         }
         // Re-invocation: the pod as the first injection left it.
         let injected_pod = serde_json::json!({"spec": {"containers":
-            super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().clone(), built.containers.clone())}});
-        let again = build(&sets[0], &PodContext::new(&injected_pod, &sets, &index), &mut Vec::new()).unwrap();
+            super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().iter().map(crate::admission::draft::Draft::Same).collect(),
+                built.containers.clone()).into_iter().map(crate::admission::draft::Draft::into_value).collect::<Vec<_>>()}});
+        let again = build(&sets[0], &PodContext::new(&injected_pod, None, &sets, &index), &mut Vec::new()).unwrap();
         for (first, second) in built.containers.iter().zip(&again.containers) {
             assert_eq!(first.container, second.container, "{} changed on re-invocation", first.name());
         }

@@ -12,10 +12,9 @@ pub fn working_name(name: &str) -> String {
     format!("{name}-1")
 }
 
-/// `N-1` and `N-2` from the composed container `N`.
-pub fn pair(container: &Map<String, Value>, name: &str, empty_image: &str) -> [Map<String, Value>; 2] {
-    let make = |own: String, image: Option<&str>| {
-        let mut c = container.clone();
+/// `N-1` and `N-2` from the composed container `N` (one copy: `N-2` takes the original).
+pub fn pair(container: Map<String, Value>, name: &str, empty_image: &str) -> [Map<String, Value>; 2] {
+    let make = |mut c: Map<String, Value>, own: String, image: Option<&str>| {
         c.insert("name".into(), Value::String(own.clone()));
         match image {
             Some("") => {
@@ -34,7 +33,8 @@ pub fn pair(container: &Map<String, Value>, name: &str, empty_image: &str) -> [M
         }
         c
     };
-    [make(working_name(name), None), make(format!("{name}-2"), Some(empty_image))]
+    let working = make(container.clone(), working_name(name), None);
+    [working, make(container, format!("{name}-2"), Some(empty_image))]
 }
 
 /// The four version annotations of a pair: `N-1` is version 1, `N-2` the alternative.

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::admission::draft::Draft;
+
 /// A container ready for the pod, with its SidecarSet's placement.
 #[derive(Debug, Clone)]
 pub struct Injected {
@@ -21,17 +23,20 @@ impl Injected {
 }
 
 /// `before + pod (with in-place replacements) + after`. Names are looked up in the pod's
-/// original list only.
-pub fn merge(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
-    let positions: HashMap<String, usize> =
-        pod.iter().enumerate().filter_map(|(i, c)| Some((c.get("name")?.as_str()?.to_owned(), i))).collect();
+/// original list only; the pod's containers stay drafts (borrowed unless replaced).
+pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected>) -> Vec<Draft<'a>> {
+    let name = |c: &'_ Draft<'a>| c.field("name").and_then(Value::as_str).map(str::to_owned);
+    let positions: HashMap<String, usize> = pod.iter().enumerate().filter_map(|(i, c)| Some((name(c)?, i))).collect();
     let mut middle = pod;
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for item in injected {
         match positions.get(item.name()) {
-            Some(&i) => middle[i] = keep_empty_resources(&middle[i], item.container),
-            None if item.before => before.push(item.container),
-            None => after.push(item.container),
+            Some(&i) => {
+                let replaced = keep_empty_resources(&middle[i], item.container);
+                middle[i] = Draft::New(replaced);
+            }
+            None if item.before => before.push(Draft::New(item.container)),
+            None => after.push(Draft::New(item.container)),
         }
     }
     before.extend(middle);
@@ -45,8 +50,8 @@ pub fn merge(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
 /// earlier patch carries it on the injected sidecar; it means the same as no `resources`, and
 /// keeping it is what lets re-invocation patch nothing (found against a real kube-apiserver by
 /// `tests/e2e`, check `reinvocation-no-patch`).
-fn keep_empty_resources(old: &Value, mut new: Value) -> Value {
-    let old_is_empty = old.get("resources").and_then(Value::as_object).is_some_and(|r| r.is_empty());
+fn keep_empty_resources(old: &Draft<'_>, mut new: Value) -> Value {
+    let old_is_empty = old.field("resources").and_then(Value::as_object).is_some_and(|r| r.is_empty());
     if let Value::Object(container) = &mut new
         && old_is_empty
         && !container.contains_key("resources")
@@ -65,10 +70,14 @@ mod tests {
         Injected { container: json!({"name": name, "image": "new"}), before, sidecarset: "s".into() }
     }
 
+    fn merged(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
+        merge(pod.iter().map(Draft::Same).collect(), injected).into_iter().map(Draft::into_value).collect()
+    }
+
     #[test]
     fn buckets_and_in_place_replacement() {
         let pod = vec![json!({"name": "app"}), json!({"name": "proxy", "image": "old"})];
-        let out = merge(pod, vec![inj("b1", true), inj("a1", false), inj("proxy", true), inj("b2", true)]);
+        let out = merged(pod, vec![inj("b1", true), inj("a1", false), inj("proxy", true), inj("b2", true)]);
         let names: Vec<&str> = out.iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["b1", "b2", "app", "proxy", "a1"]);
         assert_eq!(out[3]["image"], "new");
@@ -77,8 +86,8 @@ mod tests {
     #[test]
     fn an_empty_resources_written_by_the_api_server_is_kept() {
         let pod = vec![json!({"name": "proxy", "image": "new", "resources": {}})];
-        assert_eq!(merge(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new", "resources": {}}));
+        assert_eq!(merged(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new", "resources": {}}));
         let pod = vec![json!({"name": "proxy", "image": "new", "resources": {"limits": {"cpu": "1"}}})];
-        assert_eq!(merge(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new"}));
+        assert_eq!(merged(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new"}));
     }
 }

@@ -24,20 +24,28 @@ use self::annotations::{HashEntry, PodAnnotations, upsert};
 use self::build::{Built, PodContext};
 use self::merge::Injected;
 use super::Inputs;
+use super::draft::{Draft, DraftMap};
 use super::review::{AdmissionError, AdmissionRequest};
 use crate::api::at;
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
 
-/// Inject the matching SidecarSets into `pod` (a CREATE; the caller has gated subresources and
-/// other operations). Warnings are for things Kruise only logs.
-pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
-    let mut matched = selecting(request, pod, inputs)?;
+/// Inject the matching SidecarSets into `pod`, the draft of `original` (a CREATE; the caller has
+/// gated subresources and other operations). Warnings are for things Kruise only logs.
+pub fn inject<'a>(
+    request: &AdmissionRequest,
+    original: &'a Value,
+    pod: &mut Draft<'a>,
+    inputs: &Inputs,
+    warnings: &mut Vec<String>,
+) -> Result<(), AdmissionError> {
+    let mut matched = selecting(request, original, inputs)?;
     matching::replace_canary_bases(&mut matched);
     if matched.is_empty() {
         return Ok(());
     }
     let index = inputs.cluster.sidecarset_index();
-    let sets = matched.iter().map(|s| revision::select(s, pod, inputs)).collect::<Result<Vec<_>, _>>().map_err(AdmissionError::Internal)?;
+    let sets =
+        matched.iter().map(|s| revision::select(s, original, inputs)).collect::<Result<Vec<_>, _>>().map_err(AdmissionError::Internal)?;
 
     // patchPodMetadata first, so transferEnv fieldRefs on annotations see the patched values.
     if sets.iter().any(|s| !s.spec.patch_pod_metadata.is_empty()) {
@@ -47,10 +55,11 @@ pub fn inject(request: &AdmissionRequest, pod: &mut Value, inputs: &Inputs, warn
         }
     }
 
-    let mut state =
-        PodAnnotations::read(at(pod, &["metadata", "annotations"]).and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
+    // Until `apply`, only the annotations may have changed: the rest is read from the original.
+    let annotations = pod.at(&["metadata", "annotations"]);
+    let mut state = PodAnnotations::read(annotations.and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
-        let ctx = PodContext::new(pod, &sets, index);
+        let ctx = PodContext::new(original, annotations, &sets, index);
         sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
     };
     if !built.iter().any(Built::injects) {
@@ -121,18 +130,20 @@ fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
     if ns.is_empty() { "default".into() } else { ns.into() }
 }
 
-fn object_mut<'v>(parent: &'v mut Value, key: &str, what: &str) -> Result<&'v mut Map<String, Value>, AdmissionError> {
-    let Value::Object(map) = parent else { return Err(AdmissionError::BadRequest(format!("{what} must be an object"))) };
-    let slot = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+/// The object at `key` of `parent`, created empty when absent or null; its entries stay borrowed.
+fn object_mut<'d, 'a>(parent: &'d mut Draft<'a>, key: &str, what: &str) -> Result<&'d mut DraftMap<'a>, AdmissionError> {
+    let Some(map) = parent.object_mut() else { return Err(AdmissionError::BadRequest(format!("{what} must be an object"))) };
+    let slot = map.entry_or_insert(key, Draft::New(Value::Object(Map::new())));
     if slot.is_null() {
-        *slot = Value::Object(Map::new());
+        *slot = Draft::New(Value::Object(Map::new()));
     }
-    slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("{what}.{key} must be an object")))
+    slot.object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("{what}.{key} must be an object")))
 }
 
-fn annotations_mut(pod: &mut Value) -> Result<&mut Map<String, Value>, AdmissionError> {
+/// The pod's annotations, copied to be written (a few small strings, next to what injection adds).
+fn annotations_mut<'d>(pod: &'d mut Draft<'_>) -> Result<&'d mut Map<String, Value>, AdmissionError> {
     let metadata = object_mut(pod, "metadata", "the pod")?;
-    let slot = metadata.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
+    let slot = metadata.entry_or_insert("annotations", Draft::New(Value::Object(Map::new()))).to_mut();
     if slot.is_null() {
         *slot = Value::Object(Map::new());
     }
@@ -179,8 +190,9 @@ fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, ti
     upsert(&mut state.hash_without_image, set.name(), entry(annotation(HASH_WITHOUT_IMAGE_ANNOTATION), String::new()));
 }
 
-/// docs/sidecarset.md#6-merging-into-the-pod: merge everything collected into the pod.
-fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &PodAnnotations) -> Result<(), AdmissionError> {
+/// docs/sidecarset.md#6-merging-into-the-pod: merge everything collected into the pod. The pod's own
+/// containers, volumes and pull secrets stay borrowed; only what injection adds or replaces is new.
+fn apply<'a>(pod: &mut Draft<'a>, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &PodAnnotations) -> Result<(), AdmissionError> {
     let mut init = Vec::new();
     let mut containers = Vec::new();
     let mut volumes = Vec::new();
@@ -200,19 +212,19 @@ fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &P
     // Injected volumes are few: a scan per volume is cheaper than a set of every pod volume name.
     let mut pod_volumes = take_list(spec, "volumes");
     for v in volumes {
-        let new = build::name_of(&v).is_some_and(|n| !pod_volumes.iter().any(|p| build::name_of(p) == Some(n)));
+        let new = build::name_of(&v).is_some_and(|n| !pod_volumes.iter().any(|p| name_of(p) == Some(n)));
         if new {
-            pod_volumes.push(v);
+            pod_volumes.push(Draft::New(v));
         }
     }
     put_list(spec, "volumes", pod_volumes);
 
     let mut secrets = take_list(spec, "imagePullSecrets");
     let mut seen = std::collections::HashSet::new();
-    secrets.retain(|s| seen.insert(s.get("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
+    secrets.retain(|s| seen.insert(s.field("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
     for s in sets.iter().flat_map(|s| &s.spec.image_pull_secrets) {
         if seen.insert(s.name.clone()) {
-            secrets.push(serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?);
+            secrets.push(Draft::New(serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?));
         }
     }
     put_list(spec, "imagePullSecrets", secrets);
@@ -227,25 +239,26 @@ fn apply(pod: &mut Value, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &P
     Ok(())
 }
 
-fn take_list(spec: &mut Map<String, Value>, key: &str) -> Vec<Value> {
-    match spec.get_mut(key) {
-        Some(Value::Array(items)) => std::mem::take(items),
-        _ => Vec::new(),
-    }
+fn name_of<'d>(item: &'d Draft<'_>) -> Option<&'d str> {
+    item.field("name").and_then(Value::as_str)
+}
+
+/// The list at `key` as drafts of its elements (empty when absent or not a list); `put_list`
+/// puts it back.
+fn take_list<'a>(spec: &mut DraftMap<'a>, key: &str) -> Vec<Draft<'a>> {
+    spec.get_mut(key).map(Draft::take_items).unwrap_or_default()
 }
 
 /// Put a list back where it was (so an unchanged list diffs to nothing); an empty list stays absent.
-fn put_list(spec: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
+fn put_list<'a>(spec: &mut DraftMap<'a>, key: &str, items: Vec<Draft<'a>>) {
     match spec.get_mut(key) {
-        Some(slot @ Value::Array(_)) => *slot = Value::Array(items),
+        Some(slot) if slot.is_array() => *slot = Draft::Array(items),
         _ if items.is_empty() => {}
-        _ => {
-            spec.insert(key.into(), Value::Array(items));
-        }
+        _ => spec.insert(key, Draft::Array(items)),
     }
 }
 
-fn merge_list(spec: &mut Map<String, Value>, key: &str, injected: Vec<Injected>) {
+fn merge_list(spec: &mut DraftMap<'_>, key: &str, injected: Vec<Injected>) {
     if injected.is_empty() {
         return;
     }

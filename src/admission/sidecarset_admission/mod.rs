@@ -11,6 +11,7 @@ pub mod validate;
 
 use serde_json::{Map, Value};
 
+use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, field};
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet};
@@ -33,10 +34,12 @@ fn decode(object: &Value) -> Result<SidecarSet, AdmissionError> {
 
 /// `/mutate-apps-kruise-io-sidecarset`: the defaults of docs/sidecarset.md#9-1-defaulting, then the hash
 /// annotations (docs/sidecarset.md#8-the-sidecarset-hash), on CREATE and UPDATE.
-pub fn mutate(request: &AdmissionRequest, object: &mut Value, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+pub fn mutate(request: &AdmissionRequest, draft: &mut Draft<'_>, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());
     }
+    // A SidecarSet is small and defaulting touches it all over: one copy to change in place.
+    let object = draft.to_mut();
     check_version(request)?;
     decode(object)?;
     defaults::apply(object);

@@ -1,0 +1,221 @@
+//! The object a mutator changes, copy-on-write (issue 20): what it leaves alone stays borrowed
+//! from the request, and only the entries it writes are materialised. `patch::diff_draft` then
+//! skips every borrowed subtree by pointer and takes the new values out of the owned ones, so a pod
+//! with one 10 KB app container and four injected sidecars copies the sidecars and the
+//! annotations, not the pod.
+//!
+//! Maps keep their keys in the order a `serde_json::Map` (with `preserve_order`) would after the
+//! same calls: an insert of a new key appends, an insert of a present key replaces in place, and a
+//! remove is a swap-remove (serde_json's `Map::remove`). The patch lists added keys in that order,
+//! so mutating a draft gives the same patch, byte for byte, as mutating a copy of the object.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+/// One node of the object being mutated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Draft<'a> {
+    /// Unchanged: the request's own value.
+    Same(&'a Value),
+    /// Written by a mutator (a copy of the original, or new).
+    New(Value),
+    /// An object of the request with some entries changed.
+    Object(DraftMap<'a>),
+    /// An array of the request with some elements kept, some changed, added or dropped.
+    Array(Vec<Draft<'a>>),
+}
+
+/// The entries of a [`Draft::Object`], in `serde_json::Map` order (see the module docs).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DraftMap<'a> {
+    entries: Vec<(Cow<'a, str>, Draft<'a>)>,
+}
+
+impl<'a> Draft<'a> {
+    /// The node as a plain value, when it is one (unchanged or written whole).
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            Draft::Same(v) => Some(v),
+            Draft::New(v) => Some(v),
+            Draft::Object(_) | Draft::Array(_) => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.value().is_some_and(Value::is_null)
+    }
+
+    /// The value at `keys` (object keys only) as it is now.
+    pub fn at(&self, keys: &[&str]) -> Option<&Value> {
+        match (self, keys) {
+            (_, []) => self.value(),
+            (Draft::Object(map), [key, rest @ ..]) => map.get(key)?.at(rest),
+            (Draft::Array(_), _) => None,
+            (_, keys) => crate::api::at(self.value()?, keys),
+        }
+    }
+
+    /// The field `key` of this object as it is now (`None` for a draft object's draft child).
+    pub fn field(&self, key: &str) -> Option<&Value> {
+        self.at(&[key])
+    }
+
+    /// This node as an object whose entries can be changed one by one, or `None` when it is not
+    /// an object. Its entries stay borrowed.
+    pub fn object_mut(&mut self) -> Option<&mut DraftMap<'a>> {
+        match self {
+            Draft::Same(Value::Object(map)) => *self = Draft::Object(DraftMap::of(map)),
+            Draft::New(Value::Object(map)) => {
+                let entries = std::mem::take(map).into_iter().map(|(k, v)| (Cow::Owned(k), Draft::New(v))).collect();
+                *self = Draft::Object(DraftMap { entries });
+            }
+            _ => {}
+        }
+        match self {
+            Draft::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// This node as a plain value to change in place: copied here, the first time, if it was the
+    /// request's (a small subtree: annotations, tolerations, affinity).
+    pub fn to_mut(&mut self) -> &mut Value {
+        if !matches!(self, Draft::New(_)) {
+            let value = std::mem::replace(self, Draft::New(Value::Null)).into_value();
+            *self = Draft::New(value);
+        }
+        match self {
+            Draft::New(v) => v,
+            _ => unreachable!("made New above"),
+        }
+    }
+
+    /// The elements of this array as drafts (borrowed ones stay borrowed), leaving it empty in
+    /// place; none when it is not an array.
+    pub fn take_items(&mut self) -> Vec<Draft<'a>> {
+        match self {
+            Draft::Same(Value::Array(items)) => items.iter().map(Draft::Same).collect(),
+            Draft::New(Value::Array(items)) => std::mem::take(items).into_iter().map(Draft::New).collect(),
+            Draft::Array(items) => std::mem::take(items),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn is_array(&self) -> bool {
+        matches!(self, Draft::Array(_) | Draft::Same(Value::Array(_)) | Draft::New(Value::Array(_)))
+    }
+
+    /// The object as mutated.
+    pub fn into_value(self) -> Value {
+        match self {
+            Draft::Same(v) => v.clone(),
+            Draft::New(v) => v,
+            Draft::Object(map) => Value::Object(map.entries.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect()),
+            Draft::Array(items) => Value::Array(items.into_iter().map(Draft::into_value).collect()),
+        }
+    }
+}
+
+impl<'a> DraftMap<'a> {
+    fn of(map: &'a Map<String, Value>) -> Self {
+        DraftMap { entries: map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), Draft::Same(v))).collect() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries in order. Few (a pod's top level, metadata, spec): lookups scan.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Draft<'a>)> {
+        self.entries.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.entries.iter().position(|(k, _)| k == key)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Draft<'a>> {
+        self.position(key).map(|i| &self.entries[i].1)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Draft<'a>> {
+        self.position(key).map(|i| &mut self.entries[i].1)
+    }
+
+    /// `Map::entry(key).or_insert(default)`: a new key goes last.
+    pub fn entry_or_insert(&mut self, key: &str, default: Draft<'a>) -> &mut Draft<'a> {
+        let i = match self.position(key) {
+            Some(i) => i,
+            None => {
+                self.entries.push((Cow::Owned(key.to_owned()), default));
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
+
+    /// `Map::insert`: a present key keeps its place.
+    pub fn insert(&mut self, key: &str, value: Draft<'a>) {
+        *self.entry_or_insert(key, Draft::New(Value::Null)) = value;
+    }
+
+    /// `Map::entry(key).or_insert(Value::Null)`, as a plain value to change in place.
+    pub fn value_mut(&mut self, key: &str) -> &mut Value {
+        self.entry_or_insert(key, Draft::New(Value::Null)).to_mut()
+    }
+
+    /// `Map::remove` with `preserve_order`: a swap-remove (the last entry takes the removed one's
+    /// place), which decides the order of added keys in the patch.
+    pub fn remove(&mut self, key: &str) {
+        if let Some(i) = self.position(key) {
+            self.entries.swap_remove(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The same calls on a `Map` and on a draft of it leave the same object, keys in the same order.
+    #[test]
+    fn keys_move_as_in_a_serde_json_map() {
+        let original = json!({"a": 1, "b": {"x": 1}, "c": 3, "d": [1, 2]});
+        let mut map = original.as_object().unwrap().clone();
+        map.insert("e".into(), json!(5));
+        map.remove("a");
+        map.insert("c".into(), json!(30));
+        map["b"].as_object_mut().unwrap().insert("y".into(), json!(2));
+        map.entry("f").or_insert(Value::Null);
+        map.remove("nothing");
+
+        let mut draft = Draft::Same(&original);
+        let d = draft.object_mut().unwrap();
+        d.insert("e", Draft::New(json!(5)));
+        d.remove("a");
+        d.insert("c", Draft::New(json!(30)));
+        d.get_mut("b").unwrap().object_mut().unwrap().insert("y", Draft::New(json!(2)));
+        d.value_mut("f");
+        d.remove("nothing");
+        let mutated = draft.into_value();
+        assert_eq!(mutated, Value::Object(map.clone()));
+        assert!(mutated.as_object().unwrap().keys().eq(map.keys()), "{mutated}");
+    }
+
+    #[test]
+    fn reads_see_the_writes() {
+        let original = json!({"metadata": {"annotations": {"a": "1"}}, "spec": {"nodeName": "n"}});
+        let mut draft = Draft::Same(&original);
+        let metadata = draft.object_mut().unwrap().get_mut("metadata").unwrap().object_mut().unwrap();
+        metadata.value_mut("annotations").as_object_mut().unwrap().insert("b".into(), json!("2"));
+        assert_eq!(draft.at(&["metadata", "annotations", "b"]), Some(&json!("2")));
+        assert_eq!(draft.at(&["spec", "nodeName"]), Some(&json!("n")));
+        assert_eq!(draft.at(&["spec", "nodeName", "x"]), None);
+    }
+}
