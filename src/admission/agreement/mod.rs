@@ -552,8 +552,9 @@ mod tests {
         let (answers, settings, random) = (Default::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
         let inputs = Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings };
-        let mut ours = original.clone();
-        crate::admission::pod::mutate(&request, &mut ours, &inputs).unwrap();
+        let mut draft = crate::admission::draft::Draft::Same(&original);
+        crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
+        let ours = draft.into_value();
         let lookup = |name: &str| {
             let object = cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
             SidecarSet::from_value(object).ok().map(Arc::new)
