@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 /// (original, ours, stored, the SidecarSet) for a sidecar with `n` env vars.
 fn case(n: usize) -> (Value, Value, Value, Arc<SidecarSet>) {
-    let env: Vec<Value> = (0..n).map(|i| json!({"name": format!("VAR_{i}"), "value": format!("value-{i}")})).collect();
+    let env: Vec<Value> =
+        (0..n).map(|i| json!({"name": format!("VAR_{i}"), "value": format!("value-{i}")})).collect();
     let set = json!({"metadata": {"name": "log-agent"}, "spec": {"selector": {"matchLabels": {"app": "web"}},
         "containers": [{"name": "log-agent", "image": "fluent/fluent-bit:3.2.4", "env": env,
                         "volumeMounts": [{"name": "agent-config", "mountPath": "/etc/agent"}]}],
@@ -24,12 +25,14 @@ fn case(n: usize) -> (Value, Value, Value, Arc<SidecarSet>) {
     let set = Arc::new(SidecarSet::from_value(&set).expect("a SidecarSet"));
     let original = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"}},
         "spec": {"containers": [{"name": "app", "image": "shop:1"}]}});
-    let hash =
-        r#"{"log-agent":{"updateTimestamp":"2026-12-01T10:00:00Z","hash":"h","sidecarSetName":"log-agent","sidecarList":["log-agent"]}}"#;
+    let hash = r#"{"log-agent":{"updateTimestamp":"2026-12-01T10:00:00Z","hash":"h","sidecarSetName":"log-agent","sidecarList":["log-agent"]}}"#;
     let mut sidecar_env = env.clone();
     sidecar_env.push(json!({"name": "IS_INJECTED", "value": "true"}));
     let mut ours = original.clone();
-    ours["spec"]["containers"].as_array_mut().expect("containers").push(json!({"name": "log-agent", "image": "fluent/fluent-bit:3.2.4",
+    ours["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"name": "log-agent", "image": "fluent/fluent-bit:3.2.4",
         "env": sidecar_env, "volumeMounts": [{"name": "agent-config", "mountPath": "/etc/agent"}]}));
     ours["spec"]["volumes"] = json!([{"name": "agent-config", "configMap": {"name": "agent"}}]);
     ours["metadata"]["annotations"] = json!({"kruise.io/sidecarset-hash": hash, "kruise.io/sidecarset-hash-without-image": hash,

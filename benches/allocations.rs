@@ -51,7 +51,9 @@ mod counting {
 
 #[cfg(feature = "mimalloc")]
 fn main() {
-    eprintln!("allocations: run with --no-default-features (the library's mimalloc is the global allocator otherwise)");
+    eprintln!(
+        "allocations: run with --no-default-features (the library's mimalloc is the global allocator otherwise)"
+    );
 }
 
 #[cfg(not(feature = "mimalloc"))]
@@ -63,7 +65,8 @@ fn main() {
 
     const ROUNDS: u64 = 200;
     let webhook = webhooks::by_path("/mutate-pod").expect("registered");
-    let (clock, random) = (FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC)), SeededRandom::new(1));
+    let (clock, random) =
+        (FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC)), SeededRandom::new(1));
     let (settings, answers) = (Settings::default(), Answers::default());
     println!("| pod, SidecarSets | allocations per decide | bytes allocated per decide | patch operations |");
     println!("|---|---:|---:|---:|");
@@ -72,7 +75,13 @@ fn main() {
         for total in [10usize, 1_000] {
             let snapshot = support::snapshot(&pod, total);
             let _ = snapshot.sidecarset_index();
-            let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+            let inputs = Inputs {
+                cluster: &snapshot,
+                answers: &answers,
+                clock: &clock,
+                random: &random,
+                settings: &settings,
+            };
             // Warm up: lazily built caches (the index's compiled patterns) are not per decision.
             let first = webhooks::decide(webhook, &request, &inputs);
             assert!(first.allowed && !first.patch.is_empty(), "{name}/{total}: {:?}", first.status);

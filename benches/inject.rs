@@ -37,14 +37,24 @@ impl Fixed {
     }
 
     fn inputs<'a>(&'a self, cluster: &'a Snapshot) -> Inputs<'a> {
-        Inputs { cluster, answers: &self.answers, clock: &self.clock, random: &self.random, settings: &self.settings }
+        Inputs {
+            cluster,
+            answers: &self.answers,
+            clock: &self.clock,
+            random: &self.random,
+            settings: &self.settings,
+        }
     }
 }
 
 fn check_injects(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, total: usize) {
     let outcome = webhooks::run(webhook, request, inputs);
     assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
-    let injected = outcome.mutated.as_ref().and_then(|p| p.pointer("/metadata/annotations/kruise.io~1sidecarset-injected-list")).cloned();
+    let injected = outcome
+        .mutated
+        .as_ref()
+        .and_then(|p| p.pointer("/metadata/annotations/kruise.io~1sidecarset-injected-list"))
+        .cloned();
     let expected = (total > 0).then(|| json!(support::INJECTED_LIST));
     assert_eq!(injected, expected, "{total} SidecarSets");
 }
@@ -71,7 +81,9 @@ fn mutate_pod(c: &mut Criterion) {
     let _ = snapshot.sidecarset_index();
     let inputs = fixed.inputs(&snapshot);
     assert!(webhooks::run(webhook, &request, &inputs).decision.patch.is_empty());
-    group.bench_function("typical/10000-none-match", |b| b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs))));
+    group.bench_function("typical/10000-none-match", |b| {
+        b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs)))
+    });
     group.finish();
 }
 
@@ -83,7 +95,9 @@ fn sidecarset_admission(c: &mut Criterion) {
     let request = decode_review(support::sidecarset_review()).expect("review");
     let outcome = webhooks::run(webhook, &request, &inputs);
     assert!(outcome.decision.allowed && !outcome.decision.patch.is_empty(), "{:?}", outcome.decision.status);
-    c.bench_function("sidecarset-admission/mutate", |b| b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs))));
+    c.bench_function("sidecarset-admission/mutate", |b| {
+        b.iter(|| black_box(webhooks::decide(webhook, black_box(&request), &inputs)))
+    });
 }
 
 criterion_group!(benches, mutate_pod, sidecarset_admission);

@@ -27,17 +27,24 @@ const WORKLOAD_KINDS: [&str; 5] = ["Deployment", "DaemonSet", "StatefulSet", "Re
 fn largest_workload() -> (String, String, Value) {
     let dir = common::fixtures_dir().join("workloads");
     let mut best: Option<(usize, String, String, Value)> = None;
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();
     for path in files {
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let Ok(docs) = read_documents(&text) else { continue };
         for doc in docs {
             let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
-            let Some(template) = doc.pointer("/spec/template").filter(|_| WORKLOAD_KINDS.contains(&kind)) else { continue };
+            let Some(template) = doc.pointer("/spec/template").filter(|_| WORKLOAD_KINDS.contains(&kind))
+            else {
+                continue;
+            };
             let size = template.to_string().len();
             if best.as_ref().is_none_or(|b| size > b.0) {
-                let name = format!("{kind}/{}", doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?"));
+                let name = format!(
+                    "{kind}/{}",
+                    doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?")
+                );
                 let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
                 best = Some((size, file, name, template.clone()));
             }
@@ -51,7 +58,9 @@ fn largest_workload() -> (String, String, Value) {
 fn scaled(template: &Value, factor: usize) -> Value {
     let mut t = template.clone();
     for key in ["containers", "initContainers", "volumes"] {
-        let Some(items) = t.pointer_mut(&format!("/spec/{key}")).and_then(Value::as_array_mut) else { continue };
+        let Some(items) = t.pointer_mut(&format!("/spec/{key}")).and_then(Value::as_array_mut) else {
+            continue;
+        };
         let originals = items.clone();
         for copy in 1..factor {
             for item in &originals {
@@ -79,7 +88,8 @@ fn cloneset(template: Value) -> Value {
 /// The same CloneSet with every container image bumped: an allowed InPlaceOnly update.
 fn bumped(cs: &Value) -> Value {
     let mut new = cs.clone();
-    if let Some(containers) = new.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut) {
+    if let Some(containers) = new.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut)
+    {
         for c in containers {
             let image = c.get("image").and_then(Value::as_str).unwrap_or("img");
             c["image"] = json!(format!("{image}-next"));
@@ -96,7 +106,8 @@ fn bench(c: &mut Criterion) {
     let answers = Answers::default();
     let clock = FixedClock(datetime!(2026-01-01 00:00 UTC));
     let random = SeededRandom::new(1);
-    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let webhook = webhooks::by_path("/validate-apps-kruise-io-v1alpha1-cloneset").expect("registered");
 
     let mut diff_group = c.benchmark_group("inplace_diff");
@@ -105,14 +116,21 @@ fn bench(c: &mut Criterion) {
         let old = cloneset(scaled(&template, factor));
         let new = bumped(&old);
         let bytes = old["spec"]["template"]["spec"].to_string().len();
-        assert_eq!(first_offending_change(&old["spec"]["template"]["spec"], &new["spec"]["template"]["spec"], false), None);
+        assert_eq!(
+            first_offending_change(&old["spec"]["template"]["spec"], &new["spec"]["template"]["spec"], false),
+            None
+        );
         diff_group.throughput(Throughput::Bytes(bytes as u64));
         diff_group.bench_with_input(
             BenchmarkId::new("first_offending_change", format!("{factor}x_{bytes}B")),
             &(&old, &new),
             |b, (old, new)| {
                 b.iter(|| {
-                    first_offending_change(black_box(&old["spec"]["template"]["spec"]), black_box(&new["spec"]["template"]["spec"]), false)
+                    first_offending_change(
+                        black_box(&old["spec"]["template"]["spec"]),
+                        black_box(&new["spec"]["template"]["spec"]),
+                        false,
+                    )
                 })
             },
         );
@@ -129,9 +147,11 @@ fn bench(c: &mut Criterion) {
         let request = decode_review(review).expect("review");
         assert!(webhooks::run(webhook, &request, &inputs).decision.allowed);
         run_group.throughput(Throughput::Bytes(*bytes as u64));
-        run_group.bench_with_input(BenchmarkId::new("webhooks_run", format!("{factor}x_{bytes}B")), &request, |b, request| {
-            b.iter(|| webhooks::run(webhook, black_box(request), &inputs))
-        });
+        run_group.bench_with_input(
+            BenchmarkId::new("webhooks_run", format!("{factor}x_{bytes}B")),
+            &request,
+            |b, request| b.iter(|| webhooks::run(webhook, black_box(request), &inputs)),
+        );
     }
     run_group.finish();
 }

@@ -47,23 +47,37 @@ fn update(n: usize) -> AdmissionRequest {
 }
 
 fn bench(c: &mut Criterion) {
-    let webhook: &Webhook = webhooks::by_path("/validate-apps-kruise-io-v1alpha1-cloneset").expect("registered");
+    let webhook: &Webhook =
+        webhooks::by_path("/validate-apps-kruise-io-v1alpha1-cloneset").expect("registered");
     let snapshot = Snapshot::from_objects([]);
-    let (clock, random, settings) = (FixedClock(datetime!(2026-01-01 00:00 UTC)), SeededRandom::new(1), Settings::default());
+    let (clock, random, settings) =
+        (FixedClock(datetime!(2026-01-01 00:00 UTC)), SeededRandom::new(1), Settings::default());
     let mut group = c.benchmark_group("pods_to_delete");
     group.sample_size(10);
     for n in [25_000, 50_000, 100_000, 200_000] {
         let request = update(n);
         group.throughput(Throughput::Elements(n as u64));
         let none = Answers::default();
-        let probe = Inputs { cluster: &snapshot, answers: &none, clock: &clock, random: &random, settings: &settings };
+        let probe = Inputs {
+            cluster: &snapshot,
+            answers: &none,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         let queries = (webhook.queries.expect("the CloneSet webhook has lookups"))(&request, &probe);
         assert_eq!(queries.len(), 1, "{n} new names must cost one list");
         group.bench_with_input(BenchmarkId::new("queries", n), &request, |b, request| {
             b.iter(|| black_box((webhook.queries.expect("lookups"))(request, &probe)))
         });
         let answers = Answers::from_snapshot(&snapshot, &queries);
-        let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let inputs = Inputs {
+            cluster: &snapshot,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         let decision = webhooks::decide(webhook, &request, &inputs);
         assert!(!decision.allowed, "no pod exists, so every name is refused");
         group.bench_with_input(BenchmarkId::new("decide", n), &request, |b, request| {

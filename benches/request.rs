@@ -50,20 +50,25 @@ fn app(snapshot: Snapshot) -> Router {
 
 /// POST `body` to `path` and return the response body.
 async fn post(app: &Router, path: &str, body: &bytes::Bytes) -> bytes::Bytes {
-    let request = Request::post(path).header(CONTENT_TYPE, "application/json").body(Body::from(body.clone())).expect("request");
+    let request = Request::post(path)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Body::from(body.clone()))
+        .expect("request");
     let response = app.clone().oneshot(request).await.expect("infallible");
     assert_eq!(response.status(), StatusCode::OK);
     response.into_body().collect().await.expect("body").to_bytes()
 }
 
 fn whole_path(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     let mut group = c.benchmark_group("request");
     for (name, pod) in support::pods() {
         let body = bytes::Bytes::from(serde_json::to_vec(&support::pod_review(&pod)).expect("JSON"));
         for total in [0usize, 1_000] {
             let app = app(support::snapshot(&pod, total));
-            let answer: Value = serde_json::from_slice(&runtime.block_on(post(&app, "/mutate-pod", &body))).expect("a review");
+            let answer: Value = serde_json::from_slice(&runtime.block_on(post(&app, "/mutate-pod", &body)))
+                .expect("a review");
             assert_eq!(answer["response"]["allowed"], true);
             assert_eq!(answer["response"]["patchType"].is_string(), total > 0, "{answer}");
             group.bench_with_input(BenchmarkId::new(format!("mutate-pod/{name}"), total), &app, |b, app| {
@@ -73,7 +78,9 @@ fn whole_path(c: &mut Criterion) {
     }
     let app = app(Snapshot::default());
     let body = bytes::Bytes::from(serde_json::to_vec(&support::sidecarset_review()).expect("JSON"));
-    let answer: Value = serde_json::from_slice(&runtime.block_on(post(&app, "/mutate-apps-kruise-io-sidecarset", &body))).expect("review");
+    let answer: Value =
+        serde_json::from_slice(&runtime.block_on(post(&app, "/mutate-apps-kruise-io-sidecarset", &body)))
+            .expect("review");
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     group.bench_function("mutate-sidecarset", |b| {
         b.iter(|| black_box(runtime.block_on(post(&app, "/mutate-apps-kruise-io-sidecarset", &body))))

@@ -29,7 +29,14 @@ impl Drop for KillOnDrop {
 fn certs_creates_the_files_once_and_then_reuses_them() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let run = || Command::new(BIN).args(["certs", "--out"]).arg(&out).args(["--dns-name", "webhook.kruise-system.svc"]).output().unwrap();
+    let run = || {
+        Command::new(BIN)
+            .args(["certs", "--out"])
+            .arg(&out)
+            .args(["--dns-name", "webhook.kruise-system.svc"])
+            .output()
+            .unwrap()
+    };
     let first = run();
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     assert!(String::from_utf8_lossy(&first.stdout).contains("created CA"));
@@ -39,7 +46,11 @@ fn certs_creates_the_files_once_and_then_reuses_them() {
     let ca = std::fs::read(out.join("ca.crt")).unwrap();
     let second = run();
     assert!(second.status.success());
-    assert!(String::from_utf8_lossy(&second.stdout).contains("reused CA"), "{}", String::from_utf8_lossy(&second.stdout));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("reused CA"),
+        "{}",
+        String::from_utf8_lossy(&second.stdout)
+    );
     assert_eq!(std::fs::read(out.join("ca.crt")).unwrap(), ca);
 }
 
@@ -48,7 +59,8 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = dir.path().join("cluster");
     std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n").unwrap();
+    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
+        .unwrap();
     let mut child = KillOnDrop(
         Command::new(BIN)
             .current_dir(dir.path())
@@ -65,7 +77,8 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let ready = loop {
         let line = lines.next().expect("serve exited before it was ready").unwrap();
-        let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+        let event: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
         if event["message"] == "kruise-admission ready to serve" {
             break event;
         }
@@ -76,7 +89,10 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     #[cfg(unix)]
     for key in ["ca.key", "tls.key"] {
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(std::fs::metadata(dir.path().join("certs").join(key)).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("certs").join(key)).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
     let client = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap());
     let review = std::fs::read(common::fixtures_dir().join("recorded/kube-rs-pod-create-gke.json")).unwrap();
@@ -92,7 +108,8 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
             break event;
         }
     };
-    for field in ["uid", "kind", "object", "operation", "path", "allowed", "code", "patch_ops", "latency_us"] {
+    for field in ["uid", "kind", "object", "operation", "path", "allowed", "code", "patch_ops", "latency_us"]
+    {
         assert!(logged.get(field).is_some(), "{field} missing from {logged}");
     }
     assert_eq!(logged["uid"], reply.json()["response"]["uid"]);

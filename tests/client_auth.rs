@@ -8,7 +8,10 @@ use std::time::Duration;
 use common::client::{BOTH, Proto, TlsClient};
 use common::server::TestServer;
 use hyper::StatusCode;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
 
 /// A CA (PEM certificate) and a client certificate it signed (PEM certificate and key).
 struct ClientPki {
@@ -83,15 +86,29 @@ async fn client_certificates_are_required_and_verified() {
     std::fs::write(&ca_file, &right.ca_pem).unwrap();
     let server = TestServer::start_with(|c| c.client_ca_file = Some(ca_file.clone())).await;
     let anonymous = server.client();
-    let with_right = server.client().with_client_cert(right.client_cert.as_bytes(), right.client_key.as_bytes());
-    let with_wrong = server.client().with_client_cert(wrong.client_cert.as_bytes(), wrong.client_key.as_bytes());
+    let with_right =
+        server.client().with_client_cert(right.client_cert.as_bytes(), right.client_key.as_bytes());
+    let with_wrong =
+        server.client().with_client_cert(wrong.client_cert.as_bytes(), wrong.client_key.as_bytes());
     // The server's own serving certificate is not a client certificate of the right CA either.
-    let serving = server.client().with_client_cert(&std::fs::read(&server.certs.cert).unwrap(), &std::fs::read(&server.certs.key).unwrap());
+    let serving = server.client().with_client_cert(
+        &std::fs::read(&server.certs.cert).unwrap(),
+        &std::fs::read(&server.certs.key).unwrap(),
+    );
     for proto in BOTH {
         assert!(!served(&anonymous, proto).await, "no client certificate must be refused ({proto:?})");
-        assert!(!served(&with_wrong, proto).await, "a certificate from another CA must be refused ({proto:?})");
-        assert!(!served(&serving, proto).await, "a certificate from the serving CA must be refused ({proto:?})");
-        assert!(served(&with_right, proto).await, "a certificate from the configured CA is served ({proto:?})");
+        assert!(
+            !served(&with_wrong, proto).await,
+            "a certificate from another CA must be refused ({proto:?})"
+        );
+        assert!(
+            !served(&serving, proto).await,
+            "a certificate from the serving CA must be refused ({proto:?})"
+        );
+        assert!(
+            served(&with_right, proto).await,
+            "a certificate from the configured CA is served ({proto:?})"
+        );
     }
 
     // Rotate the client CA: the other CA's clients are served, the old ones refused.
@@ -121,13 +138,21 @@ async fn raw_exchange(client: &TlsClient) -> Result<String, String> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let attempt = async {
         let mut tls = client.connect_raw(Proto::Http1).await.map_err(|e| e.to_string())?;
-        tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.map_err(|e| e.to_string())?;
+        tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
         let mut answer = Vec::new();
         tls.read_to_end(&mut answer).await.map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&answer).into_owned();
-        if text.is_empty() { Err("closed without an answer".to_owned()) } else { Ok(text.lines().next().unwrap_or_default().to_owned()) }
+        if text.is_empty() {
+            Err("closed without an answer".to_owned())
+        } else {
+            Ok(text.lines().next().unwrap_or_default().to_owned())
+        }
     };
-    tokio::time::timeout(Duration::from_secs(5), attempt).await.unwrap_or_else(|_| Err("timed out".to_owned()))
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .unwrap_or_else(|_| Err("timed out".to_owned()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,12 +169,16 @@ async fn allowed_client_names_pin_the_certificate_subject_at_the_handshake() {
         c.allowed_client_names = vec!["kube-apiserver".into(), "apiserver.kube-system.svc".into()];
     })
     .await;
-    let with = |p: &ClientPki| server.client().with_client_cert(p.client_cert.as_bytes(), p.client_key.as_bytes());
+    let with =
+        |p: &ClientPki| server.client().with_client_cert(p.client_cert.as_bytes(), p.client_key.as_bytes());
     for proto in BOTH {
         assert!(!served(&server.client(), proto).await, "no client certificate is refused ({proto:?})");
         assert!(served(&with(&apiserver), proto).await, "a listed Common Name is served ({proto:?})");
         assert!(served(&with(&by_san), proto).await, "a listed DNS SAN is served ({proto:?})");
-        assert!(!served(&with(&kubelet), proto).await, "an unlisted name from the same CA is refused ({proto:?})");
+        assert!(
+            !served(&with(&kubelet), proto).await,
+            "an unlisted name from the same CA is refused ({proto:?})"
+        );
     }
     // Refused by the TLS layer (a fatal alert), not answered with an HTTP error.
     for (who, client) in [("anonymous", server.client()), ("unlisted", with(&kubelet))] {
@@ -157,7 +186,10 @@ async fn allowed_client_names_pin_the_certificate_subject_at_the_handshake() {
         let error = outcome.expect_err(who);
         assert!(error.contains("alert"), "{who}: expected a TLS alert, got {error}");
     }
-    assert!(raw_exchange(&with(&apiserver)).await.is_ok_and(|line| line.starts_with("HTTP/1.1 ")), "the listed client gets an HTTP answer");
+    assert!(
+        raw_exchange(&with(&apiserver)).await.is_ok_and(|line| line.starts_with("HTTP/1.1 ")),
+        "the listed client gets an HTTP answer"
+    );
 
     // Rotating the client CA keeps the pinning: the new CA's listed name is served, its
     // unlisted name and the old CA's listed name are refused.
@@ -186,7 +218,15 @@ async fn allowed_client_names_pin_the_certificate_subject_at_the_handshake() {
 fn allowed_client_name_without_a_client_ca_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--allowed-client-name", "kube-apiserver"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--allowed-client-name",
+            "kube-apiserver",
+        ])
         .arg("--cert-dir")
         .arg(dir.path().join("certs"))
         .arg("--cluster-dir")
@@ -204,8 +244,12 @@ async fn without_the_flag_any_client_is_served() {
     let server = TestServer::start().await;
     for proto in BOTH {
         assert!(served(&server.client(), proto).await);
-        let with_cert = server.client().with_client_cert(other.client_cert.as_bytes(), other.client_key.as_bytes());
-        assert!(served(&with_cert, proto).await, "an unsolicited client certificate is not needed and not checked");
+        let with_cert =
+            server.client().with_client_cert(other.client_cert.as_bytes(), other.client_key.as_bytes());
+        assert!(
+            served(&with_cert, proto).await,
+            "an unsolicited client certificate is not needed and not checked"
+        );
     }
     server.stop().await.unwrap();
 }

@@ -19,13 +19,18 @@ fn selector() -> impl Strategy<Value = Option<Value>> {
     prop_oneof![
         Just(None),
         Just(Some(json!({}))),
-        prop::sample::select(vec!["web", "db", "cache"]).prop_map(|app| Some(json!({"matchLabels": {"app": app}}))),
-        prop::sample::select(vec!["x", "y"]).prop_map(|tier| Some(json!({"matchLabels": {"app": "web", "tier": tier}}))),
-        prop::sample::subsequence(vec!["web", "db", "cache"], 1..=3)
-            .prop_map(|values| Some(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": values}]}))),
+        prop::sample::select(vec!["web", "db", "cache"])
+            .prop_map(|app| Some(json!({"matchLabels": {"app": app}}))),
+        prop::sample::select(vec!["x", "y"])
+            .prop_map(|tier| Some(json!({"matchLabels": {"app": "web", "tier": tier}}))),
+        prop::sample::subsequence(vec!["web", "db", "cache"], 1..=3).prop_map(|values| Some(
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": values}]})
+        )),
         Just(Some(json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}))),
         Just(Some(json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}))),
-        Just(Some(json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "a", "operator": "Bad"}]}))),
+        Just(Some(
+            json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "a", "operator": "Bad"}]})
+        )),
     ]
 }
 
@@ -102,7 +107,9 @@ fn change(op: &Op) -> Change {
         Op::Namespace(name, keep) => Change {
             type_key: TypeKey::new("", "Namespace"),
             key: ObjectKey { namespace: String::new(), name: (*name).into() },
-            object: keep.then(|| Arc::new(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))),
+            object: keep.then(|| {
+                Arc::new(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+            }),
         },
     }
 }
@@ -148,10 +155,20 @@ fn answers(snapshot: &Snapshot) -> Answers {
         .flat_map(|(g, k)| snapshot.list(g, k, None).map(|o| (**o).clone()))
         .collect();
     let index = snapshot.sidecarset_index();
-    let candidates =
-        pods().iter().map(|(ns, labels)| index.candidates(ns, labels.as_ref()).iter().map(|s| s.name().to_owned()).collect()).collect();
+    let candidates = pods()
+        .iter()
+        .map(|(ns, labels)| {
+            index.candidates(ns, labels.as_ref()).iter().map(|s| s.name().to_owned()).collect()
+        })
+        .collect();
     let regexes = PATTERNS.iter().map(|p| index.name_regex(p).is_some()).collect();
-    Answers { objects, candidates, decoded: index.len(), unreadable: index.unreadable().into_iter().map(str::to_owned).collect(), regexes }
+    Answers {
+        objects,
+        candidates,
+        decoded: index.len(),
+        unreadable: index.unreadable().into_iter().map(str::to_owned).collect(),
+        regexes,
+    }
 }
 
 proptest! {
@@ -206,7 +223,10 @@ fn unchanged_sidecarsets_are_shared_with_the_previous_index() {
     let after = before.apply([Change { type_key, key, object: Some(Arc::new(set("move", "db"))) }]);
     let new = after.sidecarset_index().candidates("default", labels.as_object());
     assert_eq!(new.len(), 1, "the changed SidecarSet left the app=web bucket");
-    assert!(Arc::ptr_eq(&old[0], &new[0]), "the unchanged SidecarSet is the same decoded object, not decoded again");
+    assert!(
+        Arc::ptr_eq(&old[0], &new[0]),
+        "the unchanged SidecarSet is the same decoded object, not decoded again"
+    );
     assert_eq!(after.sidecarset_index().candidates("default", json!({"app": "db"}).as_object()).len(), 1);
     // The previous snapshot is untouched: readers holding it still see both.
     assert_eq!(before.sidecarset_index().candidates("default", labels.as_object()).len(), 2);

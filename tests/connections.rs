@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
-use common::h2::{self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers};
+use common::h2::{
+    self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers,
+};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
 use tokio::io::AsyncWriteExt as _;
@@ -29,7 +31,10 @@ async fn served_within(client: &TlsClient, proto: Proto, limit: Duration) -> Res
     let attempt = async {
         let mut conn = client.connect(proto).await.map_err(|e| format!("connect: {e}"))?;
         let body = Bytes::from(common::good_review("good").to_string());
-        let reply = conn.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.map_err(|e| format!("request: {e}"))?;
+        let reply = conn
+            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
         if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
     };
     tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
@@ -37,7 +42,11 @@ async fn served_within(client: &TlsClient, proto: Proto, limit: Duration) -> Res
 
 /// The error codes of the GOAWAY frames the server sent in a raw HTTP/2 session, and whether it
 /// closed the connection.
-async fn h2_session(client: &TlsClient, steps: Vec<(Vec<u8>, Duration)>, listen: Duration) -> (Vec<u32>, bool) {
+async fn h2_session(
+    client: &TlsClient,
+    steps: Vec<(Vec<u8>, Duration)>,
+    listen: Duration,
+) -> (Vec<u32>, bool) {
     let (frames, closed) = h2::session(client, steps, listen).await;
     (frames.iter().filter_map(h2::Frame::goaway_code).collect(), closed)
 }
@@ -55,15 +64,25 @@ async fn the_per_peer_limit_refuses_one_address_not_another() {
     let mut extra = first.tcp().await.unwrap();
     let started = Instant::now();
     let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
-    assert!(closed && started.elapsed() < Duration::from_secs(1), "the 5th connection from 127.0.0.1 is closed at once");
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(1),
+        "the 5th connection from 127.0.0.1 is closed at once"
+    );
     for proto in BOTH {
-        served_within(&second, proto, Duration::from_secs(5)).await.unwrap_or_else(|e| panic!("127.0.0.2 over {proto:?}: {e}"));
+        served_within(&second, proto, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|e| panic!("127.0.0.2 over {proto:?}: {e}"));
     }
     let metrics = http_get(server.metrics, "/metrics").await.1;
-    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="peer_connection_limit"} 1"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"kruise_admission_http_errors_total{reason="peer_connection_limit"} 1"#),
+        "{metrics}"
+    );
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    served_within(&first, Proto::Http2, Duration::from_secs(5)).await.expect("127.0.0.1 is served again once its connections closed");
+    served_within(&first, Proto::Http2, Duration::from_secs(5))
+        .await
+        .expect("127.0.0.1 is served again once its connections closed");
     server.stop().await.unwrap();
 }
 
@@ -74,14 +93,19 @@ async fn idle_connections_are_closed_gracefully_and_busy_ones_are_not() {
     // HTTP/2 answers pings forever; without an idle timeout it would stay open for good.
     let (codes, closed) = h2_session(&client, vec![], Duration::from_secs(4)).await;
     // hyper's graceful close is two GOAWAYs around a PING round trip, both NO_ERROR.
-    assert!(!codes.is_empty() && codes.iter().all(|c| *c == NO_ERROR), "an idle HTTP/2 connection gets GOAWAY NO_ERROR: {codes:?}");
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == NO_ERROR),
+        "an idle HTTP/2 connection gets GOAWAY NO_ERROR: {codes:?}"
+    );
     assert!(closed, "and is closed");
     // A connection in use (a request every 200 ms for 2 s) is not idle.
     let mut conn = client.connect(Proto::Http2).await.unwrap();
     for _ in 0..10 {
         let body = Bytes::from(common::good_review("busy").to_string());
-        let reply =
-            conn.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.expect("the busy connection stays open");
+        let reply = conn
+            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
+            .await
+            .expect("the busy connection stays open");
         assert_eq!(reply.status, StatusCode::OK);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -98,14 +122,25 @@ async fn connections_are_recycled_at_their_maximum_age_without_failing_requests(
     let client = server.client();
     let started = Instant::now();
     let (codes, closed) = h2_session(&client, vec![], Duration::from_secs(4)).await;
-    assert!(!codes.is_empty() && codes.iter().all(|c| *c == NO_ERROR), "an aged HTTP/2 connection gets GOAWAY NO_ERROR: {codes:?}");
-    assert!(closed && started.elapsed() >= Duration::from_millis(900), "closed at its age, not before ({:?})", started.elapsed());
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == NO_ERROR),
+        "an aged HTTP/2 connection gets GOAWAY NO_ERROR: {codes:?}"
+    );
+    assert!(
+        closed && started.elapsed() >= Duration::from_millis(900),
+        "closed at its age, not before ({:?})",
+        started.elapsed()
+    );
 
     // A request in flight when the age passes is answered; HTTP/1.1 says `Connection: close`.
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
         let (tx, body) = channel_body();
-        let request = conn.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+        let request = conn
+            .builder(Method::POST, "/mutate-pod")
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
         let review = common::good_review("aged").to_string().into_bytes();
         let (head, tail) = review.split_at(review.len() / 2);
         let (head, tail) = (Bytes::copy_from_slice(head), Bytes::copy_from_slice(tail));
@@ -114,17 +149,28 @@ async fn connections_are_recycled_at_their_maximum_age_without_failing_requests(
             tokio::time::sleep(Duration::from_millis(1600)).await;
             tx.send(tail).await.unwrap();
         });
-        let reply = tokio::time::timeout(Duration::from_secs(8), conn.send(request)).await.expect("answered").expect("not reset");
+        let reply = tokio::time::timeout(Duration::from_secs(8), conn.send(request))
+            .await
+            .expect("answered")
+            .expect("not reset");
         feeder.await.unwrap();
         assert_eq!(reply.status, StatusCode::OK, "{proto:?}");
         assert_eq!(reply.json()["response"]["uid"], "aged");
         if proto == Proto::Http1 {
-            let connection = reply.headers.get(hyper::header::CONNECTION).map(|v| v.to_str().unwrap().to_ascii_lowercase());
+            let connection = reply
+                .headers
+                .get(hyper::header::CONNECTION)
+                .map(|v| v.to_str().unwrap().to_ascii_lowercase());
             assert_eq!(connection.as_deref(), Some("close"), "HTTP/1.1 response past the age");
         }
         let next = tokio::time::timeout(
             Duration::from_secs(3),
-            conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("after").to_string())),
+            conn.request(
+                Method::POST,
+                "/mutate-pod",
+                Some("application/json"),
+                Bytes::from(common::good_review("after").to_string()),
+            ),
         )
         .await;
         assert!(!matches!(next, Ok(Ok(_))), "the aged {proto:?} connection takes no new request");
@@ -149,13 +195,22 @@ async fn a_client_that_cancels_every_request_it_starts_is_disconnected() {
         steps.push((frame(RST_STREAM, 0, id, &8u32.to_be_bytes()), Duration::ZERO)); // CANCEL
     }
     let (codes, closed) = h2_session(&client, steps, Duration::from_secs(6)).await;
-    assert!(codes.contains(&NO_ERROR) && closed, "GOAWAY and close after 10 cancelled requests: {codes:?}, closed {closed}");
+    assert!(
+        codes.contains(&NO_ERROR) && closed,
+        "GOAWAY and close after 10 cancelled requests: {codes:?}, closed {closed}"
+    );
     served_within(&client, Proto::Http2, Duration::from_secs(5)).await.expect("a new connection is served");
     // A stream that ends normally is not a cancellation: 40 complete requests keep the connection.
     let mut conn = client.connect(Proto::Http2).await.unwrap();
     for _ in 0..40 {
-        let reply =
-            conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("ok").to_string())).await;
+        let reply = conn
+            .request(
+                Method::POST,
+                "/mutate-pod",
+                Some("application/json"),
+                Bytes::from(common::good_review("ok").to_string()),
+            )
+            .await;
         assert_eq!(reply.expect("connection kept").status, StatusCode::OK);
     }
     server.stop().await.unwrap();
@@ -194,7 +249,11 @@ async fn a_mixed_attack_from_one_address_does_not_starve_a_well_behaved_client()
             tasks.push(tokio::spawn(async move {
                 let Ok(mut conn) = attacker.connect(proto).await else { return };
                 let (tx, body) = channel_body();
-                let request = conn.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+                let request = conn
+                    .builder(Method::POST, "/mutate-pod")
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .unwrap();
                 let feeder = async move {
                     for byte in common::good_review("slow").to_string().into_bytes() {
                         if stop.load(Ordering::Relaxed) || tx.send(Bytes::from(vec![byte])).await.is_err() {
@@ -218,7 +277,9 @@ async fn a_mixed_attack_from_one_address_does_not_starve_a_well_behaved_client()
                 flood.extend_from_slice(&frame(RST_STREAM, 0, 2 * i + 1, &8u32.to_be_bytes()));
             }
             while !stop.load(Ordering::Relaxed) {
-                let _ = h2_session(&attacker, vec![(flood.clone(), Duration::ZERO)], Duration::from_millis(500)).await;
+                let _ =
+                    h2_session(&attacker, vec![(flood.clone(), Duration::ZERO)], Duration::from_millis(500))
+                        .await;
             }
         }));
     }
@@ -261,7 +322,14 @@ async fn a_mixed_attack_from_one_address_does_not_starve_a_well_behaved_client()
         task.abort();
     }
     assert!(answered >= 10, "only {answered} answers in 5 s");
-    assert!(silent.load(Ordering::Relaxed) >= 256, "the attack opened {} silent connections", silent.load(Ordering::Relaxed));
-    assert!(metrics.contains(r#"reason="peer_connection_limit""#), "the attacker hit its per-peer limit:\n{metrics}");
+    assert!(
+        silent.load(Ordering::Relaxed) >= 256,
+        "the attack opened {} silent connections",
+        silent.load(Ordering::Relaxed)
+    );
+    assert!(
+        metrics.contains(r#"reason="peer_connection_limit""#),
+        "the attacker hit its per-peer limit:\n{metrics}"
+    );
     server.stop().await.unwrap();
 }

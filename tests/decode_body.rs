@@ -69,7 +69,8 @@ fn hostile_and_odd_bodies_get_the_same_answer_as_before() {
         format!("{good}{good}").into_bytes(),
         good.replacen("\"uid\":\"u\"", "\"uid\":\"a\",\"uid\":\"b\"", 1).into_bytes(),
         good.replacen("{\"apiVersion\"", "{\"request\":{\"uid\":\"first\"},\"apiVersion\"", 1).into_bytes(),
-        good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"DELETE\",\"operation\":\"CREATE\"", 1).into_bytes(),
+        good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"DELETE\",\"operation\":\"CREATE\"", 1)
+            .into_bytes(),
         good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"C\\u0052EATE\"", 1).into_bytes(),
         good.replacen("\"operation\":\"CREATE\"", "\"operation\":\"create\"", 1).into_bytes(),
         good.replacen("\"operation\":\"CREATE\"", "\"operation\":7", 1).into_bytes(),
@@ -134,7 +135,13 @@ fn damaged_recorded_reviews_get_the_same_answer_as_before() {
                     _ => body.insert(at, body[at]),
                 }
             }
-            assert_eq!(streamed(&body), whole(&body), "{} damaged: {}", path.display(), String::from_utf8_lossy(&body));
+            assert_eq!(
+                streamed(&body),
+                whole(&body),
+                "{} damaged: {}",
+                path.display(),
+                String::from_utf8_lossy(&body)
+            );
             checked += 1;
         }
     }
@@ -146,7 +153,9 @@ fn damaged_recorded_reviews_get_the_same_answer_as_before() {
 /// decoder without growing the resident set, and hide what decoding takes.
 fn shape(name: &str, size: usize) -> Vec<u8> {
     let mut out = String::with_capacity(size + 4096);
-    let mut push_review = |operation: &str, object: &dyn Fn(&mut String), old_object: &dyn Fn(&mut String)| {
+    let mut push_review = |operation: &str,
+                           object: &dyn Fn(&mut String),
+                           old_object: &dyn Fn(&mut String)| {
         out.push_str(r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":""#);
         out.push_str(operation);
         out.push_str(
@@ -189,7 +198,8 @@ fn shape(name: &str, size: usize) -> Vec<u8> {
     };
     let null = |out: &mut String| out.push_str("null");
     let vars = size / 100;
-    let deep: &'static str = Box::leak(format!("{}0{}", r#"{"a":"#.repeat(20), "}".repeat(20)).into_boxed_str());
+    let deep: &'static str =
+        Box::leak(format!("{}0{}", r#"{"a":"#.repeat(20), "}".repeat(20)).into_boxed_str());
     match name {
         "tiny values" => push_review("CREATE", &|o| pod(o, &fill("0")), &null),
         "empty objects" => push_review("CREATE", &|o| pod(o, &fill("{}")), &null),
@@ -208,8 +218,12 @@ fn shape(name: &str, size: usize) -> Vec<u8> {
             &null,
         ),
         "environment variables" => push_review("CREATE", &|o| pod(o, &env(0, vars)), &null),
-        "UPDATE of two objects" => push_review("UPDATE", &|o| pod(o, &env(0, vars / 2)), &|o| pod(o, &env(vars / 2, vars))),
-        "oldObject on CREATE (never built)" => push_review("CREATE", &|o| pod(o, &null), &|o| pod(o, &fill("0"))),
+        "UPDATE of two objects" => {
+            push_review("UPDATE", &|o| pod(o, &env(0, vars / 2)), &|o| pod(o, &env(vars / 2, vars)))
+        }
+        "oldObject on CREATE (never built)" => {
+            push_review("CREATE", &|o| pod(o, &null), &|o| pod(o, &fill("0")))
+        }
         other => panic!("no shape {other}"),
     }
     out.into_bytes()
@@ -229,7 +243,10 @@ const SHAPES: &[&str] = &[
 
 fn status_bytes(field: &str) -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in /proc/self/status"));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"));
     line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
 }
 
@@ -263,14 +280,18 @@ fn the_charge_bounds_the_resident_memory_decoding_takes() {
             .lines()
             .find_map(|l| l.split_once("MEASURED ").map(|(_, rest)| rest.trim()))
             .unwrap_or_else(|| panic!("{name}: {stdout}"));
-        let [body, grew, charged]: [usize; 3] = line.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap();
+        let [body, grew, charged]: [usize; 3] =
+            line.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap();
         println!(
             "{name}: body {body}, resident growth {grew} ({:.1}x the body), charged {charged} ({:.2}x the growth)",
             grew as f64 / body as f64,
             charged as f64 / grew.max(1) as f64
         );
         // Pages are resident in 4 KiB steps and the allocator maps in larger ones: 1 MiB of slack.
-        assert!(grew <= charged + (1 << 20), "{name}: decoding took {grew} resident bytes, only {charged} were charged");
+        assert!(
+            grew <= charged + (1 << 20),
+            "{name}: decoding took {grew} resident bytes, only {charged} were charged"
+        );
         // Not so loose that the budget turns honest requests away.
         assert!(charged <= 3 * grew + (1 << 20), "{name}: charged {charged} for {grew} resident bytes");
     }

@@ -26,7 +26,10 @@ fn dry_run(args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 fn lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("every line is JSON")).collect()
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect()
 }
 
 fn recorded(name: &str) -> PathBuf {
@@ -40,7 +43,8 @@ fn read_json(path: &Path) -> Value {
 /// A recorded pod CREATE with our target-node annotation added, so the stamp has work to do.
 fn targeted_review(node: &str) -> Value {
     let mut review = read_json(&recorded("kubewarden-policies-pod-create-flexvolume.json"));
-    review["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": node});
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"kruise-admission.dev/target-node": node});
     review
 }
 
@@ -66,7 +70,8 @@ fn a_targeted_pod_is_stamped_and_the_patch_turns_the_input_into_the_reported_obj
     assert_eq!(line["warnings"], json!([]));
     let object = &line["object"];
     assert_eq!(
-        object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"],
+        object["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"],
         json!([{"key": "metadata.name", "operator": "In", "values": ["node-1"]}])
     );
     assert_eq!(object["spec"]["tolerations"].as_array().map(Vec::len), Some(6));
@@ -80,7 +85,11 @@ fn a_reinvoked_webhook_returns_no_patch() {
     // reinvocationPolicy IfNeeded: the admitted object sent again must come back unchanged.
     for review in [
         targeted_review("node-r"),
-        read_json(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews/daemonset-pod-node-name.json").as_path()),
+        read_json(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/reviews/daemonset-pod-node-name.json")
+                .as_path(),
+        ),
     ] {
         let first = &lines(&dry_run(&["--now", NOW, "-"], Some(&review.to_string())))[0];
         assert_ne!(first["patch"], json!([]));
@@ -110,7 +119,9 @@ fn review_output_is_the_admission_review_serve_sends() {
         assert_eq!(r["response"]["uid"], review["request"]["uid"]);
         assert_eq!(r["response"]["allowed"], true);
         assert_eq!(r["response"]["patchType"], "JSONPatch");
-        let raw = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().unwrap()).unwrap();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(r["response"]["patch"].as_str().unwrap())
+            .unwrap();
         let patch: Value = serde_json::from_slice(&raw).unwrap();
         assert_eq!(patch, json_out[0]["patch"]);
     }
@@ -207,7 +218,8 @@ fn an_undecodable_review_is_a_400_denial_like_serve_answers() {
 fn unreadable_inputs_exit_2_naming_the_file_and_document() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\n---\n- not\n- an object\n").unwrap();
+    std::fs::write(&bad, "apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\n---\n- not\n- an object\n")
+        .unwrap();
     let missing = dir.path().join("missing.json");
     let ok = recorded("kubewarden-policies-pod-create-flexvolume.json");
     let out = dry_run(&[bad.to_str().unwrap(), ok.to_str().unwrap(), missing.to_str().unwrap()], None);
@@ -232,7 +244,10 @@ fn a_multi_document_yaml_gives_one_line_per_review() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let lines = lines(&out);
     let p = path.to_str().unwrap();
-    assert_eq!(lines.iter().map(|l| l["source"].as_str().unwrap().to_owned()).collect::<Vec<_>>(), [format!("{p}#0"), format!("{p}#1")]);
+    assert_eq!(
+        lines.iter().map(|l| l["source"].as_str().unwrap().to_owned()).collect::<Vec<_>>(),
+        [format!("{p}#0"), format!("{p}#1")]
+    );
     assert_eq!(lines[1]["uid"], "second");
 }
 
@@ -264,9 +279,14 @@ request:
     let response = &lines(&out)[0];
     assert_eq!(response["apiVersion"], "admission.k8s.io/v1beta1");
     assert_eq!(response["response"]["uid"], "yaml-1");
-    let raw = base64::engine::general_purpose::STANDARD.decode(response["response"]["patch"].as_str().unwrap()).unwrap();
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(response["response"]["patch"].as_str().unwrap())
+        .unwrap();
     let patch: Value = serde_json::from_slice(&raw).unwrap();
-    assert!(patch.as_array().unwrap().contains(&json!({"op": "remove", "path": "/spec/nodeName"})), "{patch}");
+    assert!(
+        patch.as_array().unwrap().contains(&json!({"op": "remove", "path": "/spec/nodeName"})),
+        "{patch}"
+    );
 }
 
 #[test]
@@ -291,10 +311,12 @@ fn bad_flags_and_a_missing_cluster_dir_exit_2() {
 fn the_example_cluster_and_reviews_work() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cluster = root.join("examples/cluster");
-    let mut reviews: Vec<PathBuf> = std::fs::read_dir(root.join("examples/reviews")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut reviews: Vec<PathBuf> =
+        std::fs::read_dir(root.join("examples/reviews")).unwrap().map(|e| e.unwrap().path()).collect();
     reviews.sort();
     assert!(!reviews.is_empty());
-    let mut args = vec!["--cluster-dir".to_owned(), cluster.display().to_string(), "--now".into(), NOW.into()];
+    let mut args =
+        vec!["--cluster-dir".to_owned(), cluster.display().to_string(), "--now".into(), NOW.into()];
     args.extend(reviews.iter().map(|p| p.display().to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = dry_run(&args, None);

@@ -26,11 +26,27 @@ fn recorded(name: &str) -> String {
 
 fn compare(output: &str, reviews: &[&str], extra: &[&str]) -> Output {
     let dir = agreement_dir();
-    let (cluster, stored) = (dir.join("cluster").display().to_string(), dir.join("stored").display().to_string());
-    let mut args = vec!["dry-run", "--cluster-dir", &cluster, "--now", NOW, "--compare", "--stored", &stored, "--output", output];
+    let (cluster, stored) =
+        (dir.join("cluster").display().to_string(), dir.join("stored").display().to_string());
+    let mut args = vec![
+        "dry-run",
+        "--cluster-dir",
+        &cluster,
+        "--now",
+        NOW,
+        "--compare",
+        "--stored",
+        &stored,
+        "--output",
+        output,
+    ];
     args.extend_from_slice(extra);
     let reviews: Vec<String> = reviews.iter().map(|r| recorded(r)).collect();
-    Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(&args).args(&reviews).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(&args)
+        .args(&reviews)
+        .output()
+        .expect("the binary runs")
 }
 
 fn report(out: &Output) -> Value {
@@ -40,23 +56,40 @@ fn report(out: &Output) -> Value {
 
 fn pod<'r>(report: &'r Value, review: &str) -> &'r Value {
     let source = recorded(review);
-    report["pods"].as_array().unwrap().iter().find(|p| p["source"] == source.as_str()).unwrap_or_else(|| panic!("{review} is reported"))
+    report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["source"] == source.as_str())
+        .unwrap_or_else(|| panic!("{review} is reported"))
 }
 
 #[test]
 fn stored_as_kruise_stores_it_agrees_and_another_image_or_a_missing_volume_disagrees() {
     let out = compare("json", &[AGREE, NO_INJECTION, OTHER_IMAGE, NO_VOLUME], &[]);
-    assert_eq!(out.status.code(), Some(1), "a disagreement fails the run: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a disagreement fails the run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = report(&out);
 
     // The Pod kruise-manager injected and the API server defaulted (pull policy, probe and env
     // defaults, requests from limits, the token mount on the sidecar, resizePolicy), named, ran.
     let agree = pod(&report, AGREE);
     assert_eq!(agree["result"], "agree", "{agree:#}");
-    assert_eq!(agree["stored"], "kubewarden/kubewarden-controller-767df6d6b-q8lxz", "paired by generateName, controller and containers");
+    assert_eq!(
+        agree["stored"], "kubewarden/kubewarden-controller-767df6d6b-q8lxz",
+        "paired by generateName, controller and containers"
+    );
     assert_eq!(agree["sidecarsets"], json!([{"name": "log-agent", "result": "agree", "diffs": []}]));
     let none = pod(&report, NO_INJECTION);
-    assert_eq!((&none["result"], &none["sidecarsets"]), (&json!("agree"), &json!([])), "neither side injected: {none:#}");
+    assert_eq!(
+        (&none["result"], &none["sidecarsets"]),
+        (&json!("agree"), &json!([])),
+        "neither side injected: {none:#}"
+    );
 
     let image = pod(&report, OTHER_IMAGE);
     assert_eq!(image["result"], "disagree");
@@ -123,7 +156,13 @@ fn the_table_lists_each_disagreeing_field_with_both_values() {
     let image = row(&recorded(OTHER_IMAGE));
     assert_eq!(
         image[image.len() - 5..],
-        ["disagree", "log-agent", "spec.containers[log-agent].image", "fluent/fluent-bit:3.2.4", "fluent/fluent-bit:3.1.9"]
+        [
+            "disagree",
+            "log-agent",
+            "spec.containers[log-agent].image",
+            "fluent/fluent-bit:3.2.4",
+            "fluent/fluent-bit:3.1.9"
+        ]
     );
     assert_eq!(row(&recorded(NOT_STORED))[3..], ["-", "unmatched", "-", "-", "-", "-"]);
     assert!(text.ends_with("1 other reviews not compared; 3 stored Pods paired with no review\n"), "{text}");
@@ -151,7 +190,11 @@ fn flags_that_do_not_fit_are_refused() {
     ] {
         let out = compare(output, &[AGREE], extra);
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains(expected), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(expected),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
         .args(["dry-run", "--stored", "x", &recorded(AGREE)])
@@ -160,7 +203,15 @@ fn flags_that_do_not_fit_are_refused() {
     assert_eq!(out.status.code(), Some(2), "--stored needs --compare");
     let dir = agreement_dir().join("cluster").display().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["dry-run", "--cluster-dir", &dir, "--compare", "--stored", "/nonexistent/stored", &recorded(AGREE)])
+        .args([
+            "dry-run",
+            "--cluster-dir",
+            &dir,
+            "--compare",
+            "--stored",
+            "/nonexistent/stored",
+            &recorded(AGREE),
+        ])
         .output()
         .expect("the binary runs");
     assert_eq!(out.status.code(), Some(2));
@@ -174,7 +225,10 @@ fn flags_that_do_not_fit_are_refused() {
 #[test]
 fn an_audit_log_is_its_own_stored_side() {
     let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let (cluster, log) = (golden.join("cluster").display().to_string(), golden.join("inputs/audit/audit.log").display().to_string());
+    let (cluster, log) = (
+        golden.join("cluster").display().to_string(),
+        golden.join("inputs/audit/audit.log").display().to_string(),
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
         .args(["dry-run", "--cluster-dir", &cluster, "--compare", "--stored", &log, &log])
         .output()
@@ -182,10 +236,17 @@ fn an_audit_log_is_its_own_stored_side() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let report = report(&out);
     let pods = report["pods"].as_array().unwrap();
-    let by_source = |n: usize| pods.iter().find(|p| p["source"] == format!("{log}#{n}").as_str()).unwrap_or_else(|| panic!("#{n}"));
+    let by_source = |n: usize| {
+        pods.iter().find(|p| p["source"] == format!("{log}#{n}").as_str()).unwrap_or_else(|| panic!("#{n}"))
+    };
     let cart = by_source(1);
     assert_eq!((&cart["result"], &cart["stored"]), (&json!("disagree"), &json!("shop/cart-6c9f8d7b5-x2x8q")));
-    let paths: Vec<&str> = cart["sidecarsets"][0]["diffs"].as_array().unwrap().iter().map(|d| d["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> = cart["sidecarsets"][0]["diffs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
     assert_eq!(
         paths,
         [
@@ -197,7 +258,13 @@ fn an_audit_log_is_its_own_stored_side() {
             "metadata.annotations[kruise.io/sidecarset-injected-list][log-agent]",
         ]
     );
-    assert!(cart["sidecarsets"][0]["diffs"].as_array().unwrap().iter().all(|d| d["stored"].is_null() || d["stored"] == false));
+    assert!(
+        cart["sidecarsets"][0]["diffs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["stored"].is_null() || d["stored"] == false)
+    );
     assert_eq!(by_source(6)["result"], "agree", "the debug Pod: no injection on either side");
     assert_eq!(report["totals"]["podCreates"], 2);
     assert_eq!(report["totals"]["storedUnpaired"], 0);

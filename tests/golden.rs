@@ -36,11 +36,18 @@ fn check_golden(name: &str, actual: &str) {
         std::fs::write(&path, actual).expect("the golden file is writable");
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `UPDATE_GOLDEN=1 cargo test --test golden` and review the result", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run `UPDATE_GOLDEN=1 cargo test --test golden` and review the result",
+            path.display()
+        )
+    });
     if expected != actual {
-        let first =
-            expected.lines().zip(actual.lines()).position(|(e, a)| e != a).unwrap_or(expected.lines().count().min(actual.lines().count()));
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(e, a)| e != a)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
         panic!(
             "{} differs from the output at line {}:\nexpected: {:?}\nactual:   {:?}\n(UPDATE_GOLDEN=1 rewrites it)",
             path.display(),
@@ -63,17 +70,26 @@ fn dry_run_args<'a>(output: &'a str, inputs: &[&'a str]) -> Vec<&'a str> {
 
 /// (golden name, inputs, exit status): recorded reviews (JSON and a YAML v1beta1 one), bare
 /// objects (multi-document YAML and a JSON List) and an audit log in the real event shape.
-const INPUT_KINDS: &[(&str, &[&str], i32)] =
-    &[("reviews", &["inputs/reviews"], 1), ("objects", &["inputs/objects"], 0), ("audit", &["inputs/audit/audit.log"], 1)];
+const INPUT_KINDS: &[(&str, &[&str], i32)] = &[
+    ("reviews", &["inputs/reviews"], 1),
+    ("objects", &["inputs/objects"], 0),
+    ("audit", &["inputs/audit/audit.log"], 1),
+];
 
-const OUTPUTS: &[(&str, &str)] = &[("json", "jsonl"), ("review", "jsonl"), ("summary", "txt"), ("patched", "yaml"), ("diff", "diff")];
+const OUTPUTS: &[(&str, &str)] =
+    &[("json", "jsonl"), ("review", "jsonl"), ("summary", "txt"), ("patched", "yaml"), ("diff", "diff")];
 
 #[test]
 fn every_input_kind_in_every_output() {
     for (name, inputs, status) in INPUT_KINDS {
         for (output, ext) in OUTPUTS {
             let out = run(&dry_run_args(output, inputs), None);
-            assert_eq!(out.status.code(), Some(*status), "{name} --output {output}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(*status),
+                "{name} --output {output}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             check_golden(&format!("dry-run/{name}.{output}.{ext}"), &stdout(&out));
         }
     }
@@ -93,7 +109,8 @@ fn standard_input_reads_like_a_file() {
     let from_file = run(&dry_run_args("summary", &["inputs/objects/pods.yaml"]), None);
     assert_eq!(from_stdin.status.code(), Some(0));
     // Same table, only the source column (and its padding) differs.
-    let squash = |s: String, source: &str| s.replace(source, "SRC").split_whitespace().collect::<Vec<_>>().join(" ");
+    let squash =
+        |s: String, source: &str| s.replace(source, "SRC").split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(squash(stdout(&from_stdin), "-#"), squash(stdout(&from_file), "inputs/objects/pods.yaml#"));
 }
 
@@ -113,7 +130,12 @@ fn compare_shows_what_the_with_objects_change() {
         args.extend(["--with", "with/log-agent-v2.yaml", "--compare"]);
         let out = run(&args, None);
         // The protected namespace deletions are refused either way.
-        assert_eq!(out.status.code(), Some(1), "--compare --output {output}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "--compare --output {output}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         check_golden(&format!("compare/compare.{output}.{ext}"), &stdout(&out));
     }
 }
@@ -124,7 +146,10 @@ fn inject_every_workload_kind() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     check_golden("inject/workloads.yaml", &stdout(&out));
     // A List keeps its shape; unknown fields and status survive; JSON output.
-    let out = run(&["inject", "-o", "json", "-f", "inject/list.json", "--cluster-dir", "cluster", "--now", NOW], None);
+    let out = run(
+        &["inject", "-o", "json", "-f", "inject/list.json", "--cluster-dir", "cluster", "--now", NOW],
+        None,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     check_golden("inject/list.jsonl", &stdout(&out));
 }
@@ -135,14 +160,19 @@ fn inject_without_a_cluster_leaves_manifests_as_they_were() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(golden_dir().join("inject/workloads.yaml")).unwrap();
     let input: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
-    let output: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let output: Vec<serde_json::Value> =
+        stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(output, input);
 }
 
 #[test]
 fn inject_writes_no_scheduling_stamp() {
-    let out = run(&["inject", "-o", "json", "-f", "inject/workloads.yaml", "--cluster-dir", "cluster", "--now", NOW], None);
-    let pod: serde_json::Value = serde_json::from_str(stdout(&out).lines().next().expect("the Pod comes first")).unwrap();
+    let out = run(
+        &["inject", "-o", "json", "-f", "inject/workloads.yaml", "--cluster-dir", "cluster", "--now", NOW],
+        None,
+    );
+    let pod: serde_json::Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("the Pod comes first")).unwrap();
     assert_eq!(pod["metadata"]["annotations"]["kruise-admission.dev/target-node"], "worker-1");
     assert_eq!(pod["spec"].get("affinity"), None);
     assert_eq!(pod["spec"].get("tolerations"), None);
@@ -164,15 +194,22 @@ fn unreadable_inputs_name_the_file_the_document_and_what_was_expected() {
         "{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"stage\":\"ResponseComplete\",\"verb\":\"get\"}\n{\"kind\":\n",
     );
     let shapeless = write("shapeless.yaml", "metadata:\n  name: x\n");
-    let no_ref =
-        write("noref.json", "{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"stage\":\"ResponseComplete\",\"verb\":\"create\"}");
+    let no_ref = write(
+        "noref.json",
+        "{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"stage\":\"ResponseComplete\",\"verb\":\"create\"}",
+    );
     let missing = dir.path().join("missing.yaml").display().to_string();
-    let out = run(&dry_run_args("summary", &[&log, &shapeless, &no_ref, &missing, "inputs/objects/pods.yaml"]), None);
+    let out = run(
+        &dry_run_args("summary", &[&log, &shapeless, &no_ref, &missing, "inputs/objects/pods.yaml"]),
+        None,
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     for expected in [
         format!("{log}: document 1: invalid JSON"),
-        format!("{shapeless}: document 0: expected an AdmissionReview, an audit.k8s.io/v1 Event or a Kubernetes object"),
+        format!(
+            "{shapeless}: document 0: expected an AdmissionReview, an audit.k8s.io/v1 Event or a Kubernetes object"
+        ),
         format!("{no_ref}: document 0: the audit event has no objectRef"),
         format!("{missing}: cannot read"),
     ] {
@@ -185,14 +222,23 @@ fn unreadable_inputs_name_the_file_the_document_and_what_was_expected() {
     let bad = write("bad.yaml", "apiVersion: v1\nkind: Pod\n---\n- a list\n");
     let out = run(&["inject", "-f", &bad], None);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{bad}: document 1 is not an object: expected a Kubernetes manifest")));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("{bad}: document 1 is not an object: expected a Kubernetes manifest"))
+    );
 }
 
 #[test]
 fn flags_that_do_not_fit_exit_2() {
-    let out = run(&dry_run_args("review", &["--with", "with/log-agent-v2.yaml", "--compare", "inputs/objects"]), None);
+    let out = run(
+        &dry_run_args("review", &["--with", "with/log-agent-v2.yaml", "--compare", "inputs/objects"]),
+        None,
+    );
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--compare reports with --output summary, diff or json"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--compare reports with --output summary, diff or json")
+    );
     let out = run(&dry_run_args("summary", &["--compare", "inputs/objects"]), None);
     assert_eq!(out.status.code(), Some(2), "--compare needs --with");
     let out = run(&dry_run_args("summary", &["--with", "with/missing.yaml", "inputs/objects"]), None);
@@ -208,7 +254,8 @@ fn inject_is_idempotent() {
     let once = run(&args, Some(&text));
     assert_eq!(once.status.code(), Some(0), "{}", String::from_utf8_lossy(&once.stderr));
     // A later clock: an unchanged injection keeps its recorded updateTimestamp.
-    let later = ["inject", "-o", "json", "-f", "-", "--cluster-dir", "cluster", "--now", "2024-06-01T00:00:00Z"];
+    let later =
+        ["inject", "-o", "json", "-f", "-", "--cluster-dir", "cluster", "--now", "2024-06-01T00:00:00Z"];
     let twice = run(&later, Some(&stdout(&once)));
     assert_eq!(twice.status.code(), Some(0));
     assert_eq!(stdout(&twice), stdout(&once));

@@ -21,10 +21,18 @@ use tokio::net::TcpStream;
 /// The check after every case: a good review over a new HTTP/1.1 and a new HTTP/2 connection.
 async fn alive(client: &TlsClient, case: &str) {
     for proto in BOTH {
-        let attempt =
-            tokio::time::timeout(Duration::from_secs(10), client.post_json(proto, "/mutate-pod", common::good_review("alive").to_string()));
-        let reply = attempt.await.unwrap_or_else(|_| panic!("after {case}: no answer over {proto:?} within 10 s"));
-        assert_eq!(reply.status, StatusCode::OK, "after {case} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.post_json(proto, "/mutate-pod", common::good_review("alive").to_string()),
+        );
+        let reply =
+            attempt.await.unwrap_or_else(|_| panic!("after {case}: no answer over {proto:?} within 10 s"));
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "after {case} over {proto:?}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
         assert_eq!(reply.json()["response"]["uid"], "alive", "after {case}");
     }
 }
@@ -66,7 +74,10 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     let mut bom = vec![0xEF, 0xBB, 0xBF];
     bom.extend_from_slice(&good);
     let dup = |a: &str, b: &str| {
-        String::from_utf8(good.clone()).unwrap().replacen("\"uid\":\"h1\"", &format!("\"uid\":\"{a}\",\"uid\":\"{b}\""), 1).into_bytes()
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"uid\":\"h1\"", &format!("\"uid\":\"{a}\",\"uid\":\"{b}\""), 1)
+            .into_bytes()
     };
     vec![
         ("truncated JSON (half a review)", good[..good.len() / 2].to_vec(), BAD),
@@ -79,19 +90,31 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("JSON with comments", [b"// hi\n".to_vec(), good.clone()].concat(), BAD),
         ("UTF-8 byte order mark", bom, BAD),
         ("invalid UTF-8 inside a string", invalid_utf8_in_string, BAD),
-        ("invalid UTF-8 outside strings", [good[..1].to_vec(), vec![0xFF, 0xFE], good[1..].to_vec()].concat(), BAD),
+        (
+            "invalid UTF-8 outside strings",
+            [good[..1].to_vec(), vec![0xFF, 0xFE], good[1..].to_vec()].concat(),
+            BAD,
+        ),
         ("lone UTF-16 surrogate escape", with_raw_spec_field(r#""\ud800""#), BAD),
         ("raw control character in a string", with_raw_spec_field("\"a\u{1}b\""), BAD),
         ("number beyond f64 (1e400)", with_raw_spec_field("1e400"), BAD),
         // Escaped NUL is valid JSON; the pod is answered (the apiserver validates names itself).
-        ("escaped NUL in the pod name", with(|r| r["request"]["object"]["metadata"]["name"] = json!("p\u{0}")), OK),
+        (
+            "escaped NUL in the pod name",
+            with(|r| r["request"]["object"]["metadata"]["name"] = json!("p\u{0}")),
+            OK,
+        ),
         ("10,000-deep nesting", with_raw_spec_field(&nested(10_000)), BAD),
         ("1,000,000-deep nesting", with_raw_spec_field(&nested(1_000_000)), BAD),
         // serde_json's limit is 128 levels in total; 100 inside spec.x stays below it.
         ("100-deep nesting inside an unknown field", with_raw_spec_field(&nested(100)), OK),
         // serde_json keeps the LAST of duplicate keys (as Go's encoding/json does): the answer
         // carries the second uid. Asserted so a change of parser cannot flip it silently.
-        ("duplicate uid keys: the last wins", dup("first", "second"), Expect::Review { uid: "second", allowed: true, code: None }),
+        (
+            "duplicate uid keys: the last wins",
+            dup("first", "second"),
+            Expect::Review { uid: "second", allowed: true, code: None },
+        ),
         ("empty body", Vec::new(), BAD),
         ("JSON null", b"null".to_vec(), BAD),
         ("JSON array", b"[1,2]".to_vec(), BAD),
@@ -116,12 +139,17 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         // Nothing applies to this pod (no SidecarSet, no target node), so its containers are never
         // read: allowed unchanged, and the apiserver's own validation rejects the pod afterwards.
-        ("containers an object, nothing to inject", with(|r| r["request"]["object"]["spec"]["containers"] = json!({"name": "c"})), OK),
+        (
+            "containers an object, nothing to inject",
+            with(|r| r["request"]["object"]["spec"]["containers"] = json!({"name": "c"})),
+            OK,
+        ),
         // The DaemonSet stamp does read the affinity and tolerations: wrong types there are a 400 denial.
         (
             "affinity a string on a pod to pin",
             with(|r| {
-                r["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": "worker-1"});
+                r["request"]["object"]["metadata"]["annotations"] =
+                    json!({"kruise-admission.dev/target-node": "worker-1"});
                 r["request"]["object"]["spec"]["affinity"] = json!("anywhere");
             }),
             Expect::Review { uid: "h1", allowed: false, code: Some(400) },
@@ -129,7 +157,8 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         (
             "tolerations an object on a pod to pin",
             with(|r| {
-                r["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": "worker-1"});
+                r["request"]["object"]["metadata"]["annotations"] =
+                    json!({"kruise-admission.dev/target-node": "worker-1"});
                 r["request"]["object"]["spec"]["tolerations"] = json!({"key": "k"});
             }),
             Expect::Review { uid: "h1", allowed: false, code: Some(400) },
@@ -152,13 +181,19 @@ async fn malformed_bodies_get_their_expected_answer() {
         for proto in BOTH {
             let mut conn = client.connect(proto).await.unwrap();
             let started = Instant::now();
-            let reply = conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(body.clone())).await.unwrap();
+            let reply = conn
+                .request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(body.clone()))
+                .await
+                .unwrap();
             assert!(started.elapsed() < Duration::from_secs(5), "{name}: took {:?}", started.elapsed());
             let text = String::from_utf8_lossy(&reply.body);
             match expect {
                 Expect::Http(status) => {
                     assert_eq!(reply.status, *status, "{name} over {proto:?}: {text}");
-                    assert!(reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()), "{name}: JSON error body");
+                    assert!(
+                        reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()),
+                        "{name}: JSON error body"
+                    );
                 }
                 Expect::Review { uid, allowed, code } => {
                     assert_eq!(reply.status, StatusCode::OK, "{name} over {proto:?}: {text}");
@@ -184,13 +219,37 @@ async fn wrong_methods_media_types_and_paths() {
     let body = common::good_review("h1").to_string();
     let cases: &[(&str, Method, &str, Option<&str>, StatusCode)] = &[
         ("GET instead of POST", Method::GET, "/mutate-pod", None, StatusCode::METHOD_NOT_ALLOWED),
-        ("DELETE instead of POST", Method::DELETE, "/mutate-pod", Some("application/json"), StatusCode::METHOD_NOT_ALLOWED),
+        (
+            "DELETE instead of POST",
+            Method::DELETE,
+            "/mutate-pod",
+            Some("application/json"),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
         ("OPTIONS", Method::OPTIONS, "/mutate-pod", None, StatusCode::METHOD_NOT_ALLOWED),
         ("text/plain", Method::POST, "/mutate-pod", Some("text/plain"), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("application/yaml", Method::POST, "/mutate-pod", Some("application/yaml"), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("application/jsonx", Method::POST, "/mutate-pod", Some("application/jsonx"), StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        (
+            "application/yaml",
+            Method::POST,
+            "/mutate-pod",
+            Some("application/yaml"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "application/jsonx",
+            Method::POST,
+            "/mutate-pod",
+            Some("application/jsonx"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
         ("no content type", Method::POST, "/mutate-pod", None, StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("json with charset", Method::POST, "/mutate-pod", Some("application/json; charset=utf-8"), StatusCode::OK),
+        (
+            "json with charset",
+            Method::POST,
+            "/mutate-pod",
+            Some("application/json; charset=utf-8"),
+            StatusCode::OK,
+        ),
         ("unknown path", Method::POST, "/mutate-nothing", Some("application/json"), StatusCode::NOT_FOUND),
         ("trailing slash", Method::POST, "/mutate-pod/", Some("application/json"), StatusCode::NOT_FOUND),
         ("dot-dot path", Method::POST, "/x/../mutate-pod", Some("application/json"), StatusCode::NOT_FOUND),
@@ -198,8 +257,14 @@ async fn wrong_methods_media_types_and_paths() {
     for (name, method, path, content_type, status) in cases {
         for proto in BOTH {
             let mut conn = client.connect(proto).await.unwrap();
-            let reply = conn.request(method.clone(), path, *content_type, Bytes::from(body.clone())).await.unwrap();
-            assert_eq!(reply.status, *status, "{name} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
+            let reply =
+                conn.request(method.clone(), path, *content_type, Bytes::from(body.clone())).await.unwrap();
+            assert_eq!(
+                reply.status,
+                *status,
+                "{name} over {proto:?}: {}",
+                String::from_utf8_lossy(&reply.body)
+            );
             if *status == StatusCode::METHOD_NOT_ALLOWED {
                 assert_eq!(reply.headers["allow"], "POST", "{name}");
             }
@@ -270,12 +335,18 @@ async fn broken_http1_framing() {
     // Two pipelined requests in one write: two answers, in order.
     let one = |uid: &str| {
         let b = common::good_review(uid).to_string();
-        format!("POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len())
+        format!(
+            "POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        )
     };
     let mut tls = client.connect_raw(Proto::Http1).await.unwrap();
-    tls.write_all(format!("{}{}", one("first"), one("second").replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")).as_bytes())
-        .await
-        .unwrap();
+    tls.write_all(
+        format!("{}{}", one("first"), one("second").replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"))
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
     let (out, _) = read_until_closed(&mut tls, Duration::from_secs(5)).await;
     let text = String::from_utf8_lossy(&out);
     let (a, b) = (text.find("\"uid\":\"first\""), text.find("\"uid\":\"second\""));
@@ -294,7 +365,11 @@ async fn a_100_mb_body_is_refused_without_being_read() {
         // 413 after at most its limit plus the drain budget, long before the client is done.
         let mut conn = client.connect(proto).await.unwrap();
         let (tx, body) = channel_body();
-        let request = conn.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+        let request = conn
+            .builder(Method::POST, "/mutate-pod")
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
         let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = sent.clone();
         let feeder = tokio::spawn(async move {
@@ -306,7 +381,9 @@ async fn a_100_mb_body_is_refused_without_being_read() {
                 counter.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
             }
         });
-        let reply = tokio::time::timeout(Duration::from_secs(30), conn.send(request)).await.expect("an answer within 30 s");
+        let reply = tokio::time::timeout(Duration::from_secs(30), conn.send(request))
+            .await
+            .expect("an answer within 30 s");
         let at_answer = sent.load(std::sync::atomic::Ordering::Relaxed);
         match reply {
             Ok(reply) => assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE, "{proto:?}"),
@@ -329,8 +406,10 @@ async fn a_100_mb_body_is_refused_without_being_read() {
 /// with environment variables.
 fn etcd_sized_pod(uid: &str, bytes: usize) -> Value {
     let mut review = common::good_review(uid);
-    review["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": "worker-1"});
-    let env: Vec<Value> = (0..bytes / 100).map(|i| json!({"name": format!("VAR_{i:06}"), "value": "v".repeat(70)})).collect();
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"kruise-admission.dev/target-node": "worker-1"});
+    let env: Vec<Value> =
+        (0..bytes / 100).map(|i| json!({"name": format!("VAR_{i:06}"), "value": "v".repeat(70)})).collect();
     review["request"]["object"]["spec"]["containers"][0]["env"] = Value::Array(env);
     review
 }
@@ -372,7 +451,9 @@ async fn objects_at_the_etcd_limit_are_answered_correctly_and_quickly() {
 
 fn base64_patch(answer: &Value) -> Value {
     use base64::Engine as _;
-    let raw = base64::engine::general_purpose::STANDARD.decode(answer["response"]["patch"].as_str().expect("a patch")).expect("base64");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("a patch"))
+        .expect("base64");
     serde_json::from_slice(&raw).expect("patch is JSON")
 }
 
@@ -406,8 +487,14 @@ async fn old_tls_and_plain_http_are_refused_at_the_handshake() {
         ("TLS 1.0 ClientHello", old_client_hello([3, 1])),
         ("TLS 1.1 ClientHello", old_client_hello([3, 2])),
         ("SSL 3.0 ClientHello", old_client_hello([3, 0])),
-        ("plain HTTP on the TLS port", b"POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\n{}".to_vec()),
-        ("random bytes on the TLS port", (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()),
+        (
+            "plain HTTP on the TLS port",
+            b"POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
+        ),
+        (
+            "random bytes on the TLS port",
+            (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect(),
+        ),
         ("a TLS record header claiming 16 MB", vec![0x16, 3, 3, 0xFF, 0xFF]),
     ];
     for (name, bytes) in &cases {
@@ -438,7 +525,8 @@ async fn slow_clients_are_cut_off() {
     // Slowloris: one header byte every 100 ms never completes the headers in time.
     let mut tls = client.connect_raw(Proto::Http1).await.unwrap();
     let started = Instant::now();
-    let header = b"POST /mutate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Slow: ";
+    let header =
+        b"POST /mutate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Slow: ";
     let mut cut_off = false;
     for byte in header.iter().chain(std::iter::repeat(&b'a')).take(100) {
         if tls.write_all(&[*byte]).await.is_err() || tls.flush().await.is_err() {
@@ -451,7 +539,11 @@ async fn slow_clients_are_cut_off() {
         let (_, closed) = read_until_closed(&mut tls, Duration::from_secs(2)).await;
         cut_off = closed;
     }
-    assert!(cut_off && started.elapsed() < Duration::from_secs(10), "slowloris held the connection {:?}", started.elapsed());
+    assert!(
+        cut_off && started.elapsed() < Duration::from_secs(10),
+        "slowloris held the connection {:?}",
+        started.elapsed()
+    );
     alive(&client, "slowloris headers").await;
 
     // Slow handshake: a TCP connection that never says anything.
@@ -463,8 +555,12 @@ async fn slow_clients_are_cut_off() {
     let hello = {
         // A real TLS 1.3 ClientHello is whatever rustls sends first; take it from a client whose
         // connection we never continue.
-        let config = rustls::ClientConfig::builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
-        let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let mut conn =
+            rustls::ClientConnection::new(std::sync::Arc::new(config), "localhost".try_into().unwrap())
+                .unwrap();
         let mut out = Vec::new();
         conn.write_tls(&mut out).unwrap();
         out
@@ -479,7 +575,11 @@ async fn slow_clients_are_cut_off() {
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
         let (tx, body) = channel_body();
-        let request = conn.builder(Method::POST, "/mutate-pod?timeout=2s").header("content-type", "application/json").body(body).unwrap();
+        let request = conn
+            .builder(Method::POST, "/mutate-pod?timeout=2s")
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
         let feeder = tokio::spawn(async move {
             for byte in common::good_review("slow").to_string().into_bytes() {
                 if tx.send(Bytes::from(vec![byte])).await.is_err() {
@@ -489,7 +589,10 @@ async fn slow_clients_are_cut_off() {
             }
         });
         let started = Instant::now();
-        let reply = tokio::time::timeout(Duration::from_secs(10), conn.send(request)).await.expect("answered").unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(10), conn.send(request))
+            .await
+            .expect("answered")
+            .unwrap();
         assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT, "slow body over {proto:?}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         feeder.abort();
@@ -503,7 +606,10 @@ async fn abrupt_disconnects_mid_request() {
     let server = TestServer::start().await;
     let client = server.client();
     let body = common::good_review("cut").to_string();
-    let head = format!("POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!(
+        "POST /mutate-pod HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
     let cuts: Vec<(&str, String)> = vec![
         ("disconnect mid-headers", head[..head.len() / 2].to_owned()),
         ("disconnect mid-body", format!("{head}{}", &body[..body.len() / 2])),
@@ -533,7 +639,11 @@ async fn abrupt_disconnects_mid_request() {
     for _ in 0..10 {
         let mut stream = conn.h2_stream().unwrap();
         let (tx, body) = channel_body();
-        let request = stream.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+        let request = stream
+            .builder(Method::POST, "/mutate-pod")
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
         tx.send(Bytes::from(body_prefix())).await.unwrap();
         senders.push(tx);
         tokio::spawn(async move {
@@ -575,10 +685,19 @@ async fn two_thousand_idle_connections_do_not_block_service() {
     }
     let started = Instant::now();
     alive(&client, "2,000 idle connections").await;
-    assert!(started.elapsed() < Duration::from_secs(5), "good reviews took {:?} with 2,000 idle connections", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "good reviews took {:?} with 2,000 idle connections",
+        started.elapsed()
+    );
     // The idle TLS connections still work too.
     let reply = idle_tls[1]
-        .request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("idle").to_string()))
+        .request(
+            Method::POST,
+            "/mutate-pod",
+            Some("application/json"),
+            Bytes::from(common::good_review("idle").to_string()),
+        )
         .await;
     assert_eq!(reply.unwrap().status, StatusCode::OK);
     drop(idle_tcp);
@@ -601,7 +720,10 @@ async fn connections_past_the_limit_are_closed_at_once_and_counted() {
     let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
     assert!(closed && started.elapsed() < Duration::from_secs(1), "the 51st connection is closed at once");
     let metrics = http_get(server.metrics, "/metrics").await.1;
-    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="connection_limit"} 1"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"kruise_admission_http_errors_total{reason="connection_limit"} 1"#),
+        "{metrics}"
+    );
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
     alive(&client, "connection limit reached and released").await;
@@ -611,17 +733,32 @@ async fn connections_past_the_limit_are_closed_at_once_and_counted() {
 /// Raise this process's soft descriptor limit to at least `want` (up to the hard limit).
 fn raise_fd_limit(want: u64) {
     let limit = std::process::Command::new("sh").args(["-c", "ulimit -Hn"]).output().ok();
-    let hard: u64 = limit.and_then(|o| String::from_utf8(o.stdout).ok()).and_then(|s| s.trim().parse().ok()).unwrap_or(want);
+    let hard: u64 = limit
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(want);
     let soft = std::fs::read_to_string("/proc/self/limits")
         .ok()
-        .and_then(|l| l.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok()))
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        })
         .unwrap_or(0);
-    assert!(soft >= want || hard >= want, "this test needs {want} open files; raise `ulimit -n` (soft {soft}, hard {hard})");
+    assert!(
+        soft >= want || hard >= want,
+        "this test needs {want} open files; raise `ulimit -n` (soft {soft}, hard {hard})"
+    );
     if soft < want {
         // prlimit is util-linux; without it the assertion above tells the operator what to do.
         let pid = std::process::id().to_string();
-        let status = std::process::Command::new("prlimit").args(["--pid", &pid, &format!("--nofile={want}:{hard}")]).status();
-        assert!(status.is_ok_and(|s| s.success()), "cannot raise the open-file limit to {want}; run with `ulimit -n {want}`");
+        let status = std::process::Command::new("prlimit")
+            .args(["--pid", &pid, &format!("--nofile={want}:{hard}")])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "cannot raise the open-file limit to {want}; run with `ulimit -n {want}`"
+        );
     }
 }
 

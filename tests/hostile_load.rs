@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 /// A Pod CREATE the DaemonSet stamp pins to worker-1: answered with a patch that names it.
 fn pod_to_pin(uid: &str) -> Value {
     let mut review = common::good_review(uid);
-    review["request"]["object"]["metadata"]["annotations"] = json!({"kruise-admission.dev/target-node": "worker-1"});
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"kruise-admission.dev/target-node": "worker-1"});
     review
 }
 
@@ -32,8 +33,14 @@ fn assert_pinned(reply: &common::client::Reply, uid: &str) {
     let answer = reply.json();
     assert_eq!(answer["response"]["uid"], uid);
     assert_eq!(answer["response"]["allowed"], true, "{uid}: {answer}");
-    let patch = base64::engine::general_purpose::STANDARD.decode(answer["response"]["patch"].as_str().expect("a patch")).unwrap();
-    assert!(String::from_utf8_lossy(&patch).contains("worker-1"), "{uid}: {}", String::from_utf8_lossy(&patch));
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("a patch"))
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&patch).contains("worker-1"),
+        "{uid}: {}",
+        String::from_utf8_lossy(&patch)
+    );
 }
 
 async fn alive(client: &TlsClient, case: &str) {
@@ -59,12 +66,24 @@ async fn a_body_that_would_decode_past_the_budget_is_refused_before_decoding() {
     assert!(body.len() <= kruise_admission::server::DEFAULT_MAX_REQUEST_BYTES);
     for proto in BOTH {
         let reply = client.post_json(proto, "/mutate-pod", body.clone()).await;
-        assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE, "{proto:?}: {}", String::from_utf8_lossy(&reply.body));
-        assert!(reply.json()["error"].as_str().unwrap().contains("--max-in-flight-bytes"), "{:?}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{proto:?}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert!(
+            reply.json()["error"].as_str().unwrap().contains("--max-in-flight-bytes"),
+            "{:?}",
+            reply.body
+        );
     }
     alive(&client, "after the refused bodies").await;
     let metrics = http_get(server.metrics, "/metrics").await.1;
-    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="too_large_decoded"} 2"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"kruise_admission_http_errors_total{reason="too_large_decoded"} 2"#),
+        "{metrics}"
+    );
     server.stop().await.unwrap();
 }
 
@@ -84,7 +103,10 @@ async fn bytes_beyond_the_in_flight_budget_get_429_with_retry_after() {
     let trickling = tokio::spawn(async move { trickler.send(declared).await });
     trickle.send(Bytes::from_static(b"{ ")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_pinned(&client.post_json(Proto::Http2, "/mutate-pod", pod_to_pin("beside").to_string()).await, "beside");
+    assert_pinned(
+        &client.post_json(Proto::Http2, "/mutate-pod", pod_to_pin("beside").to_string()).await,
+        "beside",
+    );
     // A holds most of the budget by sending all of its body but the last bytes (whitespace: it
     // decodes to almost nothing, so A alone fits once its body is in). Bodies are held in steps of
     // 256 KiB: the trickler holds one, A's 2.25 MiB body ten, which leaves one step free, too
@@ -108,7 +130,12 @@ async fn bytes_beyond_the_in_flight_budget_get_429_with_retry_after() {
     let other = pod_with_filler("other", &format!("\"{}\"", "b".repeat(600 << 10)));
     for proto in BOTH {
         let reply = client.post_json(proto, "/mutate-pod", other.clone()).await;
-        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{proto:?}: {}", String::from_utf8_lossy(&reply.body));
+        assert_eq!(
+            reply.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{proto:?}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
         assert_eq!(reply.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
     }
     // A finishes and is answered; then B fits.
@@ -176,7 +203,9 @@ fn a_flood_of_slow_requests_does_not_starve_pod_creates() {
             for i in 0..16 {
                 let mut stream = conn.h2_stream().unwrap();
                 let body = Bytes::from(common::good_review(&format!("slow-{i}")).to_string());
-                flood.spawn(async move { stream.request(Method::POST, "/slow?timeout=3s", Some("application/json"), body).await });
+                flood.spawn(async move {
+                    stream.request(Method::POST, "/slow?timeout=3s", Some("application/json"), body).await
+                });
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -186,7 +215,12 @@ fn a_flood_of_slow_requests_does_not_starve_pod_creates() {
             let uid = format!("pod-{i}");
             let started = Instant::now();
             let reply = pods
-                .request(Method::POST, "/mutate-pod?timeout=3s", Some("application/json"), pod_to_pin(&uid).to_string().into())
+                .request(
+                    Method::POST,
+                    "/mutate-pod?timeout=3s",
+                    Some("application/json"),
+                    pod_to_pin(&uid).to_string().into(),
+                )
                 .await
                 .unwrap();
             let took = started.elapsed();
@@ -201,12 +235,20 @@ fn a_flood_of_slow_requests_does_not_starve_pod_creates() {
         while let Some(result) = flood.join_next().await {
             let reply = result.unwrap().expect("an answer, not a dropped stream");
             assert!(
-                [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS, StatusCode::SERVICE_UNAVAILABLE, StatusCode::GATEWAY_TIMEOUT]
-                    .contains(&reply.status),
+                [
+                    StatusCode::OK,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    StatusCode::GATEWAY_TIMEOUT
+                ]
+                .contains(&reply.status),
                 "{reply:?}"
             );
             if reply.status != StatusCode::OK {
-                assert!(reply.headers.contains_key(RETRY_AFTER) || reply.status == StatusCode::GATEWAY_TIMEOUT, "{reply:?}");
+                assert!(
+                    reply.headers.contains_key(RETRY_AFTER) || reply.status == StatusCode::GATEWAY_TIMEOUT,
+                    "{reply:?}"
+                );
             }
             *statuses.entry(reply.status.as_u16()).or_insert(0) += 1;
         }

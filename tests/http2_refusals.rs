@@ -32,7 +32,8 @@ async fn a_refused_http2_request_still_sending_its_body_gets_the_json_error_not_
         for _ in 0..3 {
             start.extend_from_slice(&h2::frame(DATA, 0, 1, &[b' '; 16_000]));
         }
-        let steps = vec![(start, Duration::from_millis(300)), (h2::frame(DATA, END_STREAM, 1, tail), Duration::ZERO)];
+        let steps =
+            vec![(start, Duration::from_millis(300)), (h2::frame(DATA, END_STREAM, 1, tail), Duration::ZERO)];
         let (frames, _) = h2::session(&client, steps, Duration::from_secs(2)).await;
         let on_stream: Vec<&h2::Frame> = frames.iter().filter(|f| f.stream == 1).collect();
         // RST_STREAM(NO_ERROR) after the response is legal HTTP/2, but curl reports it as a
@@ -40,10 +41,15 @@ async fn a_refused_http2_request_still_sending_its_body_gets_the_json_error_not_
         let resets: Vec<u32> = on_stream.iter().filter_map(|f| f.rst_code()).collect();
         assert!(resets.is_empty(), "{path} ({content_type}): stream reset with {resets:?}: {on_stream:?}");
         assert!(on_stream.iter().any(|f| f.kind == HEADERS), "{path}: no response: {on_stream:?}");
-        let data: Vec<u8> = on_stream.iter().filter(|f| f.kind == DATA).flat_map(|f| f.payload.clone()).collect();
-        let json: serde_json::Value = serde_json::from_slice(&data).unwrap_or_else(|e| panic!("{path}: body not JSON ({e})"));
+        let data: Vec<u8> =
+            on_stream.iter().filter(|f| f.kind == DATA).flat_map(|f| f.payload.clone()).collect();
+        let json: serde_json::Value =
+            serde_json::from_slice(&data).unwrap_or_else(|e| panic!("{path}: body not JSON ({e})"));
         assert!(json["error"].as_str().is_some_and(|e| e.contains(message)), "{path}: {json}");
-        assert!(on_stream.iter().any(|f| f.kind == DATA && f.flags & END_STREAM != 0), "{path}: the response ends normally");
+        assert!(
+            on_stream.iter().any(|f| f.kind == DATA && f.flags & END_STREAM != 0),
+            "{path}: the response ends normally"
+        );
     }
     server.stop().await.unwrap();
 }

@@ -47,7 +47,12 @@ fn pod(name: &str, owner_uid: &str, terminating: bool) -> Value {
     p
 }
 
-fn update(version: &str, old: &Value, new: &Value, world: &World) -> kruise_admission::admission::review::Decision {
+fn update(
+    version: &str,
+    old: &Value,
+    new: &Value,
+    world: &World,
+) -> kruise_admission::admission::review::Decision {
     run(PATH, review("clonesets", "CloneSet", version, "UPDATE", new, Some(old)), world)
 }
 
@@ -61,7 +66,11 @@ type Edit = fn(&mut Value);
 fn in_place_only_updates_v1alpha1() {
     let base = cloneset("v1alpha1");
     let cases: &[(&str, Edit, Expect)] = &[
-        ("image change is in place", |o| set(o, "/spec/template/spec/containers/0/image", json!("nginx:1.26")), Expect::Allowed),
+        (
+            "image change is in place",
+            |o| set(o, "/spec/template/spec/containers/0/image", json!("nginx:1.26")),
+            Expect::Allowed,
+        ),
         (
             "template metadata changes freely",
             |o| {
@@ -139,7 +148,13 @@ fn in_place_only_updates_v1alpha1() {
         ),
         (
             "selector is immutable",
-            |o| set(o, "/spec/selector", json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})),
+            |o| {
+                set(
+                    o,
+                    "/spec/selector",
+                    json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}),
+                )
+            },
             Expect::Denied(422, &[IMMUTABLE]),
         ),
         (
@@ -202,7 +217,10 @@ fn the_new_strategy_decides_whether_the_check_runs() {
 
 #[test]
 fn vertical_scaling_option_admits_resizes_that_keep_the_qos_class() {
-    let world = World { settings: Settings { inplace_vertical_scaling: true, ..Settings::default() }, ..World::default() };
+    let world = World {
+        settings: Settings { inplace_vertical_scaling: true, ..Settings::default() },
+        ..World::default()
+    };
     let base = cloneset("v1alpha1");
     let cases: &[(&str, Edit, Expect)] = &[
         (
@@ -219,13 +237,18 @@ fn vertical_scaling_option_admits_resizes_that_keep_the_qos_class() {
             |o| set(o, "/spec/template/spec/containers/0/resources/limits/memory", json!("2Gi")),
             Expect::Denied(
                 422,
-                &["but found replace /containers/0/resources/limits/memory (changes the pod QoS class from Guaranteed to Burstable)"],
+                &[
+                    "but found replace /containers/0/resources/limits/memory (changes the pod QoS class from Guaranteed to Burstable)",
+                ],
             ),
         ),
         (
             "adding a resource is not a resize",
             |o| set(o, "/spec/template/spec/containers/0/resources/limits/ephemeral-storage", json!("1Gi")),
-            Expect::Denied(422, &["add /containers/0/resources/limits/ephemeral-storage (can not add or remove resources)"]),
+            Expect::Denied(
+                422,
+                &["add /containers/0/resources/limits/ephemeral-storage (can not add or remove resources)"],
+            ),
         ),
         (
             "other changes are still refused",
@@ -256,7 +279,9 @@ fn create_and_update_validation() {
             |o| set(o, "/spec/updateStrategy/maxSurge", json!(1)),
             Expect::Denied(
                 422,
-                &[r#"spec.updateStrategy.maxSurge: Invalid value: "1": can not use maxSurge with strategy type InPlaceOnly"#],
+                &[
+                    r#"spec.updateStrategy.maxSurge: Invalid value: "1": can not use maxSurge with strategy type InPlaceOnly"#,
+                ],
             ),
         ),
         (
@@ -277,28 +302,48 @@ fn create_and_update_validation() {
             |o| set(o, "/spec/replicas", json!(-1)),
             Expect::Denied(422, &["spec.replicas: Invalid value: -1: must be greater than or equal to 0"]),
         ),
-        ("no selector", |o| remove(o, "/spec/selector"), Expect::Denied(422, &["spec.selector: Required value"])),
+        (
+            "no selector",
+            |o| remove(o, "/spec/selector"),
+            Expect::Denied(422, &["spec.selector: Required value"]),
+        ),
         (
             "empty selector",
             |o| set(o, "/spec/selector", json!({})),
-            Expect::Denied(422, &["spec.selector: Invalid value: ", "empty selector is invalid for cloneset"]),
+            Expect::Denied(
+                422,
+                &["spec.selector: Invalid value: ", "empty selector is invalid for cloneset"],
+            ),
         ),
         (
             "selector must match template labels",
             |o| set(o, "/spec/template/metadata/labels", json!({"app": "other"})),
-            Expect::Denied(422, &["spec.template.metadata.labels: Invalid value: ", "`selector` does not match template `labels`"]),
+            Expect::Denied(
+                422,
+                &[
+                    "spec.template.metadata.labels: Invalid value: ",
+                    "`selector` does not match template `labels`",
+                ],
+            ),
         ),
         (
             "restartPolicy must be Always",
             |o| set(o, "/spec/template/spec/restartPolicy", json!("Never")),
-            Expect::Denied(422, &[r#"spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always""#]),
+            Expect::Denied(
+                422,
+                &[
+                    r#"spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always""#,
+                ],
+            ),
         ),
         (
             "activeDeadlineSeconds",
             |o| set(o, "/spec/template/spec/activeDeadlineSeconds", json!(10)),
             Expect::Denied(
                 422,
-                &["spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in cloneset is not Supported"],
+                &[
+                    "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in cloneset is not Supported",
+                ],
             ),
         ),
         (
@@ -306,13 +351,18 @@ fn create_and_update_validation() {
             |o| set(o, "/spec/updateStrategy/type", json!("Rolling")),
             Expect::Denied(
                 422,
-                &[r#"spec.updateStrategy.type: Invalid value: "Rolling": must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'"#],
+                &[
+                    r#"spec.updateStrategy.type: Invalid value: "Rolling": must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'"#,
+                ],
             ),
         ),
         (
             "negative partition",
             |o| set(o, "/spec/updateStrategy/partition", json!(-1)),
-            Expect::Denied(422, &["spec.updateStrategy.partition: Invalid value: -1: must be greater than or equal to 0"]),
+            Expect::Denied(
+                422,
+                &["spec.updateStrategy.partition: Invalid value: -1: must be greater than or equal to 0"],
+            ),
         ),
         ("partition percent", |o| set(o, "/spec/updateStrategy/partition", json!("50%")), Expect::Allowed),
         (
@@ -325,10 +375,16 @@ fn create_and_update_validation() {
             |o| set(o, "/spec/updateStrategy/maxUnavailable", json!(0)),
             Expect::Denied(
                 422,
-                &["spec.updateStrategy.maxUnavailable: Invalid value: 0: maxUnavailable and maxSurge should not both be less than 1"],
+                &[
+                    "spec.updateStrategy.maxUnavailable: Invalid value: 0: maxUnavailable and maxSurge should not both be less than 1",
+                ],
             ),
         ),
-        ("percent rounds up", |o| set(o, "/spec/updateStrategy/maxUnavailable", json!("1%")), Expect::Allowed),
+        (
+            "percent rounds up",
+            |o| set(o, "/spec/updateStrategy/maxUnavailable", json!("1%")),
+            Expect::Allowed,
+        ),
         (
             "zero replicas may have no unavailability",
             |o| {
@@ -343,7 +399,10 @@ fn create_and_update_validation() {
                 set(o, "/spec/minReadySeconds", json!(10));
                 set(o, "/spec/progressDeadlineSeconds", json!(10));
             },
-            Expect::Denied(422, &["spec.progressDeadlineSeconds: Invalid value: 10: must be greater than minReadySeconds"]),
+            Expect::Denied(
+                422,
+                &["spec.progressDeadlineSeconds: Invalid value: 10: must be greater than minReadySeconds"],
+            ),
         ),
         (
             "progressDeadlineSeconds MaxInt32 means no deadline",
@@ -356,7 +415,10 @@ fn create_and_update_validation() {
         (
             "progressDeadlineSeconds negative",
             |o| set(o, "/spec/progressDeadlineSeconds", json!(-1)),
-            Expect::Denied(422, &["spec.progressDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0"]),
+            Expect::Denied(
+                422,
+                &["spec.progressDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0"],
+            ),
         ),
         (
             "replicas of the wrong type is a bad request",
@@ -373,11 +435,16 @@ fn create_and_update_validation() {
 #[test]
 fn pods_to_delete() {
     let world = World {
-        objects: vec![pod("web-a", "cs-uid", false), pod("web-b", "cs-uid", true), pod("web-c", "other-uid", false), {
-            let mut orphan = pod("web-d", "cs-uid", false);
-            remove(&mut orphan, "/metadata/ownerReferences");
-            orphan
-        }],
+        objects: vec![
+            pod("web-a", "cs-uid", false),
+            pod("web-b", "cs-uid", true),
+            pod("web-c", "other-uid", false),
+            {
+                let mut orphan = pod("web-d", "cs-uid", false);
+                remove(&mut orphan, "/metadata/ownerReferences");
+                orphan
+            },
+        ],
         ..World::default()
     };
     let base = cloneset("v1alpha1");
@@ -387,19 +454,32 @@ fn pods_to_delete() {
         (
             "duplicates",
             json!(["web-a", "web-x", "web-a"]),
-            Expect::Denied(422, &["spec.scaleStrategy.podsToDelete: Invalid value: ", "duplicated items [web-a]"]),
+            Expect::Denied(
+                422,
+                &["spec.scaleStrategy.podsToDelete: Invalid value: ", "duplicated items [web-a]"],
+            ),
         ),
         (
             "missing pod",
             json!(["web-x"]),
             Expect::Denied(
                 422,
-                &[r#"spec.scaleStrategy.podsToDelete: Invalid value: "web-x": find pod web-x failed: pods "web-x" not found"#],
+                &[
+                    r#"spec.scaleStrategy.podsToDelete: Invalid value: "web-x": find pod web-x failed: pods "web-x" not found"#,
+                ],
             ),
         ),
         ("terminating pod", json!(["web-b"]), Expect::Denied(422, &["find pod web-b already terminating"])),
-        ("pod of another owner", json!(["web-c"]), Expect::Denied(422, &["find pod web-c owner is not this CloneSet"])),
-        ("pod without a controller", json!(["web-d"]), Expect::Denied(422, &["find pod web-d owner is not this CloneSet"])),
+        (
+            "pod of another owner",
+            json!(["web-c"]),
+            Expect::Denied(422, &["find pod web-c owner is not this CloneSet"]),
+        ),
+        (
+            "pod without a controller",
+            json!(["web-d"]),
+            Expect::Denied(422, &["find pod web-d owner is not this CloneSet"]),
+        ),
         (
             "every bad name is reported",
             json!(["web-c", "web-b"]),
@@ -417,7 +497,13 @@ fn pods_to_delete() {
     // A lookup that fails denies, saying so.
     let failing = World {
         failing: vec![(
-            Query::Get { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: "shop".into(), name: "web-a".into() },
+            Query::Get {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: "shop".into(),
+                name: "web-a".into(),
+            },
             "the server was unable to return a response in the time allotted".into(),
         )],
         ..World::default()
@@ -437,7 +523,13 @@ fn queries_of(review: Value) -> Vec<Query> {
     let webhook = webhooks::by_path("/validate-apps-kruise-io-v1alpha1-cloneset").unwrap();
     let (snapshot, answers, settings) = (Snapshot::from_objects([]), Answers::default(), Settings::default());
     let clock = FixedClock(time::macros::datetime!(2026-01-01 00:00 UTC));
-    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &SeededRandom::new(1), settings: &settings };
+    let inputs = Inputs {
+        cluster: &snapshot,
+        answers: &answers,
+        clock: &clock,
+        random: &SeededRandom::new(1),
+        settings: &settings,
+    };
     webhooks::queries(webhook, &decode_review(review).unwrap(), &inputs)
 }
 
@@ -445,16 +537,30 @@ fn queries_of(review: Value) -> Vec<Query> {
 fn many_new_pods_to_delete_cost_one_list_not_one_get_each() {
     // Hostile load, issue 17.3: a thousand new names used to be a thousand GETs to the API server.
     let base = cloneset("v1alpha1");
-    let names = |prefix: &str, n: usize| Value::from((0..n).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>());
+    let names =
+        |prefix: &str, n: usize| Value::from((0..n).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>());
     let listing = |names: Value| with(&base, |o| set(o, "/spec/scaleStrategy/podsToDelete", names));
     let old = listing(names("gone", 1000));
     let new = listing(names("web", 1000));
     let asked = queries_of(review("clonesets", "CloneSet", "v1alpha1", "UPDATE", &new, Some(&old)));
     let pods = ListFilter { labels: "app=web".into(), ..ListFilter::default() };
-    let list = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()), filter: pods };
+    let list = Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some("shop".into()),
+        filter: pods,
+    };
     assert_eq!(asked, [list]);
     // Up to 32 new names keep one GET each (Kruise's per-pod messages, nothing listed).
-    let asked = queries_of(review("clonesets", "CloneSet", "v1alpha1", "UPDATE", &listing(names("web", 32)), Some(&old)));
+    let asked = queries_of(review(
+        "clonesets",
+        "CloneSet",
+        "v1alpha1",
+        "UPDATE",
+        &listing(names("web", 32)),
+        Some(&old),
+    ));
     assert_eq!(asked.len(), 32);
     assert!(asked.iter().all(|q| matches!(q, Query::Get { .. })));
 
@@ -468,13 +574,22 @@ fn many_new_pods_to_delete_cost_one_list_not_one_get_each() {
     check(
         "40 names, two bad",
         &update("v1alpha1", &old, &listing(forty), &world),
-        &Expect::Denied(422, &["find pod stranger owner is not this CloneSet", r#"find pod web-x failed: pods "web-x" not found"#]),
+        &Expect::Denied(
+            422,
+            &[
+                "find pod stranger owner is not this CloneSet",
+                r#"find pod web-x failed: pods "web-x" not found"#,
+            ],
+        ),
     );
     // A thousand missing names: a hundred reported by name, the rest counted.
     check(
         "1000 missing",
         &update("v1alpha1", &old, &listing(names("missing", 1000)), &world),
-        &Expect::Denied(422, &[r#"spec.scaleStrategy.podsToDelete: Invalid value: [900 more names]: not checked one by one"#]),
+        &Expect::Denied(
+            422,
+            &[r#"spec.scaleStrategy.podsToDelete: Invalid value: [900 more names]: not checked one by one"#],
+        ),
     );
     // A list that fails is one error, not one per name.
     let failing = World {
@@ -493,7 +608,12 @@ fn many_new_pods_to_delete_cost_one_list_not_one_get_each() {
     check(
         "failed list",
         &update("v1alpha1", &old, &listing(names("web", 40)), &failing),
-        &Expect::Denied(422, &[r#"spec.scaleStrategy.podsToDelete: Invalid value: [40 new names]: find pods failed: pods is forbidden"#]),
+        &Expect::Denied(
+            422,
+            &[
+                r#"spec.scaleStrategy.podsToDelete: Invalid value: [40 new names]: find pods failed: pods is forbidden"#,
+            ],
+        ),
     );
 }
 
@@ -510,7 +630,9 @@ fn v1beta1_follows_kruise_master() {
         &create("v1beta1", &surge, &world),
         &Expect::Denied(
             422,
-            &[r#"spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: "1": can not use maxSurge with podUpdatePolicy InPlaceOnly"#],
+            &[
+                r#"spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: "1": can not use maxSurge with podUpdatePolicy InPlaceOnly"#,
+            ],
         ),
     );
     // podsToDelete: duplicates only, no lookups.
@@ -548,9 +670,16 @@ fn delete_on_this_path_is_delete_protection() {
     check(
         "Always",
         &delete(&labelled("Always")),
-        &Expect::Denied(403, &["forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"]),
+        &Expect::Denied(
+            403,
+            &["forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"],
+        ),
     );
-    check("Cascading with replicas", &delete(&labelled("Cascading")), &Expect::Denied(403, &["Cascading and replicas 3>0"]));
+    check(
+        "Cascading with replicas",
+        &delete(&labelled("Cascading")),
+        &Expect::Denied(403, &["Cascading and replicas 3>0"]),
+    );
     let scaled_down = with(&labelled("Cascading"), |o| set(o, "/spec/replicas", json!(0)));
     check("Cascading at zero", &delete(&scaled_down), &Expect::Allowed);
 }

@@ -41,8 +41,19 @@ fn create_validation_answers_500() {
         ),
         (
             "InPlaceIfPossible forbids surge",
-            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"type": "InPlaceIfPossible", "maxUnavailable": 0, "maxSurge": 1})),
-            Expect::Denied(500, &["spec.updateStrategy.rollingUpdate.maxSurge: Required value: must be 0 for InPlaceIfPossible type"]),
+            |o| {
+                set(
+                    o,
+                    "/spec/updateStrategy/rollingUpdate",
+                    json!({"type": "InPlaceIfPossible", "maxUnavailable": 0, "maxSurge": 1}),
+                )
+            },
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxSurge: Required value: must be 0 for InPlaceIfPossible type",
+                ],
+            ),
         ),
         (
             "InPlaceIfPossible with maxUnavailable",
@@ -54,19 +65,35 @@ fn create_validation_answers_500() {
             |o| set(o, "/spec/updateStrategy/rollingUpdate/maxSurge", json!("10%")),
             Expect::Denied(
                 500,
-                &[r#"spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: "10%": may not be set when maxUnavailable is non-zero"#],
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: "10%": may not be set when maxUnavailable is non-zero"#,
+                ],
             ),
         ),
         (
             "neither surge nor unavailability",
             |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": 0, "maxSurge": "0%"})),
-            Expect::Denied(500, &["spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"]),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0",
+                ],
+            ),
         ),
-        ("surge alone", |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": 0, "maxSurge": 1})), Expect::Allowed),
+        (
+            "surge alone",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": 0, "maxSurge": 1})),
+            Expect::Allowed,
+        ),
         (
             "Surging type with unavailability (v1alpha1)",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/type", json!("Surging")),
-            Expect::Denied(500, &["spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: must be 0 for Surging type"]),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: must be 0 for Surging type",
+                ],
+            ),
         ),
         (
             "unknown rolling type",
@@ -91,9 +118,18 @@ fn create_validation_answers_500() {
         (
             "negative partition",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!(-1)),
-            Expect::Denied(500, &["spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0"]),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0",
+                ],
+            ),
         ),
-        ("RollingUpdate without rollingUpdate is defaulted", |o| remove(o, "/spec/updateStrategy/rollingUpdate"), Expect::Allowed),
+        (
+            "RollingUpdate without rollingUpdate is defaulted",
+            |o| remove(o, "/spec/updateStrategy/rollingUpdate"),
+            Expect::Allowed,
+        ),
         ("OnDelete", |o| set(o, "/spec/updateStrategy", json!({"type": "OnDelete"})), Expect::Allowed),
         (
             "unknown strategy type",
@@ -103,7 +139,10 @@ fn create_validation_answers_500() {
         (
             "empty selector",
             |o| set(o, "/spec/selector", json!({})),
-            Expect::Denied(500, &["spec.selector: Invalid value: ", "empty selector is invalid for daemonset"]),
+            Expect::Denied(
+                500,
+                &["spec.selector: Invalid value: ", "empty selector is invalid for daemonset"],
+            ),
         ),
         (
             "no selector matches nothing",
@@ -113,25 +152,41 @@ fn create_validation_answers_500() {
         (
             "selector mismatch",
             |o| set(o, "/spec/selector/matchLabels/app", json!("x")),
-            Expect::Denied(500, &["spec.template.metadata.labels: Invalid value: ", "`selector` does not match template `labels`"]),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.template.metadata.labels: Invalid value: ",
+                    "`selector` does not match template `labels`",
+                ],
+            ),
         ),
         (
             "restartPolicy Never",
             |o| set(o, "/spec/template/spec/restartPolicy", json!("Never")),
-            Expect::Denied(500, &[r#"spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always""#]),
+            Expect::Denied(
+                500,
+                &[
+                    r#"spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always""#,
+                ],
+            ),
         ),
         (
             "activeDeadlineSeconds",
             |o| set(o, "/spec/template/spec/activeDeadlineSeconds", json!(1)),
             Expect::Denied(
                 500,
-                &["spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in DaemonSet is not Supported"],
+                &[
+                    "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in DaemonSet is not Supported",
+                ],
             ),
         ),
         (
             "negative minReadySeconds",
             |o| set(o, "/spec/minReadySeconds", json!(-1)),
-            Expect::Denied(500, &["spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0"]),
+            Expect::Denied(
+                500,
+                &["spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0"],
+            ),
         ),
         (
             "negative revisionHistoryLimit",
@@ -141,9 +196,16 @@ fn create_validation_answers_500() {
         (
             "inPlaceUpdate hook",
             |o| set(o, "/spec/lifecycle/inPlaceUpdate", json!({"labelsHandler": {"a": "b"}})),
-            Expect::Denied(500, &["spec.lifecycle.inPlaceUpdate: Forbidden: inPlaceUpdate hook has not supported yet"]),
+            Expect::Denied(
+                500,
+                &["spec.lifecycle.inPlaceUpdate: Forbidden: inPlaceUpdate hook has not supported yet"],
+            ),
         ),
-        ("preDelete hook is fine", |o| set(o, "/spec/lifecycle/preDelete", json!({"labelsHandler": {"a": "b"}})), Expect::Allowed),
+        (
+            "preDelete hook is fine",
+            |o| set(o, "/spec/lifecycle/preDelete", json!({"labelsHandler": {"a": "b"}})),
+            Expect::Allowed,
+        ),
     ];
     for (name, edit, expect) in cases {
         check(&format!("CREATE {name}"), &decide("v1alpha1", "CREATE", &with(&base, edit), None), expect);
@@ -194,7 +256,11 @@ fn updates_answer_422_and_have_no_in_place_only() {
         ),
     ];
     for (name, edit, expect) in cases {
-        check(&format!("UPDATE {name}"), &decide("v1alpha1", "UPDATE", &with(&base, edit), Some(&base)), expect);
+        check(
+            &format!("UPDATE {name}"),
+            &decide("v1alpha1", "UPDATE", &with(&base, edit), Some(&base)),
+            expect,
+        );
     }
 }
 
@@ -203,7 +269,9 @@ fn v1beta1_differences() {
     let base = ds("v1beta1");
     let scaled = with(&base, |o| set(o, "/spec/scaleStrategy", json!({"partitionedScaling": true})));
     check("scaleStrategy is mutable", &decide("v1beta1", "UPDATE", &scaled, Some(&base)), &Expect::Allowed);
-    let reselect = with(&base, |o| set(o, "/spec/selector/matchExpressions", json!([{"key": "app", "operator": "Exists"}])));
+    let reselect = with(&base, |o| {
+        set(o, "/spec/selector/matchExpressions", json!([{"key": "app", "operator": "Exists"}]))
+    });
     check(
         "v1beta1 message",
         &decide("v1beta1", "UPDATE", &reselect, Some(&base)),
@@ -214,14 +282,21 @@ fn v1beta1_differences() {
             ],
         ),
     );
-    let surging =
-        with(&base, |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"type": "Surging", "maxUnavailable": 0, "maxSurge": 1})));
+    let surging = with(&base, |o| {
+        set(
+            o,
+            "/spec/updateStrategy/rollingUpdate",
+            json!({"type": "Surging", "maxUnavailable": 0, "maxSurge": 1}),
+        )
+    });
     check(
         "Surging is v1alpha1 only",
         &decide("v1beta1", "CREATE", &surging, None),
         &Expect::Denied(
             500,
-            &[r#"spec.updateStrategy.rollingUpdate.type: Unsupported value: "Surging": supported values: "Standard", "InPlaceIfPossible""#],
+            &[
+                r#"spec.updateStrategy.rollingUpdate.type: Unsupported value: "Surging": supported values: "Standard", "InPlaceIfPossible""#,
+            ],
         ),
     );
 }

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 fn workloads() -> Vec<Value> {
     let dir = common::fixtures_dir().join("workloads");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).expect("fixtures/workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();
     let mut out = Vec::new();
     for path in files {
@@ -36,7 +37,9 @@ fn kruise(workload: &Value, kind: &str, strategy: Value) -> Value {
 
 fn with_images_bumped(object: &Value) -> Value {
     let mut new = object.clone();
-    for c in new.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut).into_iter().flatten() {
+    for c in
+        new.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut).into_iter().flatten()
+    {
         let image = c["image"].as_str().unwrap_or("img").to_owned();
         c["image"] = json!(format!("{image}-next"));
     }
@@ -56,7 +59,11 @@ fn real_workloads_as_kruise_workloads() {
     let all = workloads();
     assert!(all.len() >= 10, "expected the fixture workloads, found {}", all.len());
     for w in &all {
-        let name = format!("{}/{}", w["kind"].as_str().unwrap_or("?"), w["metadata"]["name"].as_str().unwrap_or("?"));
+        let name = format!(
+            "{}/{}",
+            w["kind"].as_str().unwrap_or("?"),
+            w["metadata"]["name"].as_str().unwrap_or("?")
+        );
         if w["kind"] == "DaemonSet" {
             let ds = kruise(
                 w,
@@ -65,21 +72,39 @@ fn real_workloads_as_kruise_workloads() {
             );
             check(
                 &format!("{name} create"),
-                &run("/validate-apps-kruise-io-daemonset", review("daemonsets", "DaemonSet", "v1beta1", "CREATE", &ds, None), &world),
+                &run(
+                    "/validate-apps-kruise-io-daemonset",
+                    review("daemonsets", "DaemonSet", "v1beta1", "CREATE", &ds, None),
+                    &world,
+                ),
                 &Expect::Allowed,
             );
             continue;
         }
-        let cs = with_version(kruise(w, "CloneSet", json!({"type": "InPlaceOnly", "maxUnavailable": 1})), "v1alpha1");
+        let cs = with_version(
+            kruise(w, "CloneSet", json!({"type": "InPlaceOnly", "maxUnavailable": 1})),
+            "v1alpha1",
+        );
         let path = "/validate-apps-kruise-io-v1alpha1-cloneset";
-        let decide =
-            |op: &str, new: &Value, old: Option<&Value>| run(path, review("clonesets", "CloneSet", "v1alpha1", op, new, old), &world);
+        let decide = |op: &str, new: &Value, old: Option<&Value>| {
+            run(path, review("clonesets", "CloneSet", "v1alpha1", op, new, old), &world)
+        };
         check(&format!("{name} create"), &decide("CREATE", &cs, None), &Expect::Allowed);
-        check(&format!("{name} image bump"), &decide("UPDATE", &with_images_bumped(&cs), Some(&cs)), &Expect::Allowed);
+        check(
+            &format!("{name} image bump"),
+            &decide("UPDATE", &with_images_bumped(&cs), Some(&cs)),
+            &Expect::Allowed,
+        );
         check(
             &format!("{name} pull policy"),
             &decide("UPDATE", &with_pull_policy_changed(&cs), Some(&cs)),
-            &Expect::Denied(422, &["only allowed to update images in spec for InPlaceOnly, but found ", " /containers/0/imagePullPolicy"]),
+            &Expect::Denied(
+                422,
+                &[
+                    "only allowed to update images in spec for InPlaceOnly, but found ",
+                    " /containers/0/imagePullPolicy",
+                ],
+            ),
         );
     }
 }

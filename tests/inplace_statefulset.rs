@@ -47,15 +47,27 @@ fn in_place_only_updates() {
     for version in ["v1alpha1", "v1beta1"] {
         let base = sts(version);
         let cases: &[(&str, Edit, Expect)] = &[
-            ("image change", |o| set(o, "/spec/template/spec/containers/0/image", json!("postgres:17")), Expect::Allowed),
-            ("template metadata", |o| set(o, "/spec/template/metadata/annotations/a", json!("b")), Expect::Allowed),
+            (
+                "image change",
+                |o| set(o, "/spec/template/spec/containers/0/image", json!("postgres:17")),
+                Expect::Allowed,
+            ),
+            (
+                "template metadata",
+                |o| set(o, "/spec/template/metadata/annotations/a", json!("b")),
+                Expect::Allowed,
+            ),
             (
                 "mutable fields",
                 |o| {
                     set(o, "/spec/replicas", json!(5));
                     set(o, "/spec/reserveOrdinals", json!([1, "3-4"]));
                     set(o, "/spec/ordinals", json!({"start": 2}));
-                    set(o, "/spec/persistentVolumeClaimRetentionPolicy", json!({"whenDeleted": "Delete", "whenScaled": "Retain"}));
+                    set(
+                        o,
+                        "/spec/persistentVolumeClaimRetentionPolicy",
+                        json!({"whenDeleted": "Delete", "whenScaled": "Retain"}),
+                    );
                     set(o, "/spec/updateStrategy/rollingUpdate/partition", json!(2));
                 },
                 Expect::Allowed,
@@ -101,7 +113,11 @@ fn in_place_only_updates() {
         ];
         for (name, edit, expect) in cases {
             let new = with(&base, edit);
-            check(&format!("{version} {name}"), &decide(version, "UPDATE", &new, Some(&base), &World::default()), expect);
+            check(
+                &format!("{version} {name}"),
+                &decide(version, "UPDATE", &new, Some(&base), &World::default()),
+                expect,
+            );
         }
     }
 }
@@ -120,7 +136,11 @@ fn templates_are_compared_after_kruise_defaults() {
     check("defaults", &decide("v1beta1", "UPDATE", &new, Some(&old), &World::default()), &Expect::Allowed);
     // A value other than the default is still a change.
     let new = with(&new, |o| set(o, "/spec/template/spec/dnsPolicy", json!("Default")));
-    check("non-default", &decide("v1beta1", "UPDATE", &new, Some(&old), &World::default()), &Expect::Denied(422, &["replace /dnsPolicy"]));
+    check(
+        "non-default",
+        &decide("v1beta1", "UPDATE", &new, Some(&old), &World::default()),
+        &Expect::Denied(422, &["replace /dnsPolicy"]),
+    );
 }
 
 #[test]
@@ -132,27 +152,42 @@ fn spelling_out_a_default_is_not_a_change() {
         set(o, "/spec/updateStrategy/rollingUpdate/podUpdatePolicy", json!("ReCreate"));
     });
     let explicit = with(&stored, |o| set(o, "/spec/podManagementPolicy", json!("OrderedReady")));
-    check("default spelled out", &decide("v1beta1", "UPDATE", &explicit, Some(&stored), &World::default()), &Expect::Allowed);
+    check(
+        "default spelled out",
+        &decide("v1beta1", "UPDATE", &explicit, Some(&stored), &World::default()),
+        &Expect::Allowed,
+    );
     let parallel = with(&stored, |o| set(o, "/spec/podManagementPolicy", json!("Parallel")));
-    check("real change", &decide("v1beta1", "UPDATE", &parallel, Some(&stored), &World::default()), &Expect::Denied(422, &[IMMUTABLE]));
+    check(
+        "real change",
+        &decide("v1beta1", "UPDATE", &parallel, Some(&stored), &World::default()),
+        &Expect::Denied(422, &[IMMUTABLE]),
+    );
 }
 
 #[test]
 fn vertical_scaling_option() {
-    let world = World { settings: Settings { inplace_vertical_scaling: true, ..Settings::default() }, ..World::default() };
+    let world = World {
+        settings: Settings { inplace_vertical_scaling: true, ..Settings::default() },
+        ..World::default()
+    };
     let base = sts("v1beta1");
     let new = with(&base, |o| {
         set(o, "/spec/template/spec/containers/0/resources/limits/memory", json!("2Gi"));
         set(o, "/spec/template/spec/containers/0/resources/requests/memory", json!("2Gi"));
     });
     check("resize", &decide("v1beta1", "UPDATE", &new, Some(&base), &world), &Expect::Allowed);
-    let new = with(&base, |o| set(o, "/spec/template/spec/containers/0/resources/requests/cpu", json!("500m")));
+    let new =
+        with(&base, |o| set(o, "/spec/template/spec/containers/0/resources/requests/cpu", json!("500m")));
     check(
         "qos change",
         &decide("v1beta1", "UPDATE", &new, Some(&base), &world),
         &Expect::Denied(
             422,
-            &[IN_PLACE_ONLY, "replace /containers/0/resources/requests/cpu (changes the pod QoS class from Guaranteed to Burstable)"],
+            &[
+                IN_PLACE_ONLY,
+                "replace /containers/0/resources/requests/cpu (changes the pod QoS class from Guaranteed to Burstable)",
+            ],
         ),
     );
 }
@@ -216,30 +251,51 @@ fn create_and_update_validation() {
         (
             "unknown podManagementPolicy",
             |o| set(o, "/spec/podManagementPolicy", json!("Random")),
-            Expect::Denied(422, &[r#"spec.podManagementPolicy: Invalid value: "Random": must be 'OrderedReady' or 'Parallel'"#]),
+            Expect::Denied(
+                422,
+                &[
+                    r#"spec.podManagementPolicy: Invalid value: "Random": must be 'OrderedReady' or 'Parallel'"#,
+                ],
+            ),
         ),
         (
             "unknown update type",
             |o| set(o, "/spec/updateStrategy/type", json!("Blue")),
-            Expect::Denied(422, &["spec.updateStrategy: Invalid value: ", "must be 'RollingUpdate' or 'OnDelete'"]),
+            Expect::Denied(
+                422,
+                &["spec.updateStrategy: Invalid value: ", "must be 'RollingUpdate' or 'OnDelete'"],
+            ),
         ),
         (
             "OnDelete with rollingUpdate",
             |o| set(o, "/spec/updateStrategy/type", json!("OnDelete")),
-            Expect::Denied(422, &["spec.updateStrategy.rollingUpdate: Invalid value: ", "only allowed for updateStrategy 'RollingUpdate'"]),
+            Expect::Denied(
+                422,
+                &[
+                    "spec.updateStrategy.rollingUpdate: Invalid value: ",
+                    "only allowed for updateStrategy 'RollingUpdate'",
+                ],
+            ),
         ),
         ("OnDelete alone", |o| set(o, "/spec/updateStrategy", json!({"type": "OnDelete"})), Expect::Allowed),
         (
             "negative partition",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!(-1)),
-            Expect::Denied(422, &["spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0"]),
+            Expect::Denied(
+                422,
+                &[
+                    "spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0",
+                ],
+            ),
         ),
         (
             "minReadySeconds over 300",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/minReadySeconds", json!(301)),
             Expect::Denied(
                 422,
-                &["spec.updateStrategy.rollingUpdate.minReadySeconds: Invalid value: 301: must be no more than 300 seconds"],
+                &[
+                    "spec.updateStrategy.rollingUpdate.minReadySeconds: Invalid value: 301: must be no more than 300 seconds",
+                ],
             ),
         ),
         (
@@ -250,7 +306,13 @@ fn create_and_update_validation() {
         (
             "maxUnavailable 0%",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/maxUnavailable", json!("0%")),
-            Expect::Denied(422, &["spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: ", "should not be less than 1"]),
+            Expect::Denied(
+                422,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: ",
+                    "should not be less than 1",
+                ],
+            ),
         ),
         (
             "maxUnavailable not a percent",
@@ -301,7 +363,11 @@ fn create_and_update_validation() {
                 ],
             ),
         ),
-        ("reserveOrdinals ints and ranges", |o| set(o, "/spec/reserveOrdinals", json!([0, 7, "2-4"])), Expect::Allowed),
+        (
+            "reserveOrdinals ints and ranges",
+            |o| set(o, "/spec/reserveOrdinals", json!([0, 7, "2-4"])),
+            Expect::Allowed,
+        ),
         (
             "reserveOrdinals negative",
             |o| set(o, "/spec/reserveOrdinals", json!([-1])),
@@ -337,7 +403,11 @@ fn create_and_update_validation() {
             |o| set(o, "/spec/replicas", json!(-2)),
             Expect::Denied(422, &["spec.replicas: Invalid value: -2: must be greater than or equal to 0"]),
         ),
-        ("no selector", |o| remove(o, "/spec/selector"), Expect::Denied(422, &["spec.selector: Required value"])),
+        (
+            "no selector",
+            |o| remove(o, "/spec/selector"),
+            Expect::Denied(422, &["spec.selector: Required value"]),
+        ),
         (
             "empty selector",
             |o| set(o, "/spec/selector", json!({"matchLabels": {}})),

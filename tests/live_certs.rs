@@ -43,9 +43,11 @@ fn install_configs(server: &FakeApiServer) {
     server.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": "kruise-mutating-webhook-configuration", "annotations": {"template": ""}},
         "webhooks": [webhook("mpod.kb.io", "/mutate-pod"), webhook("msidecarset.kb.io", "/mutate-apps-kruise-io-sidecarset")]}));
-    server.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+    server.apply(
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "kruise-validating-webhook-configuration"},
-        "webhooks": [webhook("vnamespace.kb.io", "/validate-namespace")]}));
+        "webhooks": [webhook("vnamespace.kb.io", "/validate-namespace")]}),
+    );
 }
 
 fn secret_text(server: &FakeApiServer, key: &str) -> String {
@@ -63,7 +65,9 @@ fn ca_bundles(server: &FakeApiServer) -> Vec<String> {
         let config = server.get("admissionregistration.k8s.io", plural, "", name).unwrap();
         for w in config["webhooks"].as_array().unwrap() {
             let b64 = w["clientConfig"]["caBundle"].as_str().unwrap_or_default();
-            out.push(String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap());
+            out.push(
+                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap(),
+            );
         }
     }
     out
@@ -75,7 +79,10 @@ async fn handshake(dir: &Path, ca_pem: &str) -> Result<(), String> {
     let cert = pem_to_der(&std::fs::read_to_string(dir.join("tls.crt")).unwrap());
     let key_pem = std::fs::read_to_string(dir.join("tls.key")).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(pem_to_der(&key_pem).into());
-    let server_config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(vec![cert.into()], key).unwrap();
+    let server_config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.into()], key)
+        .unwrap();
     let mut roots = rustls::RootCertStore::empty();
     for block in ca_pem.split_inclusive("-----END CERTIFICATE-----\n").filter(|b| b.contains("BEGIN")) {
         roots.add(pem_to_der(block).into()).unwrap();
@@ -102,7 +109,11 @@ async fn two_replicas_sharing_one_secret_end_up_with_one_ca() {
     let (ra, rb) = tokio::join!(a.sync_once(), b.sync_once());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     // Both raced to create; exactly one create landed (the other got AlreadyExists and read it).
-    assert_eq!(server.requests("create", "secrets"), 2, "both replicas found no Secret and tried to create it");
+    assert_eq!(
+        server.requests("create", "secrets"),
+        2,
+        "both replicas found no Secret and tried to create it"
+    );
     assert!(ra.secret_written ^ rb.secret_written, "exactly one replica wrote the Secret: {ra:?} {rb:?}");
     let ca = secret_text(&server, "ca.crt");
     for dir in [dir_a.path(), dir_b.path()] {
@@ -130,24 +141,48 @@ async fn ca_bundle_patching_is_idempotent_and_keeps_other_fields() {
     assert!(first.secret_written && first.files_written);
     let ca = secret_text(&server, "ca.crt");
     assert_eq!(ca_bundles(&server), vec![ca.clone(); 3]);
-    let mutating =
-        server.get("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "kruise-mutating-webhook-configuration").unwrap();
-    assert_eq!(mutating["webhooks"][1]["futureField"]["kept"], true, "fields this binary does not know survive");
-    assert_eq!(mutating["webhooks"][1]["clientConfig"]["service"]["path"], "/mutate-apps-kruise-io-sidecarset");
+    let mutating = server
+        .get(
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "",
+            "kruise-mutating-webhook-configuration",
+        )
+        .unwrap();
+    assert_eq!(
+        mutating["webhooks"][1]["futureField"]["kept"], true,
+        "fields this binary does not know survive"
+    );
+    assert_eq!(
+        mutating["webhooks"][1]["clientConfig"]["service"]["path"],
+        "/mutate-apps-kruise-io-sidecarset"
+    );
 
-    let writes =
-        (server.writes("secrets"), server.writes("mutatingwebhookconfigurations"), server.writes("validatingwebhookconfigurations"));
+    let writes = (
+        server.writes("secrets"),
+        server.writes("mutatingwebhookconfigurations"),
+        server.writes("validatingwebhookconfigurations"),
+    );
     let second = manager.sync_once().await.unwrap();
     assert_eq!((second.secret_written, second.files_written, second.configs_patched), (false, false, 0));
     assert_eq!(
-        (server.writes("secrets"), server.writes("mutatingwebhookconfigurations"), server.writes("validatingwebhookconfigurations")),
+        (
+            server.writes("secrets"),
+            server.writes("mutatingwebhookconfigurations"),
+            server.writes("validatingwebhookconfigurations")
+        ),
         writes,
         "a second run makes no write"
     );
 
     // Someone resets a caBundle (e.g. a helm upgrade): the next sync puts it back, once.
     let mut validating = server
-        .get("admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "kruise-validating-webhook-configuration")
+        .get(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "",
+            "kruise-validating-webhook-configuration",
+        )
         .unwrap();
     validating["webhooks"][0]["clientConfig"].as_object_mut().unwrap().remove("caBundle");
     server.apply(validating);
@@ -161,7 +196,8 @@ fn store_expiring_serving_cert(server: &FakeApiServer) -> String {
     let ca_key = rcgen::KeyPair::from_pem(&secret_text(server, "ca.key")).unwrap();
     let issuer = rcgen::Issuer::from_ca_cert_pem(&secret_text(server, "ca.crt"), ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
     params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(10);
     let short = params.signed_by(&key, &issuer).unwrap().pem();
     let mut secret = server.get("", "secrets", NS, SECRET).unwrap();
@@ -199,22 +235,37 @@ async fn start_fails_fast_on_missing_configurations_and_forbidden_secrets() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let server = FakeApiServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let err = CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.err().unwrap();
-    assert!(err.message.contains("MutatingWebhookConfiguration \"kruise-mutating-webhook-configuration\" does not exist"), "{err}");
+    let err = CertManager::new(server.client(), settings(dir.path()))
+        .start(Duration::from_secs(30))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.message.contains(
+            "MutatingWebhookConfiguration \"kruise-mutating-webhook-configuration\" does not exist"
+        ),
+        "{err}"
+    );
     assert!(err.message.contains("--mutating-webhook-config-name"), "{err}");
 
     server.forbid("get", "secrets");
     let started = std::time::Instant::now();
-    let err = CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.err().unwrap();
+    let err = CertManager::new(server.client(), settings(dir.path()))
+        .start(Duration::from_secs(30))
+        .await
+        .err()
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5), "forbidden is not retried until the deadline");
     assert!(
-        err.message.contains("forbidden") && err.message.contains("get on secrets (kruise-admission-certs) in namespace \"kruise-system\""),
+        err.message.contains("forbidden")
+            && err.message.contains("get on secrets (kruise-admission-certs) in namespace \"kruise-system\""),
         "{err}"
     );
 
     server.allow("get", "secrets");
     install_configs(&server);
-    let handle = CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.unwrap();
+    let handle =
+        CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.unwrap();
     let status = handle.status();
     assert!(status.not_after.is_some() && status.last_error.is_none());
 }
@@ -230,9 +281,16 @@ async fn a_failed_renewal_is_counted_and_retried_with_backoff_and_keeps_the_cert
     let server = FakeApiServer::start().await;
     install_configs(&server);
     let dir = tempfile::tempdir().unwrap();
-    let timing =
-        CertTiming { resync: Duration::from_millis(100), retry_min: Duration::from_millis(200), retry_max: Duration::from_millis(800) };
-    let handle = CertManager::new(server.client(), settings(dir.path())).with_timing(timing).start(Duration::from_secs(30)).await.unwrap();
+    let timing = CertTiming {
+        resync: Duration::from_millis(100),
+        retry_min: Duration::from_millis(200),
+        retry_max: Duration::from_millis(800),
+    };
+    let handle = CertManager::new(server.client(), settings(dir.path()))
+        .with_timing(timing)
+        .start(Duration::from_secs(30))
+        .await
+        .unwrap();
     let ca = secret_text(&server, "ca.crt");
     let in_use = std::fs::read_to_string(dir.path().join("tls.crt")).unwrap();
     // A server whose /metrics shows the loop's status, as `serve --cert-mode self-managed` wires it.
@@ -250,8 +308,15 @@ async fn a_failed_renewal_is_counted_and_retried_with_backoff_and_keeps_the_cert
     assert!((2..=6).contains(&attempts), "renewal retried with backoff: {attempts} attempts in 2 s");
     assert!(status.failures >= 2, "{status:?}");
     let error = status.last_error.clone().unwrap_or_default();
-    assert!(error.contains("forbidden") && error.contains("update on secrets (kruise-admission-certs)"), "{error}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), in_use, "the valid certificate in use is kept");
+    assert!(
+        error.contains("forbidden") && error.contains("update on secrets (kruise-admission-certs)"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(),
+        in_use,
+        "the valid certificate in use is kept"
+    );
     handshake(dir.path(), &ca).await.unwrap();
     let (code, page) = http_get(web.metrics, "/metrics").await;
     assert_eq!(code, StatusCode::OK);
@@ -320,7 +385,8 @@ fn store_expiring_ca(server: &FakeApiServer) -> String {
     let ca_pem = ca.clone().self_signed(&ca_key).unwrap().pem();
     let issuer = rcgen::Issuer::new(ca, &ca_key);
     let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["kruise-webhook-service.kruise-system.svc".to_string()]).unwrap();
     let cert = params.signed_by(&key, &issuer).unwrap().pem();
     let mut secret = server.get("", "secrets", NS, SECRET).unwrap();
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
@@ -349,14 +415,22 @@ async fn two_replicas_rotating_the_ca_at_once_converge_on_one_ca() {
     let (ra, rb) = tokio::join!(a.sync_once(), b.sync_once());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     server.slow_down(Duration::ZERO);
-    assert_eq!(server.requests("update", "secrets") - updates_before, 2, "both replicas tried to replace the expiring CA");
+    assert_eq!(
+        server.requests("update", "secrets") - updates_before,
+        2,
+        "both replicas tried to replace the expiring CA"
+    );
     assert!(ra.secret_written ^ rb.secret_written, "exactly one replacement landed: {ra:?} {rb:?}");
     let bundle = secret_text(&server, "ca.crt");
     let new_ca = bundle.split_inclusive("-----END CERTIFICATE-----\n").next().unwrap().to_owned();
     assert_ne!(new_ca, old_ca, "the CA was replaced");
     assert!(bundle.contains(old_ca.trim()), "the old CA stays trusted until it expires");
     for dir in [dir_a.path(), dir_b.path()] {
-        assert_eq!(std::fs::read_to_string(dir.join("ca.crt")).unwrap(), bundle, "both replicas serve from one CA");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("ca.crt")).unwrap(),
+            bundle,
+            "both replicas serve from one CA"
+        );
         assert_eq!(std::fs::read_to_string(dir.join("tls.crt")).unwrap(), secret_text(&server, "tls.crt"));
         handshake(dir, &new_ca).await.unwrap();
     }
@@ -382,12 +456,23 @@ async fn an_absurd_cert_renew_before_is_a_clear_startup_error() {
         s.renew_before = Duration::from_secs(seconds);
         let started = CertManager::new(server.client(), s).start(Duration::from_secs(5)).await;
         let error = started.err().unwrap_or_else(|| panic!("renew_before {seconds}s was accepted"));
-        assert!(error.message.contains("--cert-renew-before") && error.message.contains("at most"), "{error}");
+        assert!(
+            error.message.contains("--cert-renew-before") && error.message.contains("at most"),
+            "{error}"
+        );
     }
     assert_eq!(server.writes("secrets"), 0, "nothing was written");
     // Through the binary: the same message, exit code 1, no panic.
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["serve", "--cert-mode", "self-managed", "--cert-renew-before", "999999999d", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--cert-mode",
+            "self-managed",
+            "--cert-renew-before",
+            "999999999d",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .args(["--metrics-listen", "127.0.0.1:0", "--kubeconfig"])
         .arg(server.write_kubeconfig(dir.path()))
         .arg("--cert-dir")
@@ -395,6 +480,12 @@ async fn an_absurd_cert_renew_before_is_a_clear_startup_error() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && output.status.code().is_some(), "exits with an error code, not a signal: {stderr}");
-    assert!(stderr.contains("--cert-renew-before") && stderr.contains("at most") && !stderr.contains("panic"), "{stderr}");
+    assert!(
+        !output.status.success() && output.status.code().is_some(),
+        "exits with an error code, not a signal: {stderr}"
+    );
+    assert!(
+        stderr.contains("--cert-renew-before") && stderr.contains("at most") && !stderr.contains("panic"),
+        "{stderr}"
+    );
 }

@@ -57,7 +57,9 @@ async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 fn image(snapshot: &Snapshot, name: &str) -> Option<String> {
-    snapshot.get("apps.kruise.io", "SidecarSet", "", name).map(|s| s["spec"]["containers"][0]["image"].as_str().unwrap().to_owned())
+    snapshot
+        .get("apps.kruise.io", "SidecarSet", "", name)
+        .map(|s| s["spec"]["containers"][0]["image"].as_str().unwrap().to_owned())
 }
 
 /// Publish into an `ArcSwap`, as `serve` does.
@@ -92,7 +94,10 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     assert!(target.load().is_empty(), "a half-synced cache must not be published");
     // RBAC refusal on the initial list is a start-up error for serve.
     let err = live.wait_synced(Duration::from_secs(5)).await.unwrap_err();
-    assert!(err.to_string().contains("list on controllerrevisions.apps in namespace \"kruise-system\""), "{err}");
+    assert!(
+        err.to_string().contains("list on controllerrevisions.apps in namespace \"kruise-system\""),
+        "{err}"
+    );
 
     // The watch keeps retrying (with backoff) and heals once RBAC allows the list.
     server.allow("list", "controllerrevisions");
@@ -115,7 +120,10 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     assert!(snapshot.get("", "ConfigMap", "kruise-system", "other").is_none());
     let stats = live.stats();
     let count = |kind: &str| stats.kinds.iter().find(|k| k.kind == kind).unwrap().objects;
-    assert_eq!((count("SidecarSet"), count("Namespace"), count("ControllerRevision"), count("ConfigMap")), (1, 2, 1, 1));
+    assert_eq!(
+        (count("SidecarSet"), count("Namespace"), count("ControllerRevision"), count("ConfigMap")),
+        (1, 2, 1, 1)
+    );
     assert!(stats.snapshot_built_at.is_some());
 }
 
@@ -133,11 +141,17 @@ async fn sidecarset_changes_reach_the_snapshot_within_a_second() {
         }
     };
     server.apply(sidecarset("added", "log-agent:2"));
-    within_a_second("an added SidecarSet", Box::new(|s| image(s, "added").as_deref() == Some("log-agent:2"))).await;
+    within_a_second("an added SidecarSet", Box::new(|s| image(s, "added").as_deref() == Some("log-agent:2")))
+        .await;
     server.apply(sidecarset("sidecar", "envoy:2"));
-    within_a_second("a changed SidecarSet", Box::new(|s| image(s, "sidecar").as_deref() == Some("envoy:2"))).await;
+    within_a_second("a changed SidecarSet", Box::new(|s| image(s, "sidecar").as_deref() == Some("envoy:2")))
+        .await;
     server.delete("apps.kruise.io", "sidecarsets", "", "added");
-    within_a_second("a deleted SidecarSet", Box::new(|s| image(s, "added").is_none() && image(s, "sidecar").is_some())).await;
+    within_a_second(
+        "a deleted SidecarSet",
+        Box::new(|s| image(s, "added").is_none() && image(s, "sidecar").is_some()),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -149,7 +163,8 @@ async fn a_burst_of_changes_is_coalesced_and_readers_see_whole_snapshots() {
     for i in 0..50 {
         server.apply(sidecarset(&format!("burst-{i:02}"), "x:1"));
     }
-    wait_for("the whole burst", || target.load().list("apps.kruise.io", "SidecarSet", None).count() == 51).await;
+    wait_for("the whole burst", || target.load().list("apps.kruise.io", "SidecarSet", None).count() == 51)
+        .await;
     // A snapshot a reader already holds never changes under it.
     assert_eq!(before.list("apps.kruise.io", "SidecarSet", None).count(), 1);
 }
@@ -165,7 +180,11 @@ async fn a_dropped_watch_reconnects_and_keeps_serving() {
     assert_eq!(image(&target.load(), "sidecar").as_deref(), Some("envoy:1"));
     assert_eq!(live.readiness(), Ok(()));
     wait_for("a new watch", || server.requests("watch", "sidecarsets") > watches).await;
-    assert_eq!(server.requests("list", "sidecarsets"), 1, "a dropped connection resumes the watch; no relist");
+    assert_eq!(
+        server.requests("list", "sidecarsets"),
+        1,
+        "a dropped connection resumes the watch; no relist"
+    );
     server.apply(sidecarset("after-drop", "y:1"));
     wait_for("an event on the new watch", || image(&target.load(), "after-drop").is_some()).await;
     let stats = live.stats();
@@ -219,12 +238,18 @@ async fn a_change_decodes_only_the_changed_sidecarset_and_a_relist_none() {
     server.compact();
     server.drop_watches();
     server.compact();
-    wait_for("the relist", || live.stats().kinds.iter().find(|k| k.kind == "SidecarSet").unwrap().relists >= 1).await;
+    wait_for("the relist", || {
+        live.stats().kinds.iter().find(|k| k.kind == "SidecarSet").unwrap().relists >= 1
+    })
+    .await;
     wait_for("the SidecarSet list", || server.requests("list", "sidecarsets") >= 2).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!Arc::ptr_eq(&target.load_full(), &published), "the relist published a new snapshot");
     let relisted = candidates(&target.load());
-    assert!(relisted.iter().zip(&after).all(|(a, b)| Arc::ptr_eq(a, b)), "equal objects after a relist are not refiled");
+    assert!(
+        relisted.iter().zip(&after).all(|(a, b)| Arc::ptr_eq(a, b)),
+        "equal objects after a relist are not refiled"
+    );
 }
 
 #[tokio::test]
@@ -243,7 +268,10 @@ async fn a_watch_that_cannot_recover_turns_unready_after_the_staleness_limit() {
     server.forbid("watch", "namespaces");
     server.forbid("list", "namespaces");
     server.drop_watches();
-    wait_for("the watch to fail", || live.stats().kinds.iter().any(|k| k.kind == "Namespace" && k.failing_for.is_some())).await;
+    wait_for("the watch to fail", || {
+        live.stats().kinds.iter().any(|k| k.kind == "Namespace" && k.failing_for.is_some())
+    })
+    .await;
     assert_eq!(live.readiness(), Ok(()), "a short failure is tolerated");
     tokio::time::sleep(Duration::from_millis(400)).await;
     let why = live.readiness().unwrap_err();
@@ -261,7 +289,10 @@ async fn v1alpha1_only_clusters_are_watched_at_v1alpha1() {
     server.apply(json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "old"}, "spec": {}}));
     let (_live, target) = started(&server).await;
     let snapshot = target.load();
-    assert_eq!(snapshot.get("apps.kruise.io", "SidecarSet", "", "old").unwrap()["apiVersion"], "apps.kruise.io/v1alpha1");
+    assert_eq!(
+        snapshot.get("apps.kruise.io", "SidecarSet", "", "old").unwrap()["apiVersion"],
+        "apps.kruise.io/v1alpha1"
+    );
 }
 
 #[tokio::test]
@@ -292,8 +323,13 @@ async fn a_list_that_never_answers_counts_as_a_failing_watch() {
     server.compact();
     server.drop_watches();
     wait_for("the hanging relist to be noticed", || {
-        live.stats().kinds.iter().any(|k| k.last_error.as_deref().is_some_and(|e| e.contains("did not answer")) && k.failing_for.is_some())
+        live.stats().kinds.iter().any(|k| {
+            k.last_error.as_deref().is_some_and(|e| e.contains("did not answer")) && k.failing_for.is_some()
+        })
     })
     .await;
-    assert!(target.load().get("apps.kruise.io", "SidecarSet", "", "sidecar").is_some(), "the last snapshot is still served");
+    assert!(
+        target.load().get("apps.kruise.io", "SidecarSet", "", "sidecar").is_some(),
+        "the last snapshot is still served"
+    );
 }

@@ -20,7 +20,13 @@ fn list(group: &str, version: &str, kind: &str, namespace: Option<&str>) -> Quer
 }
 
 fn get(group: &str, version: &str, kind: &str, namespace: &str, name: &str) -> Query {
-    Query::Get { group: group.into(), version: version.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
+    Query::Get {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
 }
 
 async fn server() -> FakeApiServer {
@@ -45,8 +51,9 @@ async fn lists_and_gets_answer_with_typed_objects() {
         list("apps.kruise.io", "v1beta1", "CloneSet", Some("shop")),
     ];
     let answers = lookups.answer(&queries).await;
-    let names =
-        |q: &Query| -> Vec<String> { answers.get(q).unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()).collect() };
+    let names = |q: &Query| -> Vec<String> {
+        answers.get(q).unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()).collect()
+    };
     assert_eq!(names(&queries[0]), ["web-0", "web-1"]);
     assert_eq!(names(&queries[1]).len(), 3);
     assert_eq!(names(&queries[2]), ["db-0"]);
@@ -71,7 +78,10 @@ async fn failures_are_answers_a_person_can_act_on() {
     let unknown = list("example.com", "v1", "Widget", None);
     let answers = lookups.answer(&[forbidden.clone(), unknown.clone()]).await;
     let err = answers.get(&forbidden).unwrap_err();
-    assert!(err.contains("forbidden") && err.contains("list on persistentvolumeclaims in namespace \"shop\""), "{err}");
+    assert!(
+        err.contains("forbidden") && err.contains("list on persistentvolumeclaims in namespace \"shop\""),
+        "{err}"
+    );
     let err = answers.get(&unknown).unwrap_err();
     assert!(err.contains("does not serve Widget in example.com/v1"), "{err}");
 }
@@ -113,7 +123,9 @@ async fn the_client_comes_from_kubeconfig() {
         ),
     )
     .unwrap();
-    let cli = Cli::try_parse_from(["serve", "--cluster-mode", "live", "--kubeconfig", path.to_str().unwrap()]).unwrap();
+    let cli =
+        Cli::try_parse_from(["serve", "--cluster-mode", "live", "--kubeconfig", path.to_str().unwrap()])
+            .unwrap();
     let lookups = LiveLookups::new(cli.live.client().await.unwrap(), Duration::from_secs(2));
     let query = list("", "v1", "Pod", Some("shop"));
     assert_eq!(lookups.answer(std::slice::from_ref(&query)).await.get(&query).unwrap().len(), 2);
@@ -141,7 +153,13 @@ async fn a_list_asks_only_what_the_decision_needs() {
     server.apply(pod("busy", "a-terminating", "Running", json!({"app": "web"}), true));
     server.apply(pod("busy", "b-done", "Succeeded", json!({"app": "web"}), false));
     for i in 0..30 {
-        server.apply(pod("busy", &format!("c-{i:02}"), "Running", json!({"app": if i % 2 == 0 { "web" } else { "db" }}), false));
+        server.apply(pod(
+            "busy",
+            &format!("c-{i:02}"),
+            "Running",
+            json!({"app": if i % 2 == 0 { "web" } else { "db" }}),
+            false,
+        ));
     }
     let lookups = LiveLookups::new(server.client(), Duration::from_secs(5));
 
@@ -150,7 +168,13 @@ async fn a_list_asks_only_what_the_decision_needs() {
         until_one: Some(Counted::ActivePod),
         ..ListFilter::default()
     };
-    let any_active = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("busy".into()), filter };
+    let any_active = Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some("busy".into()),
+        filter,
+    };
     let answers = lookups.answer(std::slice::from_ref(&any_active)).await;
     let read = answers.get(&any_active).unwrap();
     assert!(read.iter().any(|p| Counted::ActivePod.counts(p)), "an active pod was found");
@@ -159,14 +183,27 @@ async fn a_list_asks_only_what_the_decision_needs() {
     let field = |i: usize, key: &str| asked[i].get(key).cloned().unwrap_or_default();
     // The first page holds one pod (terminating here), the next ten.
     assert_eq!(asked.len(), 2, "{asked:?}");
-    assert_eq!((field(0, "limit"), field(0, "fieldSelector")), ("1".into(), "status.phase!=Succeeded,status.phase!=Failed".into()));
+    assert_eq!(
+        (field(0, "limit"), field(0, "fieldSelector")),
+        ("1".into(), "status.phase!=Succeeded,status.phase!=Failed".into())
+    );
     assert_eq!(field(1, "limit"), "10");
     assert!(!field(1, "continue").is_empty(), "the second page continues the first");
 
     let filter = ListFilter { labels: "app=web".into(), ..ListFilter::default() };
-    let by_label = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("busy".into()), filter };
+    let by_label = Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some("busy".into()),
+        filter,
+    };
     let answers = lookups.answer(std::slice::from_ref(&by_label)).await;
-    assert_eq!(answers.get(&by_label).unwrap().len(), 17, "15 running, one terminating, one finished pod labelled app=web");
+    assert_eq!(
+        answers.get(&by_label).unwrap().len(),
+        17,
+        "15 running, one terminating, one finished pod labelled app=web"
+    );
     let asked = server.params("list", "pods");
     assert_eq!(
         (asked[2].get("labelSelector").map(String::as_str), asked[2].get("limit").map(String::as_str)),
@@ -184,5 +221,8 @@ async fn lookups_of_one_request_run_at_most_four_at_a_time() {
     assert!(queries.iter().all(|q| answers.get(q).is_ok()), "every lookup answered");
     assert_eq!(server.requests("get", "pods"), 32);
     let most = server.max_in_flight();
-    assert!((2..=kruise_admission::cluster::live::lookup::MAX_CONCURRENT).contains(&most), "{most} lookups were in flight at once");
+    assert!(
+        (2..=kruise_admission::cluster::live::lookup::MAX_CONCURRENT).contains(&most),
+        "{most} lookups were in flight at once"
+    );
 }

@@ -32,19 +32,24 @@ fn every_routed_path_has_exactly_one_entry_and_every_entry_is_routed() {
     assert_eq!(mutating["kind"], "MutatingWebhookConfiguration");
     assert_eq!(validating["kind"], "ValidatingWebhookConfiguration");
     let mut seen: BTreeMap<String, (WebhookKind, usize)> = BTreeMap::new();
-    for (kind, configuration) in [(WebhookKind::Mutating, &mutating), (WebhookKind::Validating, &validating)] {
+    for (kind, configuration) in [(WebhookKind::Mutating, &mutating), (WebhookKind::Validating, &validating)]
+    {
         for entry in entries(configuration) {
             let path = entry["clientConfig"]["service"]["path"].as_str().expect("service path").to_string();
             seen.entry(path).or_insert((kind, 0)).1 += 1;
         }
     }
     for webhook in WEBHOOKS {
-        let (kind, count) = seen.get(webhook.path).unwrap_or_else(|| panic!("{} is routed but not registered", webhook.path));
+        let (kind, count) =
+            seen.get(webhook.path).unwrap_or_else(|| panic!("{} is routed but not registered", webhook.path));
         assert_eq!(*count, 1, "{} is registered {count} times", webhook.path);
         assert_eq!(*kind, webhook.kind(), "{} is in the wrong configuration", webhook.path);
     }
     for path in seen.keys() {
-        assert!(WEBHOOKS.iter().any(|w| w.path == path), "{path} is registered but the server does not route it");
+        assert!(
+            WEBHOOKS.iter().any(|w| w.path == path),
+            "{path} is registered but the server does not route it"
+        );
     }
     assert_eq!(seen.len(), WEBHOOKS.len());
 }
@@ -63,7 +68,11 @@ fn every_entry_has_the_safe_settings() {
             assert_eq!(entry["matchPolicy"], "Equivalent", "{name}");
             let mutating = webhook.kind() == WebhookKind::Mutating;
             assert_eq!(entry["timeoutSeconds"], if mutating { 2 } else { 3 }, "{name}");
-            assert_eq!(entry.get("reinvocationPolicy"), mutating.then(|| json!("IfNeeded")).as_ref(), "{name}");
+            assert_eq!(
+                entry.get("reinvocationPolicy"),
+                mutating.then(|| json!("IfNeeded")).as_ref(),
+                "{name}"
+            );
             let policy = match webhook.failure_policy {
                 FailurePolicy::Ignore => "Ignore",
                 FailurePolicy::Fail => "Fail",
@@ -117,17 +126,29 @@ fn shadow_configurations_install_next_to_kruise_managers() {
             let kruise = live["name"].as_str().expect("name");
             // Kruise's own entry names are the table's (`*.kb.io`); ours must differ from all of them.
             assert!(WEBHOOKS.iter().all(|w| w.name != name), "{name} collides with Kruise's entry names");
-            assert_eq!(name, format!("{}.shadow.kruise-admission.dev", kruise.strip_suffix(".kb.io").expect("a Kruise name")));
+            assert_eq!(
+                name,
+                format!(
+                    "{}.shadow.kruise-admission.dev",
+                    kruise.strip_suffix(".kb.io").expect("a Kruise name")
+                )
+            );
             assert!(names.insert(name.to_owned()), "{name} twice");
             assert_eq!(entry["failurePolicy"], "Ignore", "{name}");
             assert_eq!(entry["sideEffects"], "None", "{name}");
             assert_eq!(entry["timeoutSeconds"], 2, "{name}");
             let mutating = shadow["kind"] == "MutatingWebhookConfiguration";
-            assert_eq!(entry.get("reinvocationPolicy"), mutating.then(|| json!("IfNeeded")).as_ref(), "{name}");
+            assert_eq!(
+                entry.get("reinvocationPolicy"),
+                mutating.then(|| json!("IfNeeded")).as_ref(),
+                "{name}"
+            );
             let mut same = entry.clone();
-            for (field, value) in
-                [("name", &live["name"]), ("failurePolicy", &live["failurePolicy"]), ("timeoutSeconds", &live["timeoutSeconds"])]
-            {
+            for (field, value) in [
+                ("name", &live["name"]),
+                ("failurePolicy", &live["failurePolicy"]),
+                ("timeoutSeconds", &live["timeoutSeconds"]),
+            ] {
                 same[field] = value.clone();
             }
             assert_eq!(&same, live, "{name}: only the name, failurePolicy and timeout differ");
@@ -151,23 +172,40 @@ fn checked_in_shadow_configurations_match_the_table() {
 /// configurations), refused where it means nothing.
 #[test]
 fn the_cli_prints_the_shadow_registration() {
-    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(args).output().expect("run the binary");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(args).output().expect("run the binary")
+    };
     let out = run(&["manifests", "webhooks", "--shadow", "--namespace", "ns-a", "--service", "svc-b"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), deploy::webhooks_yaml(&target("ns-a", "svc-b"), Registration::Shadow).expect("yaml"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        deploy::webhooks_yaml(&target("ns-a", "svc-b"), Registration::Shadow).expect("yaml")
+    );
     let out = run(&["manifests", "rbac", "--shadow"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let objects = parse_yaml(&String::from_utf8_lossy(&out.stdout));
-    let role = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
+    let role = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations")
+        .expect("ClusterRole");
     assert_eq!(role["rules"][0]["resourceNames"], json!(["kruise-admission-shadow"]));
-    let pods =
-        objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:pod-creations").expect("the live agreement's ClusterRole");
-    assert_eq!(pods["rules"], json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]));
+    let pods = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kruise-admission:pod-creations")
+        .expect("the live agreement's ClusterRole");
+    assert_eq!(
+        pods["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}])
+    );
     let out = run(&["manifests", "rbac"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("pod-creations"), "only shadow mode watches pods");
     let out = run(&["manifests", "crds", "--shadow"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--shadow applies to"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--shadow applies to"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `shadow.enabled`: the chart renders the binary's shadow entries, `--shadow`, and points
@@ -183,8 +221,14 @@ fn the_chart_renders_shadow_mode() {
     assert!(!parsed_serve_args(&args, "chart defaults").shadow, "shadow is off by default: {args:?}");
 
     // Even with a capability's failurePolicy overridden to Fail, shadow entries stay Ignore.
-    let objects = helm_template(&helm, "platform", "ka", &["shadow.enabled=true", "capabilities.deleteProtection.failurePolicy=Fail"]);
-    let [mutating, validating] = deploy::webhooks::registered(&target("platform", "ka-kruise-admission"), Registration::Shadow);
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["shadow.enabled=true", "capabilities.deleteProtection.failurePolicy=Fail"],
+    );
+    let [mutating, validating] =
+        deploy::webhooks::registered(&target("platform", "ka-kruise-admission"), Registration::Shadow);
     assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"]);
     assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"]);
     for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
@@ -196,12 +240,22 @@ fn the_chart_renders_shadow_mode() {
     assert!(serve.shadow, "{args:?}");
     assert_eq!(serve.live.mutating_webhook_configs, ["ka-kruise-admission-shadow"]);
     assert_eq!(serve.live.validating_webhook_configs, ["ka-kruise-admission-shadow"]);
-    let role = objects.iter().find(|o| o["metadata"]["name"] == "ka-kruise-admission:webhook-configurations").expect("ClusterRole");
+    let role = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "ka-kruise-admission:webhook-configurations")
+        .expect("ClusterRole");
     assert_eq!(role["rules"][0]["resourceNames"], json!(["ka-kruise-admission-shadow"]));
     // The live agreement's Pod watch, in live mode only.
-    let pods = |objects: &[Value]| objects.iter().any(|o| o["metadata"]["name"] == "ka-kruise-admission:pod-creations");
+    let pods = |objects: &[Value]| {
+        objects.iter().any(|o| o["metadata"]["name"] == "ka-kruise-admission:pod-creations")
+    };
     assert!(pods(&objects) && !pods(&default));
-    assert!(!pods(&helm_template(&helm, "platform", "ka", &["shadow.enabled=true", "liveCluster.enabled=false"])));
+    assert!(!pods(&helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["shadow.enabled=true", "liveCluster.enabled=false"]
+    )));
 }
 
 /// `components/shadow` (examples/kustomize/shadow): the base with `--shadow`, the shadow
@@ -210,27 +264,50 @@ fn the_chart_renders_shadow_mode() {
 #[test]
 fn the_kustomize_shadow_component_replaces_the_configurations() {
     let Some(kubectl) = kubectl() else {
-        eprintln!("SKIPPED the_kustomize_shadow_component_…: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        eprintln!(
+            "SKIPPED the_kustomize_shadow_component_…: kubectl not found (set KUBECTL=/path/to/kubectl)"
+        );
         return;
     };
     let objects = kustomize(&kubectl, "examples/kustomize/shadow");
-    let configurations: Vec<&Value> =
-        objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration"))).collect();
+    let configurations: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")))
+        .collect();
     let expected = deploy::webhooks::registered(&Target::default(), Registration::Shadow);
-    assert_eq!(configurations, expected.iter().collect::<Vec<_>>(), "exactly the shadow configurations, none of the base's");
+    assert_eq!(
+        configurations,
+        expected.iter().collect::<Vec<_>>(),
+        "exactly the shadow configurations, none of the base's"
+    );
     let args = server_args(objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment"));
     let serve = parsed_serve_args(&args, "examples/kustomize/shadow");
     assert!(serve.shadow, "{args:?}");
     assert_eq!(serve.live.mutating_webhook_configs, ["kruise-admission-shadow"]);
     assert_eq!(serve.live.validating_webhook_configs, ["kruise-admission-shadow"]);
-    let role = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
-    let shadow_options = RbacOptions { webhook_configurations: "kruise-admission-shadow".into(), ..RbacOptions::default() };
+    let role = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations")
+        .expect("ClusterRole");
+    let shadow_options =
+        RbacOptions { webhook_configurations: "kruise-admission-shadow".into(), ..RbacOptions::default() };
     let generated = deploy::rbac::objects(&Target::default(), &shadow_options);
-    let generated = generated.iter().find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations").expect("ClusterRole");
-    assert_eq!(role["rules"], generated["rules"], "the component's patch gives what `manifests rbac --shadow` prints");
+    let generated = generated
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kruise-admission:webhook-configurations")
+        .expect("ClusterRole");
+    assert_eq!(
+        role["rules"], generated["rules"],
+        "the component's patch gives what `manifests rbac --shadow` prints"
+    );
     let shadow_rbac = deploy::rbac::shadow_objects(&Target::default(), &shadow_options);
     for object in &shadow_rbac {
-        assert!(objects.iter().any(|o| o["kind"] == object["kind"] && o["metadata"]["name"] == object["metadata"]["name"]), "{object}");
+        assert!(
+            objects
+                .iter()
+                .any(|o| o["kind"] == object["kind"] && o["metadata"]["name"] == object["metadata"]["name"]),
+            "{object}"
+        );
     }
 }
 
@@ -238,7 +315,10 @@ fn the_kustomize_shadow_component_replaces_the_configurations() {
 #[test]
 fn the_pod_webhook_is_mutating_create_only_and_ignores_failures() {
     let [mutating, _] = configurations(&Target::default());
-    let pod = entries(&mutating).iter().find(|e| e["clientConfig"]["service"]["path"] == "/mutate-pod").expect("/mutate-pod");
+    let pod = entries(&mutating)
+        .iter()
+        .find(|e| e["clientConfig"]["service"]["path"] == "/mutate-pod")
+        .expect("/mutate-pod");
     assert_eq!(pod["name"], "mpod.kb.io");
     assert_eq!(pod["failurePolicy"], "Ignore");
     assert_eq!(
@@ -284,13 +364,21 @@ fn assert_no_drift(relative: &str, expected: &str, regenerate: &str) {
 #[test]
 fn checked_in_webhook_configurations_match_the_table() {
     let expected = deploy::webhooks_yaml(&Target::default(), Registration::Enforcing).expect("yaml");
-    assert_no_drift("manifests/webhooks.yaml", &expected, "kruise-admission manifests webhooks > manifests/webhooks.yaml");
+    assert_no_drift(
+        "manifests/webhooks.yaml",
+        &expected,
+        "kruise-admission manifests webhooks > manifests/webhooks.yaml",
+    );
 }
 
 #[test]
 fn checked_in_rbac_matches_the_generator() {
     let expected = deploy::rbac_yaml(&Target::default(), &RbacOptions::default()).expect("yaml");
-    assert_no_drift("manifests/rbac.yaml", &expected, "kruise-admission manifests rbac > manifests/rbac.yaml");
+    assert_no_drift(
+        "manifests/rbac.yaml",
+        &expected,
+        "kruise-admission manifests rbac > manifests/rbac.yaml",
+    );
 }
 
 #[test]
@@ -330,7 +418,12 @@ fn grants(objects: &[Value]) -> Vec<String> {
             for group in rule["apiGroups"].as_array().expect("groups") {
                 for resource in rule["resources"].as_array().expect("resources") {
                     let names = rule.get("resourceNames").map_or_else(String::new, Value::to_string);
-                    let verbs: Vec<&str> = rule["verbs"].as_array().expect("verbs").iter().map(|v| v.as_str().expect("verb")).collect();
+                    let verbs: Vec<&str> = rule["verbs"]
+                        .as_array()
+                        .expect("verbs")
+                        .iter()
+                        .map(|v| v.as_str().expect("verb"))
+                        .collect();
                     granted.push(format!(
                         "{} {} {}/{} {names} {}",
                         object["kind"].as_str().expect("kind"),
@@ -353,7 +446,11 @@ fn grants(objects: &[Value]) -> Vec<String> {
 #[test]
 fn rbac_grants_exactly_what_the_server_calls() {
     let target = target("own-ns", "svc");
-    let options = RbacOptions { kruise_namespace: "kruise-ns".into(), cert_secret: "my-secret".into(), ..RbacOptions::default() };
+    let options = RbacOptions {
+        kruise_namespace: "kruise-ns".into(),
+        cert_secret: "my-secret".into(),
+        ..RbacOptions::default()
+    };
     let objects = deploy::rbac::objects(&target, &options);
     let shadow = deploy::rbac::objects(&target, &RbacOptions { shadow: true, ..options.clone() });
     assert_eq!(grants(&shadow).len(), grants(&objects).len() + 1);
@@ -382,17 +479,28 @@ fn rbac_grants_exactly_what_the_server_calls() {
     expected.sort_unstable();
     assert_eq!(granted, expected);
     // Custom resources of a CRD being deleted: an aggregated role the operator extends per CRD.
-    let custom = objects.iter().find(|o| o["metadata"]["name"] == "kruise-admission:custom-resources").expect("aggregated role");
+    let custom = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kruise-admission:custom-resources")
+        .expect("aggregated role");
     assert_eq!(custom["rules"], json!([]));
     assert_eq!(
         custom["aggregationRule"],
         json!({ "clusterRoleSelectors": [{ "matchLabels": { "kruise-admission.dev/aggregate-to-custom-resources": "true" } }] })
     );
     for object in &shadow {
-        let needed_for = object["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("every object says its mode");
-        assert!(matches!(needed_for, "live-cluster" | "self-managed-certs" | "shadow-agreement"), "{needed_for}");
+        let needed_for = object["metadata"]["annotations"]["kruise-admission.dev/needed-for"]
+            .as_str()
+            .expect("every object says its mode");
+        assert!(
+            matches!(needed_for, "live-cluster" | "self-managed-certs" | "shadow-agreement"),
+            "{needed_for}"
+        );
         if let Some(subjects) = object.get("subjects") {
-            assert_eq!(subjects, &json!([{ "kind": "ServiceAccount", "name": "kruise-admission", "namespace": "own-ns" }]));
+            assert_eq!(
+                subjects,
+                &json!([{ "kind": "ServiceAccount", "name": "kruise-admission", "namespace": "own-ns" }])
+            );
         }
     }
 }
@@ -444,28 +552,48 @@ fn the_cli_embeds_a_provided_ca_bundle() {
 
 #[test]
 fn crds_are_generated_by_the_binary_and_match_the_checked_in_files() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission")).args(["manifests", "crds"]).output().expect("run the binary");
+    let out = Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .args(["manifests", "crds"])
+        .output()
+        .expect("run the binary");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let checked_in = std::fs::read_to_string(repo().join(kruise_admission::api::crd::SIDECARSET_CRD_PATH)).expect("checked-in CRD");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), checked_in, "regenerate with .ci/regenerate-manifests.sh");
-    let chart = std::fs::read_to_string(repo().join("charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml")).expect("chart CRD");
-    assert_eq!(chart, checked_in, "the chart installs the same CRD; regenerate with .ci/regenerate-manifests.sh");
+    let checked_in = std::fs::read_to_string(repo().join(kruise_admission::api::crd::SIDECARSET_CRD_PATH))
+        .expect("checked-in CRD");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        checked_in,
+        "regenerate with .ci/regenerate-manifests.sh"
+    );
+    let chart =
+        std::fs::read_to_string(repo().join("charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml"))
+            .expect("chart CRD");
+    assert_eq!(
+        chart, checked_in,
+        "the chart installs the same CRD; regenerate with .ci/regenerate-manifests.sh"
+    );
 }
 
 /// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
 /// instead of skipping.
 fn helm() -> Option<PathBuf> {
-    let found = std::env::var_os("HELM")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file())));
-    assert!(found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(), "KRUISE_REQUIRE_HELM is set but helm is not found");
+    let found = std::env::var_os("HELM").map(PathBuf::from).or_else(|| {
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file()))
+    });
+    assert!(
+        found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(),
+        "KRUISE_REQUIRE_HELM is set but helm is not found"
+    );
     found
 }
 
 /// `helm template` of the chart, as it exits.
 fn helm_render(helm: &Path, namespace: &str, release: &str, sets: &[&str]) -> std::process::Output {
     let mut command = Command::new(helm);
-    command.args(["template", release]).arg(repo().join("charts/kruise-admission")).args(["--namespace", namespace]);
+    command
+        .args(["template", release])
+        .arg(repo().join("charts/kruise-admission"))
+        .args(["--namespace", namespace]);
     for set in sets {
         command.args(["--set", set]);
     }
@@ -489,7 +617,9 @@ fn rendered_webhooks(objects: &[Value], kind: &str) -> Value {
 #[test]
 fn the_chart_renders_the_binarys_webhook_entries() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_renders_the_binarys_webhook_entries: helm not found (set HELM=/path/to/helm; CI installs it)");
+        eprintln!(
+            "SKIPPED the_chart_renders_the_binarys_webhook_entries: helm not found (set HELM=/path/to/helm; CI installs it)"
+        );
         return;
     };
     for (namespace, release) in [("kruise-admission", "kruise-admission"), ("platform", "ka")] {
@@ -501,8 +631,16 @@ fn the_chart_renders_the_binarys_webhook_entries() {
             .expect("a webhook Service")
             .to_string();
         let [mutating, validating] = configurations(&target(namespace, &service));
-        assert_eq!(rendered_webhooks(&objects, "MutatingWebhookConfiguration"), mutating["webhooks"], "release {release}");
-        assert_eq!(rendered_webhooks(&objects, "ValidatingWebhookConfiguration"), validating["webhooks"], "release {release}");
+        assert_eq!(
+            rendered_webhooks(&objects, "MutatingWebhookConfiguration"),
+            mutating["webhooks"],
+            "release {release}"
+        );
+        assert_eq!(
+            rendered_webhooks(&objects, "ValidatingWebhookConfiguration"),
+            validating["webhooks"],
+            "release {release}"
+        );
     }
     // A provided CA lands in the same place as `manifests webhooks --ca-bundle-file` puts it.
     let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
@@ -521,22 +659,38 @@ fn the_chart_renders_the_binarys_webhook_entries() {
     // rendered serving Certificate.
     let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &["certs.mode=cert-manager"]);
     let [mutating, validating] = configurations(&Target::default());
-    for (kind, expected) in [("MutatingWebhookConfiguration", &mutating), ("ValidatingWebhookConfiguration", &validating)] {
+    for (kind, expected) in
+        [("MutatingWebhookConfiguration", &mutating), ("ValidatingWebhookConfiguration", &validating)]
+    {
         assert_eq!(rendered_webhooks(&objects, kind), expected["webhooks"]);
         let configuration = objects.iter().find(|o| o["kind"] == kind).expect("configuration");
-        assert_eq!(configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "kruise-admission/kruise-admission-serving");
+        assert_eq!(
+            configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "kruise-admission/kruise-admission-serving"
+        );
     }
-    assert!(objects.iter().any(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == "kruise-admission-serving"));
+    assert!(
+        objects
+            .iter()
+            .any(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == "kruise-admission-serving")
+    );
 }
 
 /// Turning a capability off removes its entries and passes the server flag, together.
 #[test]
 fn the_chart_disables_a_capability_in_the_configuration_and_the_server_together() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_disables_a_capability_…: helm not found (set HELM=/path/to/helm; CI installs it)");
+        eprintln!(
+            "SKIPPED the_chart_disables_a_capability_…: helm not found (set HELM=/path/to/helm; CI installs it)"
+        );
         return;
     };
-    let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &["capabilities.podMutation.enabled=false"]);
+    let objects = helm_template(
+        &helm,
+        "kruise-admission",
+        "kruise-admission",
+        &["capabilities.podMutation.enabled=false"],
+    );
     let mutating = rendered_webhooks(&objects, "MutatingWebhookConfiguration");
     assert!(!mutating.as_array().expect("list").iter().any(|e| e["name"] == "mpod.kb.io"));
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
@@ -549,7 +703,9 @@ fn the_chart_disables_a_capability_in_the_configuration_and_the_server_together(
 #[test]
 fn the_chart_applies_exclusions_and_failure_policy_overrides() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_applies_exclusions_and_failure_policy_overrides: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_applies_exclusions_and_failure_policy_overrides: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(
@@ -559,9 +715,18 @@ fn the_chart_applies_exclusions_and_failure_policy_overrides() {
         &["webhooks.excludeNamespaces={monitoring,platform}", "capabilities.podMutation.failurePolicy=Fail"],
     );
     let mutating = rendered_webhooks(&objects, "MutatingWebhookConfiguration");
-    let pod = mutating.as_array().expect("list").iter().find(|e| e["name"] == "mpod.kb.io").expect("mpod.kb.io").clone();
+    let pod = mutating
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|e| e["name"] == "mpod.kb.io")
+        .expect("mpod.kb.io")
+        .clone();
     assert_eq!(pod["failurePolicy"], "Fail");
-    assert_eq!(pod["namespaceSelector"]["matchExpressions"][0]["values"], json!(["kube-system", "platform", "monitoring"]));
+    assert_eq!(
+        pod["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["kube-system", "platform", "monitoring"])
+    );
 }
 
 /// The dashboard only queries metrics the server exports (names from the brief).
@@ -578,7 +743,9 @@ fn the_dashboard_queries_only_exported_metrics() {
         "kruise_admission_cluster_objects",
         "kruise_admission_cluster_snapshot_timestamp_seconds",
     ];
-    let text = std::fs::read_to_string(repo().join("charts/kruise-admission/dashboards/kruise-admission.json")).expect("dashboard");
+    let text =
+        std::fs::read_to_string(repo().join("charts/kruise-admission/dashboards/kruise-admission.json"))
+            .expect("dashboard");
     let dashboard: Value = serde_json::from_str(&text).expect("dashboard is JSON");
     let metric = regex::Regex::new(r"kruise_admission_[a-z_]+").expect("regex");
     let mut queried = std::collections::BTreeSet::new();
@@ -586,8 +753,14 @@ fn the_dashboard_queries_only_exported_metrics() {
         for target in panel["targets"].as_array().expect("targets") {
             for found in metric.find_iter(target["expr"].as_str().expect("expr")) {
                 let name = found.as_str();
-                let base = name.strip_suffix("_bucket").filter(|b| b.ends_with("_seconds") || b.ends_with("_operations")).unwrap_or(name);
-                assert!(EXPORTED.contains(&base), "the dashboard queries {name}, which the server does not export");
+                let base = name
+                    .strip_suffix("_bucket")
+                    .filter(|b| b.ends_with("_seconds") || b.ends_with("_operations"))
+                    .unwrap_or(name);
+                assert!(
+                    EXPORTED.contains(&base),
+                    "the dashboard queries {name}, which the server does not export"
+                );
                 queried.insert(base.to_string());
             }
         }
@@ -622,19 +795,31 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
     assert_eq!(security["allowPrivilegeEscalation"], false, "{origin}");
     assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{origin}");
     assert!(server["resources"]["limits"].get("cpu").is_none(), "{origin}: no CPU limit");
-    assert_eq!(server["readinessProbe"]["httpGet"], json!({ "path": "/readyz", "port": "metrics" }), "{origin}");
-    assert_eq!(server["livenessProbe"]["httpGet"], json!({ "path": "/healthz", "port": "metrics" }), "{origin}");
+    assert_eq!(
+        server["readinessProbe"]["httpGet"],
+        json!({ "path": "/readyz", "port": "metrics" }),
+        "{origin}"
+    );
+    assert_eq!(
+        server["livenessProbe"]["httpGet"],
+        json!({ "path": "/healthz", "port": "metrics" }),
+        "{origin}"
+    );
     let ports: Vec<(&str, i64)> = server["ports"]
         .as_array()
         .expect("ports")
         .iter()
         .map(|p| (p["name"].as_str().expect("port name"), p["containerPort"].as_i64().expect("port")))
         .collect();
-    assert!(ports.contains(&("webhook", 9443)) && ports.iter().any(|(name, _)| *name == "metrics"), "{origin}: {ports:?}");
+    assert!(
+        ports.contains(&("webhook", 9443)) && ports.iter().any(|(name, _)| *name == "metrics"),
+        "{origin}: {ports:?}"
+    );
     // The drain budget: preStop sleep, then --shutdown-grace, both inside the grace period.
     let pre_stop = server["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().expect("a preStop sleep");
     assert!(pre_stop > 0, "{origin}");
-    let args: Vec<&str> = server["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("arg")).collect();
+    let args: Vec<&str> =
+        server["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("arg")).collect();
     assert_eq!(args.first(), Some(&"serve"), "{origin}");
     let grace = args
         .iter()
@@ -648,7 +833,10 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
     let files: &[&str] = if args.contains(&"--cert-mode=self-managed") {
         &["--cert-dir=/etc/kruise-admission/tls"]
     } else {
-        &["--tls-cert-file=/etc/kruise-admission/tls/tls.crt", "--tls-key-file=/etc/kruise-admission/tls/tls.key"]
+        &[
+            "--tls-cert-file=/etc/kruise-admission/tls/tls.crt",
+            "--tls-key-file=/etc/kruise-admission/tls/tls.key",
+        ]
     };
     for flag in std::iter::once(&"--listen=0.0.0.0:9443").chain(files) {
         assert!(args.contains(flag), "{origin}: {flag} missing from {args:?}");
@@ -657,7 +845,8 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
 
 #[test]
 fn the_kustomize_deployment_is_safe_to_roll_and_drain() {
-    let text = std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("manifests/deployment.yaml");
+    let text =
+        std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("manifests/deployment.yaml");
     assert_deployment_is_safe(&parse_yaml(&text)[0], "manifests/deployment.yaml");
     let text = std::fs::read_to_string(repo().join("manifests/poddisruptionbudget.yaml")).expect("pdb");
     assert_eq!(parse_yaml(&text)[0]["spec"]["minAvailable"], 1);
@@ -671,17 +860,24 @@ fn the_kustomize_deployment_is_safe_to_roll_and_drain() {
 #[test]
 fn the_chart_deployment_is_safe_to_roll_and_drain() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_deployment_is_safe_to_roll_and_drain: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_deployment_is_safe_to_roll_and_drain: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     for mode in ["provided", "cert-manager", "self-managed"] {
-        let objects = helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.mode={mode}")]);
+        let objects =
+            helm_template(&helm, "kruise-admission", "kruise-admission", &[&format!("certs.mode={mode}")]);
         let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
         assert_deployment_is_safe(deployment, mode);
         let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
         let self_managed = [json!("--cert-mode=self-managed"), json!("--cert-secret=kruise-admission-tls")];
         for flag in &self_managed {
-            assert_eq!(args.as_array().expect("args").contains(flag), mode == "self-managed", "{mode}: {flag}");
+            assert_eq!(
+                args.as_array().expect("args").contains(flag),
+                mode == "self-managed",
+                "{mode}: {flag}"
+            );
         }
         assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"), "{mode}: a PDB");
     }
@@ -692,7 +888,9 @@ fn the_chart_deployment_is_safe_to_roll_and_drain() {
 #[test]
 fn the_chart_renders_serve_flags_for_each_mode() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_renders_serve_flags_for_each_mode: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_renders_serve_flags_for_each_mode: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     for (sets, live, self_managed) in [
@@ -708,30 +906,58 @@ fn the_chart_renders_serve_flags_for_each_mode() {
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         let args = server_args(deployment);
         let serve = parsed_serve_args(&args, &format!("the chart with {sets:?}"));
-        let mode = |m: kruise_admission::cluster::live::ClusterMode| m == kruise_admission::cluster::live::ClusterMode::Live;
+        let mode = |m: kruise_admission::cluster::live::ClusterMode| {
+            m == kruise_admission::cluster::live::ClusterMode::Live
+        };
         assert_eq!(mode(serve.live.cluster_mode), live, "{sets:?}: {args:?}");
         assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), !live, "{sets:?}: {args:?}");
         let needs_api = live || self_managed;
-        assert_eq!(deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], needs_api, "{sets:?}");
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], needs_api,
+            "{sets:?}"
+        );
         let pod_namespace = json!([{ "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } }]);
         assert_eq!(container["env"] == pod_namespace, needs_api, "{sets:?}: {}", container["env"]);
-        assert_eq!(args.iter().any(|a| a.starts_with("--tls-cert-file")), !self_managed, "{sets:?}: {args:?}");
+        assert_eq!(
+            args.iter().any(|a| a.starts_with("--tls-cert-file")),
+            !self_managed,
+            "{sets:?}: {args:?}"
+        );
         if self_managed {
-            let expected_secret = if sets.contains(&"certs.selfManaged.secretName=own") { "own" } else { "ka-kruise-admission-tls" };
+            let expected_secret = if sets.contains(&"certs.selfManaged.secretName=own") {
+                "own"
+            } else {
+                "ka-kruise-admission-tls"
+            };
             assert_eq!(serve.live.cert_secret, expected_secret);
             // The Service and both webhook configurations are named after the release.
             assert_eq!(serve.live.service, "ka-kruise-admission");
             assert_eq!(serve.live.mutating_webhook_configs, ["ka-kruise-admission"]);
             assert_eq!(serve.live.validating_webhook_configs, ["ka-kruise-admission"]);
             for kind in ["Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
-                assert!(objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == "ka-kruise-admission"), "{kind}");
+                assert!(
+                    objects
+                        .iter()
+                        .any(|o| o["kind"] == kind && o["metadata"]["name"] == "ka-kruise-admission"),
+                    "{kind}"
+                );
             }
             // --cert-dir is the writable emptyDir mounted where the server reads the files.
-            let mount = container["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "tls").expect("tls mount");
-            assert_eq!(mount["mountPath"].as_str().map(std::path::PathBuf::from), Some(serve.cert_dir.clone()));
+            let mount = container["volumeMounts"]
+                .as_array()
+                .expect("mounts")
+                .iter()
+                .find(|m| m["name"] == "tls")
+                .expect("tls mount");
+            assert_eq!(
+                mount["mountPath"].as_str().map(std::path::PathBuf::from),
+                Some(serve.cert_dir.clone())
+            );
             assert_eq!(mount["readOnly"], false);
             let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
-            assert!(volumes.iter().find(|v| v["name"] == "tls").expect("tls volume").get("emptyDir").is_some());
+            assert!(
+                volumes.iter().find(|v| v["name"] == "tls").expect("tls volume").get("emptyDir").is_some()
+            );
         }
     }
 }
@@ -742,7 +968,9 @@ fn the_chart_renders_serve_flags_for_each_mode() {
 fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
     use kruise_admission::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES};
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_keeps_the_request_memory_budget_inside_the_memory_limit: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_keeps_the_request_memory_budget_inside_the_memory_limit: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let serve_with = |sets: &[&str]| {
@@ -751,7 +979,10 @@ fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
         parsed_serve_args(&server_args(&deployment), &format!("the chart with {sets:?}"))
     };
     let defaults = serve_with(&[]);
-    assert_eq!((defaults.max_request_bytes, defaults.max_in_flight_bytes), (DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_IN_FLIGHT_BYTES));
+    assert_eq!(
+        (defaults.max_request_bytes, defaults.max_in_flight_bytes),
+        (DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_IN_FLIGHT_BYTES)
+    );
     let raised = serve_with(&["resources.limits.memory=1Gi", "requestMemory.maxInFlightBytes=671088640"]);
     assert_eq!(raised.max_in_flight_bytes, 640 << 20);
     for sets in [
@@ -761,7 +992,10 @@ fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
     ] {
         let out = helm_render(&helm, "platform", "ka", sets);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && stderr.contains("at most 5/8 of resources.limits.memory"), "{sets:?} rendered: {stderr}");
+        assert!(
+            !out.status.success() && stderr.contains("at most 5/8 of resources.limits.memory"),
+            "{sets:?} rendered: {stderr}"
+        );
     }
 }
 
@@ -794,9 +1028,16 @@ fn the_chart_rbac_matches_the_binarys() {
     // namespace, Kruise namespace and Secret.
     let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
-    let binary = sorted(deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect());
+    let binary = sorted(
+        deploy::rbac::objects(&Target::default(), &RbacOptions::default()).iter().map(essentials).collect(),
+    );
     assert_eq!(chart, binary);
-    let rendered = helm_template(&helm, "platform", "ka", &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"]);
+    let rendered = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"],
+    );
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
     let options = RbacOptions {
         name: "ka-kruise-admission".into(),
@@ -805,10 +1046,18 @@ fn the_chart_rbac_matches_the_binarys() {
         cert_secret: "own-tls".into(),
         shadow: false,
     };
-    let binary = sorted(deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options).iter().map(essentials).collect());
+    let binary = sorted(
+        deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options)
+            .iter()
+            .map(essentials)
+            .collect(),
+    );
     assert_eq!(chart, binary);
     for object in rendered.iter().filter(is_rbac) {
-        assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/instance"], "ka", "the chart's own labels");
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/instance"], "ka",
+            "the chart's own labels"
+        );
         assert!(!object.to_string().contains('@'), "a placeholder left in {object}");
     }
     // Each mode gets only its own objects.
@@ -817,7 +1066,12 @@ fn the_chart_rbac_matches_the_binarys() {
         let mut modes: Vec<String> = rendered
             .iter()
             .filter(is_rbac)
-            .map(|o| o["metadata"]["annotations"]["kruise-admission.dev/needed-for"].as_str().expect("mode").to_owned())
+            .map(|o| {
+                o["metadata"]["annotations"]["kruise-admission.dev/needed-for"]
+                    .as_str()
+                    .expect("mode")
+                    .to_owned()
+            })
             .collect();
         modes.sort();
         modes.dedup();
@@ -827,7 +1081,12 @@ fn the_chart_rbac_matches_the_binarys() {
     assert_eq!(needed_for(&["certs.mode=cert-manager"]), ["live-cluster"]);
     assert_eq!(needed_for(&["liveCluster.enabled=false"]), ["self-managed-certs"]);
     // Folder mode with provided certificates: no RBAC and no token.
-    let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &["liveCluster.enabled=false", "certs.mode=provided"]);
+    let rendered = helm_template(
+        &helm,
+        "kruise-admission",
+        "kruise-admission",
+        &["liveCluster.enabled=false", "certs.mode=provided"],
+    );
     assert!(!rendered.iter().any(|o| is_rbac(&o)));
     let account = rendered.iter().find(|o| o["kind"] == "ServiceAccount").expect("a ServiceAccount");
     assert_eq!(account["automountServiceAccountToken"], false);
@@ -838,13 +1097,23 @@ fn the_chart_rbac_matches_the_binarys() {
 #[test]
 fn the_chart_values_have_a_switch_for_every_capability() {
     let chart = repo().join("charts/kruise-admission");
-    let values = parse_yaml(&std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml")).remove(0);
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).expect("schema")).expect("JSON");
+    let values =
+        parse_yaml(&std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml")).remove(0);
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).expect("schema"))
+            .expect("JSON");
     let required = &schema["properties"]["capabilities"]["required"];
     for capability in deploy::CAPABILITIES {
         let key = deploy::capability_values_key(capability);
-        assert_eq!(values["capabilities"][&key], json!({ "enabled": true, "failurePolicy": "" }), "capabilities.{key} in values.yaml");
-        assert!(required.as_array().expect("required").contains(&json!(key)), "capabilities.{key} in values.schema.json");
+        assert_eq!(
+            values["capabilities"][&key],
+            json!({ "enabled": true, "failurePolicy": "" }),
+            "capabilities.{key} in values.yaml"
+        );
+        assert!(
+            required.as_array().expect("required").contains(&json!(key)),
+            "capabilities.{key} in values.schema.json"
+        );
     }
 }
 
@@ -852,9 +1121,13 @@ fn the_chart_values_have_a_switch_for_every_capability() {
 /// .ci/manifests-check.sh), a missing kubectl fails instead of skipping.
 fn kubectl() -> Option<PathBuf> {
     let found = std::env::var_os("KUBECTL").map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
     });
-    assert!(found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(), "KRUISE_REQUIRE_HELM is set but kubectl is not found");
+    assert!(
+        found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(),
+        "KRUISE_REQUIRE_HELM is set but kubectl is not found"
+    );
     found
 }
 
@@ -886,9 +1159,10 @@ fn parsed_serve_args(args: &[String], origin: &str) -> kruise_admission::cli::se
     enum Sub {
         Serve(Box<kruise_admission::cli::serve::ServeArgs>),
     }
-    let Sub::Serve(serve) = Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.iter().cloned()))
-        .unwrap_or_else(|e| panic!("{origin}: serve rejects the arguments: {e}"))
-        .command;
+    let Sub::Serve(serve) =
+        Cli::try_parse_from(std::iter::once("kruise-admission".to_owned()).chain(args.iter().cloned()))
+            .unwrap_or_else(|e| panic!("{origin}: serve rejects the arguments: {e}"))
+            .command;
     *serve
 }
 
@@ -897,7 +1171,9 @@ fn parsed_serve_args(args: &[String], origin: &str) -> kruise_admission::cli::se
 #[test]
 fn the_installed_defaults_are_live_mode_with_self_managed_certificates() {
     use kruise_admission::cluster::live::{CertMode, ClusterMode};
-    let deployment = parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment")).remove(0);
+    let deployment =
+        parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment"))
+            .remove(0);
     let args = server_args(&deployment);
     let serve = parsed_serve_args(&args, "manifests/deployment.yaml");
     assert_eq!(serve.live.cluster_mode, ClusterMode::Live, "{args:?}");
@@ -907,19 +1183,31 @@ fn the_installed_defaults_are_live_mode_with_self_managed_certificates() {
         "folder or file flags in live, self-managed mode: {args:?}"
     );
     assert_eq!(deployment["spec"]["template"]["spec"]["automountServiceAccountToken"], true);
-    let account = parse_yaml(&std::fs::read_to_string(repo().join("manifests/serviceaccount.yaml")).expect("account")).remove(0);
+    let account =
+        parse_yaml(&std::fs::read_to_string(repo().join("manifests/serviceaccount.yaml")).expect("account"))
+            .remove(0);
     assert_eq!(account["automountServiceAccountToken"], true);
     // The base carries the RBAC, and no CRD.
-    let base = parse_yaml(&std::fs::read_to_string(repo().join("manifests/kustomization.yaml")).expect("kustomization")).remove(0);
-    let resources: Vec<&str> = base["resources"].as_array().expect("resources").iter().map(|r| r.as_str().expect("path")).collect();
+    let base = parse_yaml(
+        &std::fs::read_to_string(repo().join("manifests/kustomization.yaml")).expect("kustomization"),
+    )
+    .remove(0);
+    let resources: Vec<&str> =
+        base["resources"].as_array().expect("resources").iter().map(|r| r.as_str().expect("path")).collect();
     assert!(resources.contains(&"rbac.yaml"), "{resources:?}");
     assert!(base.get("components").is_none(), "the base pulls in no component: {base}");
     for resource in &resources {
         let text = std::fs::read_to_string(repo().join("manifests").join(resource)).expect("resource");
-        assert!(!parse_yaml(&text).iter().any(|o| o["kind"] == "CustomResourceDefinition"), "the base ships a CRD in {resource}");
+        assert!(
+            !parse_yaml(&text).iter().any(|o| o["kind"] == "CustomResourceDefinition"),
+            "the base ships a CRD in {resource}"
+        );
     }
     // The chart's values.
-    let values = parse_yaml(&std::fs::read_to_string(repo().join("charts/kruise-admission/values.yaml")).expect("values")).remove(0);
+    let values = parse_yaml(
+        &std::fs::read_to_string(repo().join("charts/kruise-admission/values.yaml")).expect("values"),
+    )
+    .remove(0);
     assert_eq!(values["certs"]["mode"], "self-managed");
     assert_eq!(values["liveCluster"]["enabled"], true);
 }
@@ -930,12 +1218,15 @@ fn the_installed_defaults_are_live_mode_with_self_managed_certificates() {
 #[test]
 fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
     let Some(kubectl) = kubectl() else {
-        eprintln!("SKIPPED the_kustomize_base_ships_no_crd_…: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        eprintln!(
+            "SKIPPED the_kustomize_base_ships_no_crd_…: kubectl not found (set KUBECTL=/path/to/kubectl)"
+        );
         return;
     };
     let base = kustomize(&kubectl, "manifests");
     assert!(!base.iter().any(|o| o["kind"] == "CustomResourceDefinition"));
-    let mut rbac: Vec<Value> = base.iter().filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1").cloned().collect();
+    let mut rbac: Vec<Value> =
+        base.iter().filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1").cloned().collect();
     let mut generated = deploy::rbac::objects(&Target::default(), &RbacOptions::default());
     let key = |o: &Value| (o["kind"].to_string(), o["metadata"]["name"].to_string());
     rbac.sort_by_key(key);
@@ -950,7 +1241,12 @@ fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
     let added: Vec<(String, String)> = with_crd
         .iter()
         .filter(|o| !base.contains(o))
-        .map(|o| (o["kind"].as_str().expect("kind").to_owned(), o["metadata"]["name"].as_str().expect("name").to_owned()))
+        .map(|o| {
+            (
+                o["kind"].as_str().expect("kind").to_owned(),
+                o["metadata"]["name"].as_str().expect("name").to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         added,
@@ -968,7 +1264,9 @@ fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
 fn every_kustomize_example_does_what_its_name_says() {
     use kruise_admission::cluster::live::{CertMode, ClusterMode};
     let Some(kubectl) = kubectl() else {
-        eprintln!("SKIPPED every_kustomize_example_does_what_its_name_says: kubectl not found (set KUBECTL=/path/to/kubectl)");
+        eprintln!(
+            "SKIPPED every_kustomize_example_does_what_its_name_says: kubectl not found (set KUBECTL=/path/to/kubectl)"
+        );
         return;
     };
     /// What one example must render.
@@ -983,7 +1281,8 @@ fn every_kustomize_example_does_what_its_name_says() {
         crd: bool,
     }
     let both = &["live-cluster", "self-managed-certs"][..];
-    let (live, folder, self_managed, provided) = (ClusterMode::Live, ClusterMode::Folder, CertMode::SelfManaged, CertMode::Provided);
+    let (live, folder, self_managed, provided) =
+        (ClusterMode::Live, ClusterMode::Folder, CertMode::SelfManaged, CertMode::Provided);
     let expected = [
         Example {
             name: "cert-manager",
@@ -1055,7 +1354,11 @@ fn every_kustomize_example_does_what_its_name_says() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     examples.sort();
-    assert_eq!(examples, expected.iter().map(|e| e.name).collect::<Vec<_>>(), "every example is checked here");
+    assert_eq!(
+        examples,
+        expected.iter().map(|e| e.name).collect::<Vec<_>>(),
+        "every example is checked here"
+    );
     for Example { name, cluster_mode, cert_mode, cert_manager, rbac_modes, token, crd } in expected {
         let objects = kustomize(&kubectl, &format!("examples/kustomize/{name}"));
         let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
@@ -1064,8 +1367,16 @@ fn every_kustomize_example_does_what_its_name_says() {
         assert_eq!(serve.live.cluster_mode, cluster_mode, "{name}: {args:?}");
         assert_eq!(serve.live.cert_mode, cert_mode, "{name}: {args:?}");
         // Folder-only and file-only flags appear only in their modes.
-        assert_eq!(args.iter().any(|a| a.starts_with("--cluster-dir")), cluster_mode == ClusterMode::Folder, "{name}: {args:?}");
-        assert_eq!(args.iter().any(|a| a.starts_with("--tls-cert-file")), cert_mode == CertMode::Provided, "{name}: {args:?}");
+        assert_eq!(
+            args.iter().any(|a| a.starts_with("--cluster-dir")),
+            cluster_mode == ClusterMode::Folder,
+            "{name}: {args:?}"
+        );
+        assert_eq!(
+            args.iter().any(|a| a.starts_with("--tls-cert-file")),
+            cert_mode == CertMode::Provided,
+            "{name}: {args:?}"
+        );
         assert_eq!(objects.iter().any(|o| o["apiVersion"] == "cert-manager.io/v1"), cert_manager, "{name}");
         let mut modes: Vec<&str> = objects
             .iter()
@@ -1081,8 +1392,18 @@ fn every_kustomize_example_does_what_its_name_says() {
         assert_eq!(objects.iter().any(|o| o["kind"] == "CustomResourceDefinition"), crd, "{name}");
         // The certificate files are where the flags say, on the right kind of volume.
         let pod = &deployment["spec"]["template"]["spec"];
-        let tls = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "tls").expect("tls volume");
-        let mount = pod["containers"][0]["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "tls").expect("mount");
+        let tls = pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"] == "tls")
+            .expect("tls volume");
+        let mount = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .find(|m| m["name"] == "tls")
+            .expect("mount");
         let dir = mount["mountPath"].as_str().expect("path");
         match cert_mode {
             CertMode::SelfManaged => {
@@ -1096,10 +1417,21 @@ fn every_kustomize_example_does_what_its_name_says() {
             }
         }
         if cluster_mode == ClusterMode::Folder {
-            let cluster = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "cluster").expect("cluster volume");
+            let cluster = pod["volumes"]
+                .as_array()
+                .expect("volumes")
+                .iter()
+                .find(|v| v["name"] == "cluster")
+                .expect("cluster volume");
             assert_eq!(cluster["configMap"]["name"], "kruise-admission-cluster", "{name}");
         }
-        assert_client_auth(&objects, deployment, name == "client-auth", &["kube-apiserver-webhook-client"], name);
+        assert_client_auth(
+            &objects,
+            deployment,
+            name == "client-auth",
+            &["kube-apiserver-webhook-client"],
+            name,
+        );
         assert_network_policy(&objects, deployment, name);
         assert_deployment_is_safe(deployment, name);
     }
@@ -1115,24 +1447,37 @@ fn assert_client_auth(objects: &[Value], deployment: &Value, enabled: bool, name
     let pod = &deployment["spec"]["template"]["spec"];
     let volume = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "client-ca");
     if !enabled {
-        assert!(ca_file.is_none() && allowed.is_empty() && volume.is_none(), "{origin}: client auth without asking: {args:?}");
+        assert!(
+            ca_file.is_none() && allowed.is_empty() && volume.is_none(),
+            "{origin}: client auth without asking: {args:?}"
+        );
         return;
     }
     assert_eq!(allowed, names, "{origin}");
-    let ca_file = PathBuf::from(ca_file.unwrap_or_else(|| panic!("{origin}: no --client-ca-file in {args:?}")));
+    let ca_file =
+        PathBuf::from(ca_file.unwrap_or_else(|| panic!("{origin}: no --client-ca-file in {args:?}")));
     // As `serve` reads them.
     let serve = parsed_serve_args(&args, origin);
     assert_eq!(serve.allowed_client_names, names, "{origin}");
     assert_eq!(serve.client_ca_file.as_ref(), Some(&ca_file), "{origin}");
-    let mount = pod["containers"][0]["volumeMounts"].as_array().expect("mounts").iter().find(|m| m["name"] == "client-ca").expect("mount");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == "client-ca")
+        .expect("mount");
     assert_eq!(mount["readOnly"], true, "{origin}");
     assert_eq!(ca_file.parent(), Some(Path::new(mount["mountPath"].as_str().expect("path"))), "{origin}");
     let key = ca_file.file_name().and_then(|n| n.to_str()).expect("file name");
     let volume = volume.expect("client-ca volume");
     let config_map = volume["configMap"]["name"].as_str().expect("a ConfigMap volume");
     assert!(volume["configMap"].get("optional").is_none(), "{origin}: the pod must wait for its CA");
-    if let Some(rendered) = objects.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == config_map) {
-        let pem = rendered["data"][key].as_str().unwrap_or_else(|| panic!("{origin}: ConfigMap {config_map} has no {key}"));
+    if let Some(rendered) =
+        objects.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == config_map)
+    {
+        let pem = rendered["data"][key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{origin}: ConfigMap {config_map} has no {key}"));
         assert!(pem.contains("-----BEGIN CERTIFICATE-----"), "{origin}: {pem}");
     }
 }
@@ -1150,7 +1495,11 @@ fn assert_network_policy(objects: &[Value], deployment: &Value, origin: &str) ->
         "{origin}: {selector:?} does not select the pods"
     );
     assert_eq!(policies[0]["metadata"]["namespace"], deployment["metadata"]["namespace"], "{origin}");
-    assert_eq!(spec["policyTypes"], json!(["Ingress"]), "{origin}: egress (API server, DNS) is not restricted");
+    assert_eq!(
+        spec["policyTypes"],
+        json!(["Ingress"]),
+        "{origin}: egress (API server, DNS) is not restricted"
+    );
     let container_port = |name: &str| {
         deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
             .as_array()
@@ -1181,9 +1530,13 @@ fn the_chart_network_policy_admits_only_the_webhook_and_metrics_ports() {
         eprintln!("SKIPPED the_chart_network_policy_…: helm not found (set HELM=/path/to/helm)");
         return;
     };
-    let deployment_of = |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+    let deployment_of =
+        |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
     let objects = helm_template(&helm, "platform", "ka", &[]);
-    assert_eq!(assert_network_policy(&objects, &deployment_of(&objects), "default"), [Value::Null, Value::Null]);
+    assert_eq!(
+        assert_network_policy(&objects, &deployment_of(&objects), "default"),
+        [Value::Null, Value::Null]
+    );
     let objects = helm_template(
         &helm,
         "platform",
@@ -1196,7 +1549,10 @@ fn the_chart_network_policy_admits_only_the_webhook_and_metrics_ports() {
     );
     let from = assert_network_policy(&objects, &deployment_of(&objects), "restricted");
     assert_eq!(from[0], json!([{ "ipBlock": { "cidr": "10.0.0.0/24" } }]));
-    assert_eq!(from[1], json!([{ "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "monitoring" } } }]));
+    assert_eq!(
+        from[1],
+        json!([{ "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "monitoring" } } }])
+    );
     let objects = helm_template(&helm, "platform", "ka", &["networkPolicy.enabled=false"]);
     assert!(!objects.iter().any(|o| o["kind"] == "NetworkPolicy"));
 }
@@ -1209,7 +1565,8 @@ fn the_chart_renders_client_authentication() {
         eprintln!("SKIPPED the_chart_renders_client_authentication: helm not found (set HELM=/path/to/helm)");
         return;
     };
-    let deployment_of = |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
+    let deployment_of =
+        |objects: &[Value]| objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment").clone();
     let objects = helm_template(&helm, "platform", "ka", &[]);
     assert_client_auth(&objects, &deployment_of(&objects), false, &[], "default");
     let pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----";
@@ -1224,14 +1581,32 @@ fn the_chart_renders_client_authentication() {
         ],
     );
     let deployment = deployment_of(&objects);
-    assert_client_auth(&objects, &deployment, true, &["kube-apiserver-webhook-client", "apiserver-b"], "caCert");
-    let config_map = objects.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "ka-kruise-admission-client-ca");
-    assert_eq!(config_map.expect("the chart creates the CA ConfigMap from clientAuth.caCert")["data"]["ca.crt"], format!("{pem}\n"));
+    assert_client_auth(
+        &objects,
+        &deployment,
+        true,
+        &["kube-apiserver-webhook-client", "apiserver-b"],
+        "caCert",
+    );
+    let config_map = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "ka-kruise-admission-client-ca");
+    assert_eq!(
+        config_map.expect("the chart creates the CA ConfigMap from clientAuth.caCert")["data"]["ca.crt"],
+        format!("{pem}\n")
+    );
     // The operator's own ConfigMap, CA only (any certificate from it).
-    let objects = helm_template(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    let objects =
+        helm_template(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
     let deployment = deployment_of(&objects);
     assert_client_auth(&objects, &deployment, true, &[], "caConfigMap");
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes").clone();
-    assert!(volumes.contains(&json!({ "name": "client-ca", "configMap": { "name": "my-ca" } })), "{volumes:?}");
-    assert!(!objects.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-ca"), "not the chart's to create");
+    assert!(
+        volumes.contains(&json!({ "name": "client-ca", "configMap": { "name": "my-ca" } })),
+        "{volumes:?}"
+    );
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-ca"),
+        "not the chart's to create"
+    );
 }

@@ -41,7 +41,10 @@ async fn ten_thousand_distinct_kinds_leave_the_series_count_unchanged() {
             tokio::spawn(async move {
                 for i in (stream..KINDS).step_by(STREAMS) {
                     let body = denied_review(&format!("k{i}"), &format!("Kind{i}"));
-                    let reply = conn.request(hyper::Method::POST, "/mutate-pod", Some("application/json"), body.into()).await.unwrap();
+                    let reply = conn
+                        .request(hyper::Method::POST, "/mutate-pod", Some("application/json"), body.into())
+                        .await
+                        .unwrap();
                     assert_eq!(reply.status, StatusCode::OK);
                     assert_eq!(reply.json()["response"]["allowed"], false);
                 }

@@ -21,13 +21,16 @@ fn loopback(last: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, last])
 }
 
-/// A TCP connection from `source` that sends nothing. Connecting gives up after a second: the
-/// kernel completes connections into the listen queue, so only a server that stopped accepting
-/// (its queue full) leaves a connect hanging.
+/// A TCP connection from `source` that sends nothing. Connecting gives up after 3 s: the kernel
+/// completes connections into the listen queue, so only a server that stopped accepting (its
+/// queue full) leaves a connect hanging. Not 1 s: a SYN the kernel drops once is sent again after
+/// its 1 s initial retransmission timeout, and that cost one full-suite run the whole test.
 async fn silent(to: SocketAddr, source: IpAddr) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(source, 0))?;
-    tokio::time::timeout(Duration::from_secs(1), socket.connect(to)).await.map_err(|_| std::io::ErrorKind::TimedOut)?
+    tokio::time::timeout(Duration::from_secs(3), socket.connect(to))
+        .await
+        .map_err(|_| std::io::ErrorKind::TimedOut)?
 }
 
 /// What a flood of silent connections left behind.
@@ -45,7 +48,9 @@ impl Flood {
     /// holds (CI runs with a low open-file limit: 600 held sockets would exhaust the test's own).
     fn prune(&mut self) {
         let mut byte = [0u8; 1];
-        self.open.retain(|tcp| matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+        self.open.retain(
+            |tcp| matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        );
     }
 }
 
@@ -83,7 +88,10 @@ async fn reviewed_within(client: &TlsClient, limit: Duration) -> Result<(), Stri
     let attempt = async {
         let mut conn = client.connect(Proto::Http2).await.map_err(|e| format!("connect: {e}"))?;
         let body = Bytes::from(common::good_review("good").to_string());
-        let reply = conn.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.map_err(|e| format!("request: {e}"))?;
+        let reply = conn
+            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
         if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
     };
     tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
@@ -93,7 +101,8 @@ async fn reviewed_within(client: &TlsClient, limit: Duration) -> Result<(), Stri
 /// good. Now HTTP/1.1 starts at the first byte and the header timeout closes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowloris_or_a_silent_connection_on_the_metrics_port_is_closed_at_the_header_timeout() {
-    let server = TestServer::start_with(|c| c.metrics_limits.header_read_timeout = Duration::from_millis(500)).await;
+    let server =
+        TestServer::start_with(|c| c.metrics_limits.header_read_timeout = Duration::from_millis(500)).await;
     let mut quiet = silent(server.metrics, loopback(1)).await.unwrap();
     let mut slow = silent(server.metrics, loopback(1)).await.unwrap();
     let writer = tokio::spawn(async move {
@@ -108,11 +117,17 @@ async fn a_slowloris_or_a_silent_connection_on_the_metrics_port_is_closed_at_the
     let started = Instant::now();
     let (_, closed) = read_until_closed(&mut quiet, Duration::from_secs(4)).await;
     assert!(closed, "a connection that sends nothing is closed");
-    assert!(started.elapsed() < Duration::from_secs(3), "within about the header timeout: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "within about the header timeout: {:?}",
+        started.elapsed()
+    );
     // The slowloris writer stops when its writes fail: the server closed its connection.
     let stopped = tokio::time::timeout(Duration::from_secs(4), writer).await;
     assert!(stopped.is_ok(), "the slowloris connection is still open after 4 s (header timeout 500 ms)");
-    ready_within(server.metrics, loopback(1), Duration::from_secs(3)).await.expect("/readyz after the attack");
+    ready_within(server.metrics, loopback(1), Duration::from_secs(3))
+        .await
+        .expect("/readyz after the attack");
     server.stop().await.unwrap();
 }
 
@@ -128,10 +143,17 @@ async fn one_address_flooding_the_metrics_port_is_capped_and_another_is_served()
     let mut extra = silent(server.metrics, loopback(1)).await.unwrap();
     let started = Instant::now();
     let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
-    assert!(closed && started.elapsed() < Duration::from_secs(1), "connection {} from 127.0.0.1 is closed at once", per_peer + 1);
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(1),
+        "connection {} from 127.0.0.1 is closed at once",
+        per_peer + 1
+    );
     ready_within(server.metrics, loopback(2), Duration::from_secs(3)).await.expect("/readyz from 127.0.0.2");
     let metrics = try_http_get(server.metrics, Some(loopback(2)), "/metrics").await.unwrap().1;
-    assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="metrics_peer_connection_limit"} 1"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"kruise_admission_http_errors_total{reason="metrics_peer_connection_limit"} 1"#),
+        "{metrics}"
+    );
     drop(held);
     server.stop().await.unwrap();
 }
@@ -147,13 +169,18 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     let dir = tempfile::tempdir().unwrap();
     let cluster = dir.path().join("cluster");
     std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n").unwrap();
+    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
+        .unwrap();
     let serve = Serve::start_limited(dir.path(), Some(160), &["--cluster-dir", cluster.to_str().unwrap()]);
     let ready = serve.until("kruise-admission ready to serve").pop().unwrap();
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", serve.child.id())).unwrap();
-    assert!(limits.lines().any(|l| l.starts_with("Max open files") && l.split_whitespace().nth(3) == Some("160")), "{limits}");
+    assert!(
+        limits.lines().any(|l| l.starts_with("Max open files") && l.split_whitespace().nth(3) == Some("160")),
+        "{limits}"
+    );
     let (https, metrics) = (addr(&ready, "https"), addr(&ready, "metrics"));
-    let good = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap()).with_source(loopback(2));
+    let good = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap())
+        .with_source(loopback(2));
     reviewed_within(&good, Duration::from_secs(5)).await.expect("served before the flood");
 
     let mut one = flood(metrics, [loopback(1)].into_iter(), 300).await;
@@ -161,16 +188,34 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     tokio::time::sleep(Duration::from_millis(300)).await;
     one.prune();
     let per_peer = ConnLimits::metrics_port().max_connections_per_peer;
-    assert!((1..=per_peer).contains(&one.open.len()), "127.0.0.1 holds {} connections (cap {per_peer})", one.open.len());
-    ready_within(metrics, loopback(2), Duration::from_secs(3)).await.expect("/readyz from 127.0.0.2 while 127.0.0.1 floods");
-    reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 127.0.0.1 floods the metrics port");
+    assert!(
+        (1..=per_peer).contains(&one.open.len()),
+        "127.0.0.1 holds {} connections (cap {per_peer})",
+        one.open.len()
+    );
+    ready_within(metrics, loopback(2), Duration::from_secs(3))
+        .await
+        .expect("/readyz from 127.0.0.2 while 127.0.0.1 floods");
+    reviewed_within(&good, Duration::from_secs(5))
+        .await
+        .expect("the webhook port while 127.0.0.1 floods the metrics port");
 
     let mut many = flood(metrics, (10..70).map(loopback), 300).await;
-    assert_eq!(many.connected, 300, "the server kept accepting (and closing) connections: {:?}", many.stopped);
+    assert_eq!(
+        many.connected, 300,
+        "the server kept accepting (and closing) connections: {:?}",
+        many.stopped
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     many.prune();
     let total = ConnLimits::metrics_port().max_connections;
-    assert!(one.open.len() + many.open.len() <= total, "the flood holds {} connections (cap {total})", one.open.len() + many.open.len());
-    reviewed_within(&good, Duration::from_secs(5)).await.expect("the webhook port while 60 addresses flood the metrics port");
+    assert!(
+        one.open.len() + many.open.len() <= total,
+        "the flood holds {} connections (cap {total})",
+        one.open.len() + many.open.len()
+    );
+    reviewed_within(&good, Duration::from_secs(5))
+        .await
+        .expect("the webhook port while 60 addresses flood the metrics port");
     drop((one, many));
 }

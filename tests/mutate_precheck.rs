@@ -77,13 +77,20 @@ fn requests() -> Vec<(String, AdmissionRequest)> {
 
 #[test]
 fn the_precheck_never_changes_a_decision() {
-    let (examples, _) = load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
+    let (examples, _) =
+        load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
     let served = webhooks::by_path("/mutate-pod").expect("registered");
     let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
     let (random, settings, answers) = (SeededRandom::new(7), Settings::default(), Answers::default());
     let (mut skipped, mut mutated) = (0, 0);
     for snapshot in [&examples, &Snapshot::default()] {
-        let inputs = Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let inputs = Inputs {
+            cluster: snapshot,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         for (name, request) in requests() {
             let object = request.object.as_ref().expect("a pod");
             let served_outcome = webhooks::run(served, &request, &inputs);
@@ -95,7 +102,11 @@ fn the_precheck_never_changes_a_decision() {
                 mutated += 1;
             } else {
                 skipped += 1;
-                assert_eq!(full.mutated.as_ref(), Some(object), "{name}: said unchanged, but the mutator changed it");
+                assert_eq!(
+                    full.mutated.as_ref(),
+                    Some(object),
+                    "{name}: said unchanged, but the mutator changed it"
+                );
             }
         }
     }

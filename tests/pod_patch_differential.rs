@@ -64,7 +64,8 @@ fn select_everything(objects: &[Value]) -> Vec<Value> {
         .cloned()
         .map(|mut o| {
             if o["kind"] == "SidecarSet" {
-                o["spec"]["selector"] = json!({"matchExpressions": [{"key": "never-set", "operator": "DoesNotExist"}]});
+                o["spec"]["selector"] =
+                    json!({"matchExpressions": [{"key": "never-set", "operator": "DoesNotExist"}]});
                 if let Some(spec) = o["spec"].as_object_mut() {
                     spec.remove("namespaceSelector");
                 }
@@ -75,7 +76,8 @@ fn select_everything(objects: &[Value]) -> Vec<Value> {
 }
 
 fn fixture_worlds() -> Vec<World> {
-    let (examples, _) = load_objects(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
+    let (examples, _) =
+        load_objects(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
     vec![
         World { snapshot: Snapshot::default(), label: "empty" },
         World { snapshot: Snapshot::from_objects(examples.clone()), label: "examples" },
@@ -100,7 +102,8 @@ fn fixture_pods() -> Vec<(String, Value, String)> {
         }
     }
     let dir = common::fixtures_dir().join("workloads");
-    let mut files: Vec<_> = std::fs::read_dir(dir).expect("workloads").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(dir).expect("workloads").map(|e| e.expect("entry").path()).collect();
     files.sort();
     for path in files {
         let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };
@@ -145,16 +148,24 @@ fn fixture_pods() -> Vec<(String, Value, String)> {
 
 /// A map with its keys in a generated order (the diff pairs keys by position, so order matters).
 fn shuffled(entries: Vec<(&'static str, Option<Value>)>) -> impl Strategy<Value = Value> {
-    let present: Vec<(&'static str, Value)> = entries.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
-    Just(present).prop_shuffle().prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Map<_, _>>()))
+    let present: Vec<(&'static str, Value)> =
+        entries.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
+    Just(present)
+        .prop_shuffle()
+        .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Map<_, _>>()))
 }
 
-fn maybe<T: std::fmt::Debug + Clone + 'static>(s: impl Strategy<Value = T> + 'static) -> impl Strategy<Value = Option<T>> {
+fn maybe<T: std::fmt::Debug + Clone + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Option<T>> {
     prop::option::weighted(0.6, s)
 }
 
 fn env_var() -> impl Strategy<Value = Value> {
-    (prop::sample::select(vec!["POD_NAME", "MODE", "LEVEL", "IS_INJECTED"]), prop::sample::select(vec!["true", "x"]))
+    (
+        prop::sample::select(vec!["POD_NAME", "MODE", "LEVEL", "IS_INJECTED"]),
+        prop::sample::select(vec!["true", "x"]),
+    )
         .prop_map(|(name, value)| json!({"name": name, "value": value}))
 }
 
@@ -182,7 +193,12 @@ fn resources() -> impl Strategy<Value = Value> {
 }
 
 fn pod_container(name: &'static str) -> impl Strategy<Value = Value> {
-    (prop::collection::vec(env_var(), 0..3), prop::collection::vec(mount(), 0..3), maybe(resources()), maybe(Just(json!("Always"))))
+    (
+        prop::collection::vec(env_var(), 0..3),
+        prop::collection::vec(mount(), 0..3),
+        maybe(resources()),
+        maybe(Just(json!("Always"))),
+    )
         .prop_flat_map(move |(env, mounts, resources, restart)| {
             shuffled(vec![
                 ("name", Some(json!(name))),
@@ -225,30 +241,36 @@ fn annotations() -> impl Strategy<Value = Option<Value>> {
             _ => json!("v"),
         }
     };
-    list_or_null(
-        prop::sample::subsequence(keys, 0..4)
-            .prop_shuffle()
-            .prop_map(move |ks| Value::Object(ks.into_iter().map(|k| (k.to_owned(), value(k))).collect::<Map<_, _>>())),
-    )
+    list_or_null(prop::sample::subsequence(keys, 0..4).prop_shuffle().prop_map(move |ks| {
+        Value::Object(ks.into_iter().map(|k| (k.to_owned(), value(k))).collect::<Map<_, _>>())
+    }))
 }
 
 fn owner() -> impl Strategy<Value = Option<Value>> {
     maybe(
-        prop::sample::select(vec![("apps/v1", "DaemonSet"), ("apps.kruise.io/v1alpha1", "BroadcastJob"), ("apps/v1", "ReplicaSet")])
-            .prop_map(|(v, k)| json!([{"apiVersion": v, "kind": k, "name": "o", "uid": "1", "controller": true}])),
+        prop::sample::select(vec![
+            ("apps/v1", "DaemonSet"),
+            ("apps.kruise.io/v1alpha1", "BroadcastJob"),
+            ("apps/v1", "ReplicaSet"),
+        ])
+        .prop_map(
+            |(v, k)| json!([{"apiVersion": v, "kind": k, "name": "o", "uid": "1", "controller": true}]),
+        ),
     )
 }
 
 fn metadata() -> impl Strategy<Value = Option<Value>> {
-    (prop::sample::select(vec!["a", "b"]), annotations(), owner(), any::<bool>()).prop_flat_map(|(app, annotations, owners, present)| {
-        let m = shuffled(vec![
-            ("name", Some(json!("p"))),
-            ("labels", Some(json!({"app": app}))),
-            ("annotations", annotations),
-            ("ownerReferences", owners),
-        ]);
-        prop_oneof![4 => m.prop_map(Some), (if present { 0 } else { 1 }) => Just(None)]
-    })
+    (prop::sample::select(vec!["a", "b"]), annotations(), owner(), any::<bool>()).prop_flat_map(
+        |(app, annotations, owners, present)| {
+            let m = shuffled(vec![
+                ("name", Some(json!("p"))),
+                ("labels", Some(json!({"app": app}))),
+                ("annotations", annotations),
+                ("ownerReferences", owners),
+            ]);
+            prop_oneof![4 => m.prop_map(Some), (if present { 0 } else { 1 }) => Just(None)]
+        },
+    )
 }
 
 fn tolerations() -> impl Strategy<Value = Value> {
@@ -264,7 +286,9 @@ fn tolerations() -> impl Strategy<Value = Value> {
 }
 
 fn pod() -> impl Strategy<Value = Value> {
-    let names = prop::sample::subsequence(vec!["app", "web", "proxy", "s0-c0", "s1-c1", "s0-c1-1", "agent"], 1..4).prop_shuffle();
+    let names =
+        prop::sample::subsequence(vec!["app", "web", "proxy", "s0-c0", "s1-c1", "s0-c1-1", "agent"], 1..4)
+            .prop_shuffle();
     let init_names = prop::sample::subsequence(vec!["init", "s0-c0", "s1-c0"], 0..2);
     (
         names.prop_flat_map(containers),
@@ -385,7 +409,13 @@ fn outcomes() -> Vec<(String, String)> {
         let request = review(pod, namespace);
         // Seeded the same for both calls: a partition draw must not differ between them.
         let (first, second) = (SeededRandom::new(7), SeededRandom::new(7));
-        let inputs = |random| Inputs { cluster: snapshot, answers: &answers, clock: &clock, random, settings: &settings };
+        let inputs = |random| Inputs {
+            cluster: snapshot,
+            answers: &answers,
+            clock: &clock,
+            random,
+            settings: &settings,
+        };
         let served = webhooks::decide(webhook, &request, &inputs(&first));
         let outcome = webhooks::run(webhook, &request, &inputs(&second));
         assert_eq!(served, outcome.decision, "{name}: decide and run disagree");
@@ -397,7 +427,8 @@ fn outcomes() -> Vec<(String, String)> {
             decide(format!("{}/{name}", world.label), &world.snapshot, pod, namespace);
         }
     }
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let mut runner =
+        TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let strategy = generated();
     for i in 0..GENERATED_CASES {
         let (pod, sets) = strategy.new_tree(&mut runner).expect("a case").current();
@@ -415,7 +446,8 @@ fn pod_patches_are_the_recorded_ones() {
         return;
     }
     let expected = std::fs::read_to_string(&path).expect("tests/golden/expected/pod-patches.txt");
-    let differing: Vec<_> = expected.lines().zip(actual.lines()).filter(|(e, a)| e != a).map(|(_, a)| a.to_owned()).collect();
+    let differing: Vec<_> =
+        expected.lines().zip(actual.lines()).filter(|(e, a)| e != a).map(|(_, a)| a.to_owned()).collect();
     assert!(
         differing.is_empty() && expected.lines().count() == actual.lines().count(),
         "{} of {} cases differ from the recorded patches (first: {:?})",
@@ -431,20 +463,32 @@ fn generated_cases_exercise_injection_and_the_stamp() {
     let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
     let (settings, answers, random) = (Settings::default(), Answers::default(), SeededRandom::new(7));
     let webhook = webhooks::by_path("/mutate-pod").expect("registered");
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let mut runner =
+        TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let strategy = generated();
     let (mut injected, mut stamped, mut denied, mut untouched) = (0, 0, 0, 0);
     for _ in 0..GENERATED_CASES {
         let (pod, sets) = strategy.new_tree(&mut runner).expect("a case").current();
         let snapshot = Snapshot::from_objects(sets);
-        let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let inputs = Inputs {
+            cluster: &snapshot,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         let decision = webhooks::decide(webhook, &review(&pod, "default"), &inputs);
         let paths: Vec<&str> = decision.patch.iter().map(|op| op.path()).collect();
         injected += usize::from(paths.iter().any(|p| p.starts_with("/spec/containers")));
-        stamped += usize::from(paths.iter().any(|p| p.starts_with("/spec/tolerations") || p.starts_with("/spec/affinity")));
+        stamped += usize::from(
+            paths.iter().any(|p| p.starts_with("/spec/tolerations") || p.starts_with("/spec/affinity")),
+        );
         denied += usize::from(!decision.allowed);
         untouched += usize::from(decision.allowed && paths.is_empty());
     }
     let n = GENERATED_CASES / 10;
-    assert!(injected > n && stamped > n && untouched > n / 2 && denied > 0, "{injected} {stamped} {denied} {untouched}");
+    assert!(
+        injected > n && stamped > n && untouched > n / 2 && denied > 0,
+        "{injected} {stamped} {denied} {untouched}"
+    );
 }

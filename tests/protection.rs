@@ -17,8 +17,10 @@ use kruise_admission::cluster::{Answers, Counted, ListFilter, Query, Snapshot, f
 use serde_json::{Value, json};
 use time::macros::datetime;
 
-const ALWAYS_MSG: &str = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always";
-const CASCADING_MSG: &str = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading";
+const ALWAYS_MSG: &str =
+    "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always";
+const CASCADING_MSG: &str =
+    "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading";
 
 /// CloneSet and Advanced StatefulSet DELETE reach us on the in-place validators' paths, which call
 /// `protection::check_delete`. Until those land on this branch, this stand-in plays their part.
@@ -54,7 +56,8 @@ struct Kind {
     namespaced: bool,
 }
 
-const NAMESPACE: Kind = Kind { group: "", version: "v1", kind: "Namespace", resource: "namespaces", namespaced: false };
+const NAMESPACE: Kind =
+    Kind { group: "", version: "v1", kind: "Namespace", resource: "namespaces", namespaced: false };
 const CRD_V1: Kind = Kind {
     group: "apiextensions.k8s.io",
     version: "v1",
@@ -63,20 +66,47 @@ const CRD_V1: Kind = Kind {
     namespaced: false,
 };
 const CRD_V1BETA1: Kind = Kind { version: "v1beta1", ..CRD_V1 };
-const DEPLOYMENT: Kind = Kind { group: "apps", version: "v1", kind: "Deployment", resource: "deployments", namespaced: true };
-const REPLICASET: Kind = Kind { group: "apps", version: "v1", kind: "ReplicaSet", resource: "replicasets", namespaced: true };
-const STATEFULSET: Kind = Kind { group: "apps", version: "v1", kind: "StatefulSet", resource: "statefulsets", namespaced: true };
-const CLONESET: Kind = Kind { group: "apps.kruise.io", version: "v1alpha1", kind: "CloneSet", resource: "clonesets", namespaced: true };
-const ASTS_V1ALPHA1: Kind =
-    Kind { group: "apps.kruise.io", version: "v1alpha1", kind: "StatefulSet", resource: "statefulsets", namespaced: true };
+const DEPLOYMENT: Kind =
+    Kind { group: "apps", version: "v1", kind: "Deployment", resource: "deployments", namespaced: true };
+const REPLICASET: Kind =
+    Kind { group: "apps", version: "v1", kind: "ReplicaSet", resource: "replicasets", namespaced: true };
+const STATEFULSET: Kind =
+    Kind { group: "apps", version: "v1", kind: "StatefulSet", resource: "statefulsets", namespaced: true };
+const CLONESET: Kind = Kind {
+    group: "apps.kruise.io",
+    version: "v1alpha1",
+    kind: "CloneSet",
+    resource: "clonesets",
+    namespaced: true,
+};
+const ASTS_V1ALPHA1: Kind = Kind {
+    group: "apps.kruise.io",
+    version: "v1alpha1",
+    kind: "StatefulSet",
+    resource: "statefulsets",
+    namespaced: true,
+};
 const ASTS_V1BETA1: Kind = Kind { version: "v1beta1", ..ASTS_V1ALPHA1 };
-const UNITED_DEPLOYMENT: Kind =
-    Kind { group: "apps.kruise.io", version: "v1alpha1", kind: "UnitedDeployment", resource: "uniteddeployments", namespaced: true };
-const SERVICE: Kind = Kind { group: "", version: "v1", kind: "Service", resource: "services", namespaced: true };
-const INGRESS_V1: Kind = Kind { group: "networking.k8s.io", version: "v1", kind: "Ingress", resource: "ingresses", namespaced: true };
+const UNITED_DEPLOYMENT: Kind = Kind {
+    group: "apps.kruise.io",
+    version: "v1alpha1",
+    kind: "UnitedDeployment",
+    resource: "uniteddeployments",
+    namespaced: true,
+};
+const SERVICE: Kind =
+    Kind { group: "", version: "v1", kind: "Service", resource: "services", namespaced: true };
+const INGRESS_V1: Kind = Kind {
+    group: "networking.k8s.io",
+    version: "v1",
+    kind: "Ingress",
+    resource: "ingresses",
+    namespaced: true,
+};
 const INGRESS_V1BETA1: Kind = Kind { version: "v1beta1", ..INGRESS_V1 };
 
-const WORKLOADS: [Kind; 7] = [DEPLOYMENT, REPLICASET, STATEFULSET, CLONESET, ASTS_V1ALPHA1, ASTS_V1BETA1, UNITED_DEPLOYMENT];
+const WORKLOADS: [Kind; 7] =
+    [DEPLOYMENT, REPLICASET, STATEFULSET, CLONESET, ASTS_V1ALPHA1, ASTS_V1BETA1, UNITED_DEPLOYMENT];
 
 fn api_version(k: Kind) -> String {
     if k.group.is_empty() { k.version.to_owned() } else { format!("{}/{}", k.group, k.version) }
@@ -132,11 +162,22 @@ impl Env {
     }
 
     fn of(snapshot: Snapshot) -> Self {
-        Env { snapshot, settings: Settings::default(), clock: FixedClock(datetime!(2026-11-29 00:00 UTC)), random: SeededRandom::new(1) }
+        Env {
+            snapshot,
+            settings: Settings::default(),
+            clock: FixedClock(datetime!(2026-11-29 00:00 UTC)),
+            random: SeededRandom::new(1),
+        }
     }
 
     fn inputs<'a>(&'a self, answers: &'a Answers) -> Inputs<'a> {
-        Inputs { cluster: &self.snapshot, answers, clock: &self.clock, random: &self.random, settings: &self.settings }
+        Inputs {
+            cluster: &self.snapshot,
+            answers,
+            clock: &self.clock,
+            random: &self.random,
+            settings: &self.settings,
+        }
     }
 
     /// The queries `webhook` asks for on `request`.
@@ -162,7 +203,14 @@ impl Env {
     /// The decision of the one webhook that receives `request`.
     fn decide(&self, request: &AdmissionRequest) -> Decision {
         let mut all = self.decide_all(request);
-        assert_eq!(all.len(), 1, "expected exactly one webhook for {:?}/{:?}, got {:?}", request.kind, request.operation, names(&all));
+        assert_eq!(
+            all.len(),
+            1,
+            "expected exactly one webhook for {:?}/{:?}, got {:?}",
+            request.kind,
+            request.operation,
+            names(&all)
+        );
         all.remove(0).1
     }
 }
@@ -205,7 +253,8 @@ fn pvc(namespace: &str, name: &str, phase: &str, deleting: bool) -> Value {
 }
 
 fn widget(version: &str, namespace: Option<&str>, name: &str, deleting: bool) -> Value {
-    let mut w = json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": name}});
+    let mut w =
+        json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": name}});
     if let Some(ns) = namespace {
         w["metadata"]["namespace"] = json!(ns);
     }
@@ -240,13 +289,22 @@ const OTHER_VALUES: [&str; 5] = ["always", "cascading", "", "Never", "ALWAYS"];
 #[test]
 fn no_label_and_other_values_allow_every_kind_without_lookups_or_warnings() {
     let env = Env::new(vec![pod("shop", "web", "Running", false), widget("v1", Some("a"), "w", false)]);
-    let kinds = [NAMESPACE, CRD_V1, CRD_V1BETA1, SERVICE, INGRESS_V1, INGRESS_V1BETA1].into_iter().chain(WORKLOADS);
+    let kinds =
+        [NAMESPACE, CRD_V1, CRD_V1BETA1, SERVICE, INGRESS_V1, INGRESS_V1BETA1].into_iter().chain(WORKLOADS);
     for k in kinds {
-        let spec = if k.kind == "CustomResourceDefinition" { widgets_crd(k, None)["spec"].clone() } else { json!({"replicas": 3}) };
+        let spec = if k.kind == "CustomResourceDefinition" {
+            widgets_crd(k, None)["spec"].clone()
+        } else {
+            json!({"replicas": 3})
+        };
         for label in std::iter::once(None).chain(OTHER_VALUES.map(Some)) {
             let request = delete(k, object(k, "shop", label, spec.clone()));
             assert_allowed(&env.decide(&request));
-            assert!(protection::queries(&request, &env.inputs(&Answers::default())).is_empty(), "{} {label:?}", k.kind);
+            assert!(
+                protection::queries(&request, &env.inputs(&Answers::default())).is_empty(),
+                "{} {label:?}",
+                k.kind
+            );
         }
     }
 }
@@ -255,9 +313,14 @@ fn no_label_and_other_values_allow_every_kind_without_lookups_or_warnings() {
 fn always_denies_every_protected_kind_without_lookups() {
     // Dependents exist and replicas are 0: Always does not look at either.
     let env = Env::new(vec![pod("shop", "web", "Running", false)]);
-    let kinds = [NAMESPACE, CRD_V1, CRD_V1BETA1, SERVICE, INGRESS_V1, INGRESS_V1BETA1].into_iter().chain(WORKLOADS);
+    let kinds =
+        [NAMESPACE, CRD_V1, CRD_V1BETA1, SERVICE, INGRESS_V1, INGRESS_V1BETA1].into_iter().chain(WORKLOADS);
     for k in kinds {
-        let spec = if k.kind == "CustomResourceDefinition" { widgets_crd(k, None)["spec"].clone() } else { json!({"replicas": 0}) };
+        let spec = if k.kind == "CustomResourceDefinition" {
+            widgets_crd(k, None)["spec"].clone()
+        } else {
+            json!({"replicas": 0})
+        };
         let request = delete(k, object(k, "shop", Some("Always"), spec));
         assert_denied(&env.decide(&request), ALWAYS_MSG);
         assert!(protection::queries(&request, &env.inputs(&Answers::default())).is_empty(), "{}", k.kind);
@@ -283,7 +346,12 @@ fn cascading_workloads_ignore_owned_pods() {
     // Only spec.replicas counts (docs/workloads.md#4-3-kinds): running pods in the namespace do not block a
     // workload at 0.
     let env = Env::new(vec![pod("shop", "web-abc", "Running", false)]);
-    assert_allowed(&env.decide(&delete(DEPLOYMENT, object(DEPLOYMENT, "web", Some("Cascading"), json!({"replicas": 0})))));
+    assert_allowed(
+        &env.decide(&delete(
+            DEPLOYMENT,
+            object(DEPLOYMENT, "web", Some("Cascading"), json!({"replicas": 0})),
+        )),
+    );
 }
 
 #[test]
@@ -313,7 +381,10 @@ fn cascading_namespace_is_refused_while_it_has_active_pods() {
         // Pods come first: Bound PVCs do not change the message.
         pvc("shop", "data", "Bound", false),
     ]);
-    assert_denied(&env.decide(&namespace("shop", Some("Cascading"))), &format!("{CASCADING_MSG} and active pods 3>0"));
+    assert_denied(
+        &env.decide(&namespace("shop", Some("Cascading"))),
+        &format!("{CASCADING_MSG} and active pods 3>0"),
+    );
 }
 
 #[test]
@@ -328,7 +399,10 @@ fn cascading_namespace_without_active_pods_is_refused_while_it_has_bound_pvcs() 
         pvc("shop", "gone", "Bound", true),
         pvc("elsewhere", "db-0", "Bound", false),
     ]);
-    assert_denied(&env.decide(&namespace("shop", Some("Cascading"))), &format!("{CASCADING_MSG} and \"Bound\" status pvc 2>0"));
+    assert_denied(
+        &env.decide(&namespace("shop", Some("Cascading"))),
+        &format!("{CASCADING_MSG} and \"Bound\" status pvc 2>0"),
+    );
 }
 
 #[test]
@@ -384,14 +458,20 @@ fn cascading_crd_is_refused_while_custom_resources_exist_in_any_namespace() {
         json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "a"}}),
     ]);
     for k in [CRD_V1, CRD_V1BETA1] {
-        assert_denied(&env.decide(&delete(k, widgets_crd(k, Some("Cascading")))), &format!("{CASCADING_MSG} and active CRs 3>0"));
+        assert_denied(
+            &env.decide(&delete(k, widgets_crd(k, Some("Cascading")))),
+            &format!("{CASCADING_MSG} and active CRs 3>0"),
+        );
     }
 }
 
 #[test]
 fn cascading_crd_counts_cluster_scoped_custom_resources() {
     let env = Env::new(vec![widget("v1", None, "cluster-wide", false)]);
-    assert_denied(&env.decide(&delete(CRD_V1, widgets_crd(CRD_V1, Some("Cascading")))), &format!("{CASCADING_MSG} and active CRs 1>0"));
+    assert_denied(
+        &env.decide(&delete(CRD_V1, widgets_crd(CRD_V1, Some("Cascading")))),
+        &format!("{CASCADING_MSG} and active CRs 1>0"),
+    );
 }
 
 #[test]
@@ -410,8 +490,17 @@ fn cascading_crd_lists_its_storage_version_in_all_namespaces() {
     let env = Env::new(vec![]);
     let request = delete(CRD_V1, widgets_crd(CRD_V1, Some("Cascading")));
     let filter = ListFilter { until_one: Some(Counted::Live), ..ListFilter::default() };
-    let expected = Query::List { group: "example.com".into(), version: "v1".into(), kind: "Widget".into(), namespace: None, filter };
-    assert_eq!(env.queries(webhooks::by_path("/validate-customresourcedefinition").unwrap(), &request), [expected]);
+    let expected = Query::List {
+        group: "example.com".into(),
+        version: "v1".into(),
+        kind: "Widget".into(),
+        namespace: None,
+        filter,
+    };
+    assert_eq!(
+        env.queries(webhooks::by_path("/validate-customresourcedefinition").unwrap(), &request),
+        [expected]
+    );
 }
 
 #[test]
@@ -427,7 +516,11 @@ fn crd_of_an_unknown_apiextensions_version_is_not_checked() {
 // ---------------------------------------------------------------- failed lookups
 
 fn with_answers(env: &Env, request: &AdmissionRequest, answers: &Answers) -> Decision {
-    let path = if request.kind.kind == "Namespace" { "/validate-namespace" } else { "/validate-customresourcedefinition" };
+    let path = if request.kind.kind == "Namespace" {
+        "/validate-namespace"
+    } else {
+        "/validate-customresourcedefinition"
+    };
     webhooks::run(webhooks::by_path(path).unwrap(), request, &env.inputs(answers)).decision
 }
 
@@ -478,7 +571,9 @@ fn a_failed_custom_resource_lookup_refuses_the_crd_deletion() {
     answers.insert(queries[0].clone(), Err("widgets.example.com is forbidden".into()));
     assert_denied(
         &with_answers(&env, &request, &answers),
-        &format!("failed to list CRs of example.com/v1, Kind=WidgetList: widgets.example.com is forbidden {HINT}"),
+        &format!(
+            "failed to list CRs of example.com/v1, Kind=WidgetList: widgets.example.com is forbidden {HINT}"
+        ),
     );
 }
 
@@ -488,7 +583,10 @@ fn a_lookup_the_edge_did_not_perform_refuses_instead_of_allowing() {
     let d = with_answers(&env, &namespace("shop", Some("Cascading")), &Answers::default());
     assert!(!d.allowed);
     let message = d.status.unwrap().message;
-    assert!(message.starts_with("forbidden by ResourcesProtectionDeletion for list pods error: lookup "), "{message}");
+    assert!(
+        message.starts_with("forbidden by ResourcesProtectionDeletion for list pods error: lookup "),
+        "{message}"
+    );
     assert!(message.ends_with(HINT), "{message}");
 }
 
@@ -497,9 +595,12 @@ fn a_lookup_the_edge_did_not_perform_refuses_instead_of_allowing() {
 #[test]
 fn an_object_already_being_deleted_is_allowed() {
     let env = Env::new(vec![pod("shop", "web", "Running", false)]);
-    for (k, spec) in
-        [(NAMESPACE, json!({})), (DEPLOYMENT, json!({"replicas": 2})), (SERVICE, json!({})), (CLONESET, json!({"replicas": 2}))]
-    {
+    for (k, spec) in [
+        (NAMESPACE, json!({})),
+        (DEPLOYMENT, json!({"replicas": 2})),
+        (SERVICE, json!({})),
+        (CLONESET, json!({"replicas": 2})),
+    ] {
         for label in ["Always", "Cascading"] {
             let mut old = object(k, "shop", Some(label), spec.clone());
             old["metadata"]["deletionTimestamp"] = json!("2026-11-28T10:00:00Z");
@@ -526,7 +627,8 @@ fn a_delete_without_old_object_is_allowed() {
 #[test]
 fn a_subresource_delete_is_allowed() {
     let env = Env::new(vec![]);
-    let mut review = request_json(DEPLOYMENT, "DELETE", object(DEPLOYMENT, "web", Some("Always"), json!({"replicas": 1})));
+    let mut review =
+        request_json(DEPLOYMENT, "DELETE", object(DEPLOYMENT, "web", Some("Always"), json!({"replicas": 1})));
     review["request"]["subResource"] = json!("status");
     let request = decode_review(review).unwrap();
     // The registration does not send subresources; the decision also lets them through if sent.
@@ -563,17 +665,26 @@ fn switched_off_everything_is_allowed_and_nothing_is_looked_up() {
         let d = env.decide(request);
         assert!(d.allowed && d.status.is_none() && d.patch.is_empty(), "{d:?}");
         // The webhook still answers (a configuration may keep calling it) and says why it let this through.
-        assert!(d.warnings.iter().all(|w| w.contains("--disable-capability delete-protection")), "{:?}", d.warnings);
+        assert!(
+            d.warnings.iter().all(|w| w.contains("--disable-capability delete-protection")),
+            "{:?}",
+            d.warnings
+        );
         assert!(protection::queries(request, &env.inputs(&Answers::default())).is_empty());
     }
-    assert_eq!(env.decide(&requests[1]).warnings.len(), 1, "the protection-only webhook says it is switched off");
+    assert_eq!(
+        env.decide(&requests[1]).warnings.len(),
+        1,
+        "the protection-only webhook says it is switched off"
+    );
     assert!(Settings::default().enabled(Capability::DeleteProtection), "delete protection is on by default");
 }
 
 #[test]
 fn malformed_fields_that_are_read_are_bad_requests() {
     let env = Env::new(vec![]);
-    let d = env.decide(&delete(DEPLOYMENT, object(DEPLOYMENT, "web", Some("Cascading"), json!({"replicas": "3"}))));
+    let d = env
+        .decide(&delete(DEPLOYMENT, object(DEPLOYMENT, "web", Some("Cascading"), json!({"replicas": "3"}))));
     assert_eq!(d.status.as_ref().map(|s| s.code), Some(400), "{d:?}");
     let mut old = object(SERVICE, "web", None, json!({}));
     old["metadata"]["labels"] = json!({"policy.kruise.io/delete-protection": true});
@@ -592,7 +703,11 @@ fn each_protected_kind_is_registered_for_delete_only_under_kruises_name_and_path
         ("/validate-apps-statefulset", "vbuiltinstatefulset.kb.io", vec![STATEFULSET]),
         ("/validate-service", "vservice.kb.io", vec![SERVICE]),
         ("/validate-ingress", "vingress.kb.io", vec![INGRESS_V1, INGRESS_V1BETA1]),
-        ("/validate-apps-kruise-io-v1alpha1-uniteddeployment", "vuniteddeployment.kb.io", vec![UNITED_DEPLOYMENT]),
+        (
+            "/validate-apps-kruise-io-v1alpha1-uniteddeployment",
+            "vuniteddeployment.kb.io",
+            vec![UNITED_DEPLOYMENT],
+        ),
     ];
     for (path, name, kinds) in expected {
         let w = webhooks::by_path(path).unwrap_or_else(|| panic!("{path} is not registered"));
@@ -613,7 +728,10 @@ fn each_protected_kind_is_registered_for_delete_only_under_kruises_name_and_path
     }
     // CloneSet and Advanced StatefulSet belong to the in-place validators' paths, not to protection.
     for path in ["/validate-apps-kruise-io-v1alpha1-cloneset", "/validate-apps-kruise-io-statefulset"] {
-        assert!(webhooks::by_path(path).is_none_or(|w| w.capability != Capability::DeleteProtection), "{path}");
+        assert!(
+            webhooks::by_path(path).is_none_or(|w| w.capability != Capability::DeleteProtection),
+            "{path}"
+        );
     }
 }
 
@@ -645,24 +763,41 @@ const KRUISE_PROTECTED: [(&str, &str, &str, &str); 15] = [
 fn the_routing_table_protects_every_version_kruise_serves_and_nothing_else() {
     let env = Env::new(vec![]);
     for (group, version, kind, resource) in KRUISE_PROTECTED {
-        let k = Kind { group, version, kind, resource, namespaced: kind != "Namespace" && kind != "CustomResourceDefinition" };
-        let spec = if kind == "CustomResourceDefinition" { widgets_crd(k, None)["spec"].clone() } else { json!({"replicas": 0}) };
+        let k = Kind {
+            group,
+            version,
+            kind,
+            resource,
+            namespaced: kind != "Namespace" && kind != "CustomResourceDefinition",
+        };
+        let spec = if kind == "CustomResourceDefinition" {
+            widgets_crd(k, None)["spec"].clone()
+        } else {
+            json!({"replicas": 0})
+        };
         let request = delete(k, object(k, "x", Some("Always"), spec));
         // The real table only (not the test stand-in): some webhook receives it, and it is refused.
         let hooks: Vec<&Webhook> = webhooks::matching(&request).collect();
         assert!(!hooks.is_empty(), "DELETE of {kind} {group}/{version} reaches no webhook");
         let decisions: Vec<Decision> = hooks.iter().map(|w| env.run(w, &request)).collect();
         let hook_names: Vec<&str> = hooks.iter().map(|w| w.name).collect();
-        assert!(decisions.iter().any(|d| !d.allowed), "DELETE of {kind} {group}/{version} is not refused by {hook_names:?}");
+        assert!(
+            decisions.iter().any(|d| !d.allowed),
+            "DELETE of {kind} {group}/{version} is not refused by {hook_names:?}"
+        );
     }
     // And the other way: every DELETE the table routes is one Kruise protects.
     let listed: Vec<(&str, &str, &str)> = KRUISE_PROTECTED.iter().map(|&(g, v, _, r)| (g, v, r)).collect();
     for w in webhooks::WEBHOOKS {
         for rule in w.rules.iter().filter(|r| r.operations.contains(&Operation::Delete)) {
-            for (g, v, r) in
-                rule.groups.iter().flat_map(|g| rule.versions.iter().flat_map(move |v| rule.resources.iter().map(move |r| (*g, *v, *r))))
-            {
-                assert!(listed.contains(&(g, v, r)), "{} routes DELETE of {g}/{v} {r}, which Kruise does not protect", w.name);
+            for (g, v, r) in rule.groups.iter().flat_map(|g| {
+                rule.versions.iter().flat_map(move |v| rule.resources.iter().map(move |r| (*g, *v, *r)))
+            }) {
+                assert!(
+                    listed.contains(&(g, v, r)),
+                    "{} routes DELETE of {g}/{v} {r}, which Kruise does not protect",
+                    w.name
+                );
             }
         }
     }
@@ -674,8 +809,20 @@ fn unprotected_kinds_are_not_sent_and_not_refused() {
     let env = Env::new(vec![]);
     let kinds = [
         Kind { group: "apps", version: "v1", kind: "DaemonSet", resource: "daemonsets", namespaced: true },
-        Kind { group: "apps.kruise.io", version: "v1alpha1", kind: "DaemonSet", resource: "daemonsets", namespaced: true },
-        Kind { group: "apps.kruise.io", version: "v1alpha1", kind: "BroadcastJob", resource: "broadcastjobs", namespaced: true },
+        Kind {
+            group: "apps.kruise.io",
+            version: "v1alpha1",
+            kind: "DaemonSet",
+            resource: "daemonsets",
+            namespaced: true,
+        },
+        Kind {
+            group: "apps.kruise.io",
+            version: "v1alpha1",
+            kind: "BroadcastJob",
+            resource: "broadcastjobs",
+            namespaced: true,
+        },
         Kind { group: "", version: "v1", kind: "Pod", resource: "pods", namespaced: true },
         Kind { group: "batch", version: "v1", kind: "Job", resource: "jobs", namespaced: true },
     ];
@@ -692,11 +839,18 @@ fn unprotected_kinds_are_not_sent_and_not_refused() {
 
 fn recorded(name: &str) -> Value {
     let path = common::fixtures_dir().join("recorded").join(name);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
 }
 
 fn with_label(mut review: Value, value: &str) -> Value {
-    let labels = review["request"]["oldObject"]["metadata"].as_object_mut().unwrap().entry("labels").or_insert(json!({}));
+    let labels = review["request"]["oldObject"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .entry("labels")
+        .or_insert(json!({}));
     labels["policy.kruise.io/delete-protection"] = json!(value);
     review
 }
@@ -721,14 +875,21 @@ fn recorded_deployment_delete_with_protection_labels() {
 #[test]
 fn recorded_deletes_of_unprotected_kinds_stay_allowed_even_when_labelled_always() {
     let env = Env::new(vec![]);
-    for name in
-        ["pepr-clusterrole-delete.json", "pepr-servicemonitor-cr-delete.json", "pepr-pod-delete.json", "openyurt-pod-delete-by-node.json"]
-    {
+    for name in [
+        "pepr-clusterrole-delete.json",
+        "pepr-servicemonitor-cr-delete.json",
+        "pepr-pod-delete.json",
+        "openyurt-pod-delete-by-node.json",
+    ] {
         let request = decode_review(with_label(recorded(name), "Always")).unwrap();
         for (webhook, d) in env.decide_all(&request) {
             assert!(d.allowed, "{name}: {webhook} refused");
         }
-        assert_eq!(protection::check_delete(&request, &env.inputs(&Answers::default())), Ok(vec![]), "{name}");
+        assert_eq!(
+            protection::check_delete(&request, &env.inputs(&Answers::default())),
+            Ok(vec![]),
+            "{name}"
+        );
     }
 }
 
@@ -768,9 +929,15 @@ fn dry_run_of_delete_reviews_against_the_cluster_folder() {
         .args(cases.iter().map(|(file, _)| folder().join("reviews").join(file)))
         .output()
         .expect("run dry-run");
-    assert_eq!(out.status.code(), Some(1), "some reviews are denied: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "some reviews are denied: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let lines: Vec<Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert_eq!(lines.len(), cases.len());
     for ((file, expected), line) in cases.iter().zip(&lines) {
         assert!(line["source"].as_str().is_some_and(|s| s.ends_with(file)), "{file}: {}", line["source"]);

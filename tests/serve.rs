@@ -29,13 +29,18 @@ fn assert_well_formed(name: &str, sent: &Value, reply: &Value) {
         None => assert!(response.get("patchType").is_none(), "{name}: patchType without patch"),
         Some(patch) => {
             assert_eq!(response["patchType"], "JSONPatch", "{name}");
-            let raw = base64::engine::general_purpose::STANDARD.decode(patch.as_str().expect("patch is a string")).expect("base64");
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(patch.as_str().expect("patch is a string"))
+                .expect("base64");
             let ops: Value = serde_json::from_slice(&raw).expect("patch is JSON");
             assert!(ops.as_array().is_some_and(|a| !a.is_empty()), "{name}: a patch is a non-empty array");
         }
     }
     if response["allowed"] == false {
-        assert!(response["status"]["code"].is_u64() && response["status"]["message"].is_string(), "{name}: denial has code and message");
+        assert!(
+            response["status"]["code"].is_u64() && response["status"]["message"].is_string(),
+            "{name}: denial has code and message"
+        );
     }
 }
 
@@ -56,22 +61,45 @@ async fn every_recorded_review_gets_a_well_formed_answer_over_http1_and_http2() 
         let body = serde_json::to_vec(&sent).unwrap();
         for proto in BOTH {
             let mut conn = client.connect(proto).await.unwrap();
-            let reply =
-                conn.request(Method::POST, "/mutate-pod?timeout=10s", Some("application/json"), Bytes::from(body.clone())).await.unwrap();
+            let reply = conn
+                .request(
+                    Method::POST,
+                    "/mutate-pod?timeout=10s",
+                    Some("application/json"),
+                    Bytes::from(body.clone()),
+                )
+                .await
+                .unwrap();
             if is_unanswerable(&sent) {
                 assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{name} over {proto:?}");
-                assert!(reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()), "{name}: JSON error body");
+                assert!(
+                    reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{name}: JSON error body"
+                );
                 refused += 1;
             } else {
-                assert_eq!(reply.status, StatusCode::OK, "{name} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
+                assert_eq!(
+                    reply.status,
+                    StatusCode::OK,
+                    "{name} over {proto:?}: {}",
+                    String::from_utf8_lossy(&reply.body)
+                );
                 assert_eq!(reply.headers["content-type"], "application/json");
                 assert_well_formed(&name, &sent, &reply.json());
                 answered += 1;
             }
             // The same connection keeps working after every answer, good or bad.
-            let again =
-                conn.request(Method::POST, "/mutate-pod", Some("application/json"), Bytes::from(common::good_review("again").to_string()));
-            assert_eq!(again.await.unwrap().status, StatusCode::OK, "{name} over {proto:?}: connection reusable");
+            let again = conn.request(
+                Method::POST,
+                "/mutate-pod",
+                Some("application/json"),
+                Bytes::from(common::good_review("again").to_string()),
+            );
+            assert_eq!(
+                again.await.unwrap().status,
+                StatusCode::OK,
+                "{name} over {proto:?}: connection reusable"
+            );
         }
     }
     assert!(answered >= 100 && refused >= 2, "answered {answered}, refused {refused}");
@@ -103,7 +131,11 @@ async fn body_limit_answers_413_and_the_server_keeps_serving() {
         // Without a Content-Length (chunked HTTP/1.1, or HTTP/2 data frames) the limit holds too.
         let mut conn = client.connect(proto).await.unwrap();
         let (tx, body) = common::client::channel_body();
-        let request = conn.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+        let request = conn
+            .builder(Method::POST, "/mutate-pod")
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
         let feeder = tokio::spawn(async move {
             for chunk in big.to_string().into_bytes().chunks(16 * 1024) {
                 if tx.send(Bytes::copy_from_slice(chunk)).await.is_err() {
@@ -111,7 +143,11 @@ async fn body_limit_answers_413_and_the_server_keeps_serving() {
                 }
             }
         });
-        assert_eq!(conn.send(request).await.unwrap().status, StatusCode::PAYLOAD_TOO_LARGE, "{proto:?} streamed");
+        assert_eq!(
+            conn.send(request).await.unwrap().status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{proto:?} streamed"
+        );
         feeder.await.unwrap();
         assert_still_serving(&client, proto).await;
         big = common::good_review("big");
@@ -151,7 +187,14 @@ async fn malformed_inputs_get_their_expected_answer() {
             b"{not json".to_vec(),
             Expect::HttpError(StatusCode::BAD_REQUEST),
         ),
-        ("empty body", Method::POST, "/mutate-pod", Some("application/json"), Vec::new(), Expect::HttpError(StatusCode::BAD_REQUEST)),
+        (
+            "empty body",
+            Method::POST,
+            "/mutate-pod",
+            Some("application/json"),
+            Vec::new(),
+            Expect::HttpError(StatusCode::BAD_REQUEST),
+        ),
         (
             "JSON array",
             Method::POST,
@@ -226,9 +269,30 @@ async fn malformed_inputs_get_their_expected_answer() {
             with(&|r| r["request"]["object"]["spec"] = json!([])),
             Expect::Denied(400),
         ),
-        ("deeply nested JSON", Method::POST, "/mutate-pod", Some("application/json"), deep, Expect::HttpError(StatusCode::BAD_REQUEST)),
-        ("GET", Method::GET, "/mutate-pod", None, Vec::new(), Expect::HttpError(StatusCode::METHOD_NOT_ALLOWED)),
-        ("PUT", Method::PUT, "/mutate-pod", Some("application/json"), with(&|_| {}), Expect::HttpError(StatusCode::METHOD_NOT_ALLOWED)),
+        (
+            "deeply nested JSON",
+            Method::POST,
+            "/mutate-pod",
+            Some("application/json"),
+            deep,
+            Expect::HttpError(StatusCode::BAD_REQUEST),
+        ),
+        (
+            "GET",
+            Method::GET,
+            "/mutate-pod",
+            None,
+            Vec::new(),
+            Expect::HttpError(StatusCode::METHOD_NOT_ALLOWED),
+        ),
+        (
+            "PUT",
+            Method::PUT,
+            "/mutate-pod",
+            Some("application/json"),
+            with(&|_| {}),
+            Expect::HttpError(StatusCode::METHOD_NOT_ALLOWED),
+        ),
         (
             "text/plain",
             Method::POST,
@@ -237,7 +301,14 @@ async fn malformed_inputs_get_their_expected_answer() {
             with(&|_| {}),
             Expect::HttpError(StatusCode::UNSUPPORTED_MEDIA_TYPE),
         ),
-        ("no content type", Method::POST, "/mutate-pod", None, with(&|_| {}), Expect::HttpError(StatusCode::UNSUPPORTED_MEDIA_TYPE)),
+        (
+            "no content type",
+            Method::POST,
+            "/mutate-pod",
+            None,
+            with(&|_| {}),
+            Expect::HttpError(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        ),
         (
             "unknown path",
             Method::POST,
@@ -246,19 +317,40 @@ async fn malformed_inputs_get_their_expected_answer() {
             with(&|_| {}),
             Expect::HttpError(StatusCode::NOT_FOUND),
         ),
-        ("health on the HTTPS port", Method::GET, "/healthz", None, Vec::new(), Expect::HttpError(StatusCode::NOT_FOUND)),
+        (
+            "health on the HTTPS port",
+            Method::GET,
+            "/healthz",
+            None,
+            Vec::new(),
+            Expect::HttpError(StatusCode::NOT_FOUND),
+        ),
     ];
     for (name, method, path, content_type, body, expect) in cases {
         for proto in BOTH {
             let mut conn = client.connect(proto).await.unwrap();
-            let reply = conn.request(method.clone(), path, content_type, Bytes::from(body.clone())).await.unwrap();
+            let reply =
+                conn.request(method.clone(), path, content_type, Bytes::from(body.clone())).await.unwrap();
             match &expect {
                 Expect::HttpError(status) => {
-                    assert_eq!(reply.status, *status, "{name} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
-                    assert!(reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()), "{name}: JSON error body");
+                    assert_eq!(
+                        reply.status,
+                        *status,
+                        "{name} over {proto:?}: {}",
+                        String::from_utf8_lossy(&reply.body)
+                    );
+                    assert!(
+                        reply.json()["error"].as_str().is_some_and(|e| !e.is_empty()),
+                        "{name}: JSON error body"
+                    );
                 }
                 Expect::Denied(code) => {
-                    assert_eq!(reply.status, StatusCode::OK, "{name} over {proto:?}: {}", String::from_utf8_lossy(&reply.body));
+                    assert_eq!(
+                        reply.status,
+                        StatusCode::OK,
+                        "{name} over {proto:?}: {}",
+                        String::from_utf8_lossy(&reply.body)
+                    );
                     let review = reply.json();
                     assert_eq!(review["response"]["uid"], "m1", "{name}");
                     assert_eq!(review["response"]["allowed"], false, "{name}");
@@ -293,11 +385,15 @@ async fn health_readiness_and_metrics() {
     assert_eq!(http_get(server.metrics, "/readyz").await, (StatusCode::OK, "ok".into()));
 
     let client = server.client();
-    let reply = client.post_json(Proto::Http2, "/mutate-pod", common::good_review("metrics").to_string()).await;
+    let reply =
+        client.post_json(Proto::Http2, "/mutate-pod", common::good_review("metrics").to_string()).await;
     assert_eq!(reply.status, StatusCode::OK);
     let mut bad = common::good_review("denied");
     bad["request"]["object"]["spec"] = json!("not a spec");
-    assert_eq!(client.post_json(Proto::Http1, "/mutate-pod", bad.to_string()).await.json()["response"]["allowed"], false);
+    assert_eq!(
+        client.post_json(Proto::Http1, "/mutate-pod", bad.to_string()).await.json()["response"]["allowed"],
+        false
+    );
     assert_eq!(client.post_json(Proto::Http1, "/nowhere", "{}").await.status, StatusCode::NOT_FOUND);
 
     let (status, text) = http_get(server.metrics, "/metrics").await;
@@ -324,7 +420,10 @@ async fn not_ready_until_cluster_objects_load_then_reloaded_on_change() {
     let server = TestServer::start_with(|c| c.cluster_dir = c.cluster_dir.join("missing")).await;
     let (status, text) = http_get(server.metrics, "/readyz").await;
     assert_eq!((status, text.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "cluster objects not loaded"));
-    let reply = server.client().post_json(Proto::Http1, "/mutate-pod", common::good_review("early").to_string()).await;
+    let reply = server
+        .client()
+        .post_json(Proto::Http1, "/mutate-pod", common::good_review("early").to_string())
+        .await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
 
     let folder = server.cluster_dir.join("missing");
@@ -340,7 +439,12 @@ async fn not_ready_until_cluster_objects_load_then_reloaded_on_change() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         waited += 1;
     }
-    assert!(http_get(server.metrics, "/metrics").await.1.contains(r#"kruise_admission_cluster_objects{kind="Namespace"} 2"#));
+    assert!(
+        http_get(server.metrics, "/metrics")
+            .await
+            .1
+            .contains(r#"kruise_admission_cluster_objects{kind="Namespace"} 2"#)
+    );
     server.stop().await.unwrap();
 }
 
@@ -356,7 +460,9 @@ async fn slow_clients_are_disconnected() {
 
     // Slowloris: headers started, never finished.
     let mut tls = client.connect_raw(Proto::Http1).await.unwrap();
-    tls.write_all(b"POST /mutate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n").await.unwrap();
+    tls.write_all(b"POST /mutate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n")
+        .await
+        .unwrap();
     let started = std::time::Instant::now();
     let mut rest = Vec::new();
     let read = tokio::time::timeout(std::time::Duration::from_secs(3), tls.read_to_end(&mut rest)).await;
@@ -378,7 +484,9 @@ static ONLY_TLS13: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TL
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_1_2_and_1_3_are_both_accepted() {
     let server = TestServer::start().await;
-    for (versions, expected) in [(ONLY_TLS12, rustls::ProtocolVersion::TLSv1_2), (ONLY_TLS13, rustls::ProtocolVersion::TLSv1_3)] {
+    for (versions, expected) in
+        [(ONLY_TLS12, rustls::ProtocolVersion::TLSv1_2), (ONLY_TLS13, rustls::ProtocolVersion::TLSv1_3)]
+    {
         let tls = server.client().with_versions(versions).connect_raw(Proto::Http2).await.unwrap();
         assert_eq!(tls.get_ref().1.protocol_version(), Some(expected));
     }
@@ -395,7 +503,10 @@ async fn many_concurrent_http2_streams_on_one_connection() {
             tokio::spawn(async move {
                 let uid = format!("stream-{i}");
                 let body = Bytes::from(common::good_review(&uid).to_string());
-                let reply = stream.request(Method::POST, "/mutate-pod", Some("application/json"), body).await.unwrap();
+                let reply = stream
+                    .request(Method::POST, "/mutate-pod", Some("application/json"), body)
+                    .await
+                    .unwrap();
                 assert_eq!(reply.status, StatusCode::OK);
                 assert_eq!(reply.json()["response"]["uid"], uid.as_str());
             })
@@ -454,15 +565,22 @@ async fn a_panicking_or_slow_decision_gets_500_or_504_and_the_connection_keeps_w
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
         let body = Bytes::from(common::good_review("p").to_string());
-        let reply = conn.request(Method::POST, "/panic", Some("application/json"), body.clone()).await.unwrap();
+        let reply =
+            conn.request(Method::POST, "/panic", Some("application/json"), body.clone()).await.unwrap();
         assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR, "{proto:?}");
         assert!(reply.json()["error"].as_str().is_some_and(|e| e.contains("see the server log")));
 
         let started = std::time::Instant::now();
-        let reply = conn.request(Method::POST, "/slow?timeout=1s", Some("application/json"), body.clone()).await.unwrap();
+        let reply = conn
+            .request(Method::POST, "/slow?timeout=1s", Some("application/json"), body.clone())
+            .await
+            .unwrap();
         let took = started.elapsed();
         assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT, "{proto:?}");
-        assert!(took >= std::time::Duration::from_millis(850) && took < std::time::Duration::from_millis(2500), "504 after {took:?}");
+        assert!(
+            took >= std::time::Duration::from_millis(850) && took < std::time::Duration::from_millis(2500),
+            "504 after {took:?}"
+        );
 
         // The same connection still answers.
         let reply = conn.request(Method::POST, "/panic", Some("text/plain"), body).await.unwrap();

@@ -50,7 +50,8 @@ struct Load {
 
 impl Load {
     fn start(client: &TlsClient, workers: usize) -> Load {
-        let (stop, ok, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (stop, ok, failed) =
+            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let tasks = (0..workers)
             .map(|w| {
                 let (client, stop, ok, failed) = (client.clone(), stop.clone(), ok.clone(), failed.clone());
@@ -66,7 +67,9 @@ impl Load {
                                 .request(Method::POST, "/mutate-pod", Some("application/json"), body)
                                 .await
                                 .map_err(|e| e.to_string())?;
-                            if reply.status != StatusCode::OK || reply.json()["response"]["uid"] != uid.as_str() {
+                            if reply.status != StatusCode::OK
+                                || reply.json()["response"]["uid"] != uid.as_str()
+                            {
                                 return Err(format!("status {}", reply.status));
                             }
                             Ok(())
@@ -107,7 +110,11 @@ async fn overwritten_cert_files_are_served_on_the_next_handshake_and_a_bad_pair_
     let (other_cert, _) = certs::issue_from_ca(&server.certs, &[]).unwrap();
     replace(&server.certs.cert, &other_cert);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(client.connect(Proto::Http1).await.unwrap().peer_cert, original, "a mismatched pair must not be served");
+    assert_eq!(
+        client.connect(Proto::Http1).await.unwrap().peer_cert,
+        original,
+        "a mismatched pair must not be served"
+    );
 
     // A good pair from the same CA: served from the next handshake on.
     let (new_cert, new_key) = certs::issue_from_ca(&server.certs, &[]).unwrap();
@@ -123,7 +130,10 @@ async fn overwritten_cert_files_are_served_on_the_next_handshake_and_a_bad_pair_
     let metrics = http_get(server.metrics, "/metrics").await.1;
     let new_der = der(&new_cert);
     let (_, parsed) = x509_parser::parse_x509_certificate(&new_der).unwrap();
-    let expected = format!("kruise_admission_serving_certificate_not_after_seconds {}", parsed.validity().not_after.timestamp());
+    let expected = format!(
+        "kruise_admission_serving_certificate_not_after_seconds {}",
+        parsed.validity().not_after.timestamp()
+    );
     assert!(metrics.contains(&expected), "{expected} missing");
     server.stop().await.unwrap();
 }
@@ -206,7 +216,11 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let refused = tokio::net::TcpStream::connect(server.https).await;
     assert!(refused.is_err(), "a new connection was accepted after shutdown began");
-    assert_eq!(http_get(server.metrics, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE, "not ready while draining");
+    assert_eq!(
+        http_get(server.metrics, "/readyz").await.0,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready while draining"
+    );
     assert!(!server.is_finished(), "the server stopped before its in-flight requests were answered");
 
     for (uid, tx, rest, response) in in_flight {
@@ -216,7 +230,10 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
         assert_eq!(reply.status, StatusCode::OK, "{uid}");
         assert_eq!(reply.json()["response"]["uid"], uid.as_str());
     }
-    tokio::time::timeout(Duration::from_secs(5), server.join()).await.expect("drained promptly once requests finished").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.join())
+        .await
+        .expect("drained promptly once requests finished")
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +241,11 @@ async fn shutdown_gives_up_on_stuck_requests_after_the_grace_period() {
     let mut server = TestServer::start_with(|c| c.shutdown_grace = Duration::from_millis(500)).await;
     let mut conn = server.client().connect(Proto::Http1).await.unwrap();
     let (tx, body) = channel_body();
-    let request = conn.builder(Method::POST, "/mutate-pod").header("content-type", "application/json").body(body).unwrap();
+    let request = conn
+        .builder(Method::POST, "/mutate-pod")
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
     tx.send(Bytes::from_static(b"{\"apiVersion\":")).await.unwrap();
     let _stuck = tokio::spawn(async move { conn.send(request).await });
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -34,7 +34,12 @@ fn live_source(api: &FakeApiServer, max_cache_staleness: Duration) -> LiveSource
         idle_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(2),
     };
-    LiveSource { client: api.client(), settings, sync_timeout: Duration::from_secs(10), lookup_timeout: Duration::from_secs(2) }
+    LiveSource {
+        client: api.client(),
+        settings,
+        sync_timeout: Duration::from_secs(10),
+        lookup_timeout: Duration::from_secs(2),
+    }
 }
 
 fn seed(api: &FakeApiServer) {
@@ -87,13 +92,23 @@ fn running_pod(name: &str) -> Value {
 /// The images of the containers a `/mutate-pod` answer adds (from its JSON Patch).
 fn injected_images(reply: &Value) -> Vec<String> {
     let Some(patch) = reply["response"]["patch"].as_str() else { return Vec::new() };
-    let ops: Value = serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
+    let ops: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
     let mut images = Vec::new();
     for op in ops.as_array().unwrap() {
         let path = op["path"].as_str().unwrap_or_default();
         if path.starts_with("/spec/containers") {
-            let values = if op["value"].is_array() { op["value"].as_array().unwrap().clone() } else { vec![op["value"].clone()] };
-            images.extend(values.iter().filter_map(|c| c["image"].as_str().map(str::to_owned)).filter(|i| i != "nginx:1"));
+            let values = if op["value"].is_array() {
+                op["value"].as_array().unwrap().clone()
+            } else {
+                vec![op["value"].clone()]
+            };
+            images.extend(
+                values
+                    .iter()
+                    .filter_map(|c| c["image"].as_str().map(str::to_owned))
+                    .filter(|i| i != "nginx:1"),
+            );
         }
     }
     images
@@ -110,17 +125,26 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "ready before the caches synced: {why}");
     assert!(why.contains("cluster caches have not synced"), "{why}");
     api.slow_down(Duration::ZERO);
-    wait_for("readiness after the sync", Duration::from_secs(5), async || readyz(&server).await.0 == StatusCode::OK).await;
+    wait_for("readiness after the sync", Duration::from_secs(5), async || {
+        readyz(&server).await.0 == StatusCode::OK
+    })
+    .await;
     let client = server.client();
 
     // Lookups: a running pod in `shop`, listed live, makes the Cascading namespace undeletable.
     api.apply(running_pod("db-0"));
-    let reply = client.post_json(Proto::Http2, "/validate-namespace?timeout=10s", namespace_delete("d1")).await.json();
+    let reply = client
+        .post_json(Proto::Http2, "/validate-namespace?timeout=10s", namespace_delete("d1"))
+        .await
+        .json();
     assert_eq!(reply["response"]["allowed"], false, "{reply}");
     assert_eq!(reply["response"]["status"]["code"], 403, "{reply}");
     // No cache in between: once the pod is gone the very next request is allowed.
     api.delete("", "pods", "shop", "db-0");
-    let reply = client.post_json(Proto::Http2, "/validate-namespace?timeout=10s", namespace_delete("d2")).await.json();
+    let reply = client
+        .post_json(Proto::Http2, "/validate-namespace?timeout=10s", namespace_delete("d2"))
+        .await
+        .json();
     assert_eq!(reply["response"]["allowed"], true, "{reply}");
 
     // Watches: a SidecarSet added in the API server is injected within a second.
@@ -129,7 +153,9 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
     api.apply(sidecarset("envoy:1"));
     let started = Instant::now();
     wait_for("the SidecarSet to be injected", Duration::from_secs(1), async || {
-        injected_images(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p2")).await.json()) == ["envoy:1"]
+        injected_images(
+            &client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p2")).await.json(),
+        ) == ["envoy:1"]
     })
     .await;
     let took = started.elapsed();
@@ -137,17 +163,26 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
     // A dropped watch connection: still ready, and changes still arrive after the reconnect.
     api.drop_watches();
     for _ in 0..5 {
-        assert_eq!(readyz(&server).await.0, StatusCode::OK, "a reconnecting watch keeps serving the last snapshot");
+        assert_eq!(
+            readyz(&server).await.0,
+            StatusCode::OK,
+            "a reconnecting watch keeps serving the last snapshot"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     api.apply(sidecarset("envoy:2"));
     wait_for("the changed SidecarSet after a reconnect", Duration::from_secs(2), async || {
-        injected_images(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p3")).await.json()) == ["envoy:2"]
+        injected_images(
+            &client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p3")).await.json(),
+        ) == ["envoy:2"]
     })
     .await;
     api.delete("apps.kruise.io", "sidecarsets", "", "proxy");
     wait_for("the deleted SidecarSet to stop injecting", Duration::from_secs(1), async || {
-        injected_images(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p4")).await.json()).is_empty()
+        injected_images(
+            &client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p4")).await.json(),
+        )
+        .is_empty()
     })
     .await;
 
@@ -176,7 +211,8 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
 async fn a_watch_failing_longer_than_max_cache_staleness_turns_readiness_off_until_it_recovers() {
     let api = FakeApiServer::start().await;
     seed(&api);
-    let server = TestServer::start_with(|c| c.live = Some(live_source(&api, Duration::from_millis(700)))).await;
+    let server =
+        TestServer::start_with(|c| c.live = Some(live_source(&api, Duration::from_millis(700)))).await;
     wait_for("readiness", Duration::from_secs(5), async || readyz(&server).await.0 == StatusCode::OK).await;
     api.forbid("watch", "namespaces");
     api.forbid("list", "namespaces");
@@ -194,7 +230,10 @@ async fn a_watch_failing_longer_than_max_cache_staleness_turns_readiness_off_unt
     assert_eq!(reply.status, StatusCode::OK);
     api.allow("watch", "namespaces");
     api.allow("list", "namespaces");
-    wait_for("readiness after recovery", Duration::from_secs(5), async || readyz(&server).await.0 == StatusCode::OK).await;
+    wait_for("readiness after recovery", Duration::from_secs(5), async || {
+        readyz(&server).await.0 == StatusCode::OK
+    })
+    .await;
     server.stop().await.unwrap();
 }
 
@@ -211,7 +250,10 @@ async fn lookups_are_bounded_by_the_request_deadline() {
     wait_for("readiness", Duration::from_secs(5), async || readyz(&server).await.0 == StatusCode::OK).await;
     api.slow_down(Duration::from_secs(5));
     let started = Instant::now();
-    let reply = server.client().post_json(Proto::Http1, "/validate-namespace?timeout=1s", namespace_delete("slow")).await;
+    let reply = server
+        .client()
+        .post_json(Proto::Http1, "/validate-namespace?timeout=1s", namespace_delete("slow"))
+        .await;
     let took = started.elapsed();
     // Answered inside the 900 ms internal deadline, as a denial saying why (not a 504).
     assert!(took < Duration::from_millis(1500), "{took:?}");
@@ -277,7 +319,17 @@ fn serve(kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .current_dir(dir)
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-format", "json", "--cluster-mode", "live"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--cluster-mode",
+            "live",
+        ])
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(extra)
@@ -294,8 +346,11 @@ async fn failed_start(kubeconfig: &Path, dir: &Path) -> Vec<String> {
     let mut command = serve(kubeconfig, dir, &[]);
     let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    let lines: Vec<String> =
-        String::from_utf8_lossy(&output.stderr).lines().filter(|l| l.starts_with("error:")).map(str::to_owned).collect();
+    let lines: Vec<String> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .map(str::to_owned)
+        .collect();
     eprintln!("{lines:?}");
     lines
 }
@@ -304,14 +359,21 @@ async fn failed_start(kubeconfig: &Path, dir: &Path) -> Vec<String> {
 async fn the_binary_fails_fast_with_one_error_line() {
     let dir = tempfile::tempdir().unwrap();
     let bare = FakeApiServer::start_with(resources(&[])).await;
-    let lines = failed_start(&kubeconfig(dir.path(), &format!("https://{}", bare.addr), &bare.ca_pem), dir.path()).await;
+    let lines =
+        failed_start(&kubeconfig(dir.path(), &format!("https://{}", bare.addr), &bare.ca_pem), dir.path())
+            .await;
     assert!(lines.len() == 1 && lines[0].contains("install OpenKruise's CRD"), "{lines:?}");
 
     let api = FakeApiServer::start().await;
     seed(&api);
     api.forbid("list", "namespaces");
-    let lines = failed_start(&kubeconfig(dir.path(), &format!("https://{}", api.addr), &api.ca_pem), dir.path()).await;
-    assert!(lines.len() == 1 && lines[0].contains("forbidden") && lines[0].contains("namespaces"), "{lines:?}");
+    let lines =
+        failed_start(&kubeconfig(dir.path(), &format!("https://{}", api.addr), &api.ca_pem), dir.path())
+            .await;
+    assert!(
+        lines.len() == 1 && lines[0].contains("forbidden") && lines[0].contains("namespaces"),
+        "{lines:?}"
+    );
 
     // Nothing listens on the port of a server that was just dropped.
     let gone = FakeApiServer::start().await;
@@ -331,8 +393,10 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
         json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
                "clientConfig": {"service": {"namespace": "kruise-admission", "name": "kruise-admission", "path": path}}})
     };
-    api.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "kruise-admission"}, "webhooks": [webhook("mpod.kb.io", "/mutate-pod")]}));
+    api.apply(
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "kruise-admission"}, "webhooks": [webhook("mpod.kb.io", "/mutate-pod")]}),
+    );
     api.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "kruise-admission"}, "webhooks": [webhook("vnamespace.kb.io", "/validate-namespace")]}));
     // Another replica got there first: the Secret already holds the CA every replica must use.
@@ -350,14 +414,16 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
     );
     first.sync_once().await.unwrap();
     let secret_ca = |api: &FakeApiServer| {
-        let secret = api.get("", "secrets", "kruise-admission", "kruise-admission-tls").expect("the Secret exists");
+        let secret =
+            api.get("", "secrets", "kruise-admission", "kruise-admission-tls").expect("the Secret exists");
         base64::engine::general_purpose::STANDARD.decode(secret["data"]["ca.crt"].as_str().unwrap()).unwrap()
     };
     let ca = secret_ca(&api);
     let secret_writes = api.writes("secrets");
     let config = kubeconfig(dir.path(), &format!("https://{}", api.addr), &api.ca_pem);
     let certs = dir.path().join("tls");
-    let mut command = serve(&config, dir.path(), &["--cert-mode", "self-managed", "--cert-dir", certs.to_str().unwrap()]);
+    let mut command =
+        serve(&config, dir.path(), &["--cert-mode", "self-managed", "--cert-dir", certs.to_str().unwrap()]);
     let mut child = KillOnDrop(command.spawn().unwrap());
     // Keep draining the log after the ready line (a closed pipe would fail the server's writes).
     let stderr = child.0.stderr.take().unwrap();
@@ -374,8 +440,10 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
             }
         }
     });
-    let ready =
-        tokio::time::timeout(Duration::from_secs(20), ready_rx).await.expect("ready in time").expect("serve exited before it was ready");
+    let ready = tokio::time::timeout(Duration::from_secs(20), ready_rx)
+        .await
+        .expect("ready in time")
+        .expect("serve exited before it was ready");
     let https: std::net::SocketAddr = ready["https"].as_str().unwrap().parse().unwrap();
     let metrics: std::net::SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
 
@@ -418,7 +486,9 @@ async fn a_namespace_label_added_in_the_api_server_changes_injection_within_a_se
     api.apply(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "shop", "labels": {"policy.kruise.io/delete-protection": "Cascading", "mesh": "on"}}}));
     wait_for("the namespace label to select the SidecarSet", Duration::from_secs(1), async || {
-        injected_images(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("n2")).await.json()) == ["envoy:1"]
+        injected_images(
+            &client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("n2")).await.json(),
+        ) == ["envoy:1"]
     })
     .await;
     server.stop().await.unwrap();

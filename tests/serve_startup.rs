@@ -19,7 +19,12 @@ fn errors(events: &[Value]) -> Vec<&Value> {
 /// Run `command` to its end, within 10 s (a server that starts serving instead is killed and fails
 /// the test).
 fn exited(command: &mut Command) -> std::process::Output {
-    let mut child = command.env("RUST_LOG", "info").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run serve");
+    let mut child = command
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run serve");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while child.try_wait().expect("wait").is_none() {
         if std::time::Instant::now() > deadline {
@@ -37,8 +42,13 @@ fn exited(command: &mut Command) -> std::process::Output {
 #[test]
 fn a_missing_default_cluster_folder_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out =
-        exited(Command::new(BIN).current_dir(dir.path()).args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]));
+    let out = exited(Command::new(BIN).current_dir(dir.path()).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]));
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
@@ -69,7 +79,8 @@ async fn folder_mode_says_that_lookups_come_from_the_folder_and_logs_ready_only_
     let dir = tempfile::tempdir().unwrap();
     let cluster = dir.path().join("cluster");
     std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n").unwrap();
+    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
+        .unwrap();
     let serve = Serve::start(dir.path(), &["--cluster-dir", cluster.to_str().unwrap()]);
     let events = serve.until("kruise-admission ready to serve");
     let ready = events.last().unwrap();
@@ -80,7 +91,9 @@ async fn folder_mode_says_that_lookups_come_from_the_folder_and_logs_ready_only_
         .find(|e| e["level"] == "WARN" && e["lookup_source"] == "cluster-folder")
         .unwrap_or_else(|| panic!("no folder-lookup warning in {events:#?}"));
     let message = warning["message"].as_str().unwrap();
-    for expected in ["delete protection", "Cascading", "cluster folder", "can be deleted", "--cluster-mode live"] {
+    for expected in
+        ["delete protection", "Cascading", "cluster folder", "can be deleted", "--cluster-mode live"]
+    {
         assert!(message.contains(expected), "{expected:?} missing from {message}");
     }
     let metrics = http_get(addr(ready, "metrics"), "/metrics").await.1;
@@ -105,7 +118,8 @@ async fn readiness_log_lines_follow_readyz() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(waiting["reason"], reason.as_str());
 
-    std::fs::write(cluster.join("broken.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: fixed}\n").unwrap();
+    std::fs::write(cluster.join("broken.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: fixed}\n")
+        .unwrap();
     let events = serve.until("kruise-admission ready to serve");
     assert!(errors(&events).is_empty(), "{events:#?}");
     assert_eq!(http_get(metrics, "/readyz").await.0, StatusCode::OK);

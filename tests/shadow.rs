@@ -29,7 +29,8 @@ spec:
 ";
 
 fn recorded(name: &str) -> Value {
-    let text = std::fs::read_to_string(common::fixtures_dir().join("recorded").join(name)).expect("recorded review");
+    let text =
+        std::fs::read_to_string(common::fixtures_dir().join("recorded").join(name)).expect("recorded review");
     serde_json::from_str(&text).expect("JSON")
 }
 
@@ -46,7 +47,8 @@ struct Case {
 fn cases() -> Vec<Case> {
     // The recorded Deployment DELETE, labelled for delete protection: denied 403.
     let mut protected = recorded("kubewarden-policies-deployment-delete.json");
-    protected["request"]["oldObject"]["metadata"]["labels"] = json!({"policy.kruise.io/delete-protection": "Always"});
+    protected["request"]["oldObject"]["metadata"]["labels"] =
+        json!({"policy.kruise.io/delete-protection": "Always"});
     // A review with a uid but an operation no API server sends: answered inside the review with a
     // 400 denial (the decode-error path, not a webhook's decision).
     let mut bad_operation = common::good_review("bad-operation");
@@ -73,7 +75,13 @@ fn cases() -> Vec<Case> {
             webhook: "mpod.kb.io",
             outcome: "would-deny",
         },
-        Case { name: "undecodable operation", path: "/mutate-pod", review: bad_operation, webhook: "mpod.kb.io", outcome: "would-deny" },
+        Case {
+            name: "undecodable operation",
+            path: "/mutate-pod",
+            review: bad_operation,
+            webhook: "mpod.kb.io",
+            outcome: "would-deny",
+        },
         Case {
             name: "pod CREATE nothing selects",
             path: "/mutate-pod",
@@ -95,7 +103,10 @@ fn start(dir: &Path, shadow: bool) -> (Serve, TlsClient, std::net::SocketAddr) {
     let serve = Serve::start(dir, &args);
     let started = serve.until("kruise-admission ready to serve");
     let warned = started.iter().any(|e| {
-        e["level"] == "WARN" && e["message"].as_str().is_some_and(|m| m.contains("SHADOW MODE") && m.contains("delete protection"))
+        e["level"] == "WARN"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("SHADOW MODE") && m.contains("delete protection"))
     });
     assert_eq!(warned, shadow, "the loud start-up WARN is there exactly with --shadow: {started:#?}");
     let ready = started.last().unwrap();
@@ -112,14 +123,22 @@ fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         if !(label_text.is_empty() || label_text.starts_with('{')) {
             return None;
         }
-        labels.iter().all(|(k, v)| label_text.contains(&format!("{k}=\"{v}\""))).then(|| value.parse().unwrap())
+        labels
+            .iter()
+            .all(|(k, v)| label_text.contains(&format!("{k}=\"{v}\"")))
+            .then(|| value.parse().unwrap())
     })
 }
 
 fn decoded_patch(response: &Value) -> Vec<String> {
     let Some(patch) = response["patch"].as_str() else { return Vec::new() };
-    let ops: Value = serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
-    ops.as_array().unwrap().iter().map(|op| format!("{} {}", op["op"].as_str().unwrap(), op["path"].as_str().unwrap())).collect()
+    let ops: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
+    ops.as_array()
+        .unwrap()
+        .iter()
+        .map(|op| format!("{} {}", op["op"].as_str().unwrap(), op["path"].as_str().unwrap()))
+        .collect()
 }
 
 #[tokio::test]
@@ -135,11 +154,20 @@ async fn shadow_answers_allowed_unchanged_and_counts_what_it_would_have_done() {
         assert_eq!(response["uid"], case.review["request"]["uid"], "{}: uid echoed", case.name);
         assert_eq!(review["apiVersion"], case.review["apiVersion"], "{}", case.name);
         // Allowed, and nothing else: no patch, no status, no warnings.
-        assert_eq!(response, &json!({"uid": case.review["request"]["uid"], "allowed": true}), "{}", case.name);
+        assert_eq!(
+            response,
+            &json!({"uid": case.review["request"]["uid"], "allowed": true}),
+            "{}",
+            case.name
+        );
 
         // One structured line per decision, after the usual one, saying what it would have done.
         let lines = serve.until("shadow decision");
-        let usual = lines.iter().rev().find(|e| e["message"] == "admission review").expect("the usual review line comes first");
+        let usual = lines
+            .iter()
+            .rev()
+            .find(|e| e["message"] == "admission review")
+            .expect("the usual review line comes first");
         let line = lines.last().unwrap();
         assert_eq!(line["level"], "INFO");
         assert_eq!(line["webhook"], case.webhook, "{}: {line}", case.name);
@@ -151,7 +179,10 @@ async fn shadow_answers_allowed_unchanged_and_counts_what_it_would_have_done() {
             "would-patch" => {
                 let patch = line["patch"].as_str().unwrap().to_owned();
                 assert!(patch.contains("add /spec/containers/1"), "{patch}");
-                assert!(patch.contains("add /metadata/annotations/kruise.io~1sidecarset-injected-list"), "{patch}");
+                assert!(
+                    patch.contains("add /metadata/annotations/kruise.io~1sidecarset-injected-list"),
+                    "{patch}"
+                );
                 assert_eq!(line["patch_ops"], usual["patch_ops"]);
                 patched_paths.push(patch);
             }
@@ -169,15 +200,39 @@ async fn shadow_answers_allowed_unchanged_and_counts_what_it_would_have_done() {
     let text = http_get(metrics, "/metrics").await.1;
     let shadow = "kruise_admission_shadow_decisions_total";
     assert_eq!(sample(&text, "kruise_admission_shadow_mode", &[]), Some(1.0));
-    assert_eq!(sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "would-patch")]), Some(1.0), "{text}");
-    assert_eq!(sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "would-deny")]), Some(2.0), "{text}");
-    assert_eq!(sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "no-op")]), Some(1.0), "{text}");
-    assert_eq!(sample(&text, shadow, &[("webhook", "vbuiltindeployment.kb.io"), ("outcome", "would-deny")]), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "would-patch")]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "would-deny")]),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, shadow, &[("webhook", "mpod.kb.io"), ("outcome", "no-op")]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, shadow, &[("webhook", "vbuiltindeployment.kb.io"), ("outcome", "would-deny")]),
+        Some(1.0),
+        "{text}"
+    );
     // Every webhook's counters exist from the start (at 0), so rates work from the first scrape.
-    assert_eq!(sample(&text, shadow, &[("webhook", "vnamespace.kb.io"), ("outcome", "would-deny")]), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, shadow, &[("webhook", "vnamespace.kb.io"), ("outcome", "would-deny")]),
+        Some(0.0),
+        "{text}"
+    );
     // The decision's own metrics are what they would be without --shadow: the denial is counted.
     let rejections = "kruise_admission_webhook_rejection_count";
-    assert_eq!(sample(&text, rejections, &[("name", "vbuiltindeployment.kb.io"), ("rejection_code", "403")]), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, rejections, &[("name", "vbuiltindeployment.kb.io"), ("rejection_code", "403")]),
+        Some(1.0),
+        "{text}"
+    );
 }
 
 /// The same reviews without `--shadow`: patched and denied, and nothing counted as shadow.
@@ -207,5 +262,9 @@ async fn without_shadow_the_same_reviews_are_patched_and_denied() {
     assert_eq!(http_get(metrics, "/readyz").await, (StatusCode::OK, "ok".to_owned()));
     let text = http_get(metrics, "/metrics").await.1;
     assert_eq!(sample(&text, "kruise_admission_shadow_mode", &[]), Some(0.0));
-    assert_eq!(sample(&text, "kruise_admission_shadow_decisions_total", &[]), None, "no shadow counters without --shadow:\n{text}");
+    assert_eq!(
+        sample(&text, "kruise_admission_shadow_decisions_total", &[]),
+        None,
+        "no shadow counters without --shadow:\n{text}"
+    );
 }

@@ -16,7 +16,11 @@ use serde_json::{Value, json};
 
 fn fixture(path: &str) -> Value {
     let text = std::fs::read_to_string(common::fixtures_dir().join(path)).expect("fixture");
-    if path.ends_with(".json") { serde_json::from_str(&text).expect("JSON") } else { serde_saphyr::from_str(&text).expect("YAML") }
+    if path.ends_with(".json") {
+        serde_json::from_str(&text).expect("JSON")
+    } else {
+        serde_saphyr::from_str(&text).expect("YAML")
+    }
 }
 
 /// The value of the sample of `name` with exactly these labels.
@@ -25,7 +29,11 @@ fn sample(metrics: &str, name: &str, labels: &str) -> Option<f64> {
     metrics.lines().find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
 }
 
-async fn wait_for_metrics(metrics: std::net::SocketAddr, what: &str, condition: impl Fn(&str) -> bool) -> String {
+async fn wait_for_metrics(
+    metrics: std::net::SocketAddr,
+    what: &str,
+    condition: impl Fn(&str) -> bool,
+) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = http_get(metrics, "/metrics").await.1;
@@ -42,7 +50,10 @@ const AGREEMENT: &str = "kruise_admission_shadow_agreement_total";
 /// `serve --shadow` in live mode against `api`, ready, with its Pod watch running.
 async fn start(api: &FakeApiServer, dir: &std::path::Path) -> (Serve, TlsClient, std::net::SocketAddr) {
     let kubeconfig = api.write_kubeconfig(dir);
-    let serve = Serve::start(dir, &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"]);
+    let serve = Serve::start(
+        dir,
+        &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"],
+    );
     let started = serve.until("kruise-admission ready to serve");
     let ready = started.last().unwrap();
     let client = TlsClient::new(addr(ready, "https"), &std::fs::read(dir.join("certs/ca.crt")).unwrap());
@@ -72,12 +83,19 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     let (serve, client, metrics) = start(&api, dir.path()).await;
 
     let cases = [
-        ("recorded/kubewarden-policies-pod-create-replicaset-owned.json", "agreement/stored/agree-kubewarden-controller.yaml"),
-        ("recorded/salesforce-generic-sidecar-injector-pod-create-initcontainers.json", "agreement/stored/disagree-image-keymaker.yaml"),
+        (
+            "recorded/kubewarden-policies-pod-create-replicaset-owned.json",
+            "agreement/stored/agree-kubewarden-controller.yaml",
+        ),
+        (
+            "recorded/salesforce-generic-sidecar-injector-pod-create-initcontainers.json",
+            "agreement/stored/disagree-image-keymaker.yaml",
+        ),
         ("recorded/openyurt-pod-create.json", "agreement/stored/agree-no-injection-nginx.yaml"),
     ];
     for (review, _) in &cases {
-        let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", fixture(review).to_string()).await;
+        let reply =
+            client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", fixture(review).to_string()).await;
         assert_eq!(reply.status, StatusCode::OK);
         assert!(reply.json()["response"].get("patch").is_none(), "shadow mode patches nothing");
     }
@@ -88,41 +106,59 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     injected["metadata"].as_object_mut().unwrap().remove("name");
     reinvoked["request"]["object"] = injected;
     reinvoked["request"]["uid"] = json!("reinvoked");
-    assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", reinvoked.to_string()).await.status, StatusCode::OK);
+    assert_eq!(
+        client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", reinvoked.to_string()).await.status,
+        StatusCode::OK
+    );
 
     let text = http_get(metrics, "/metrics").await.1;
     assert_eq!(sample(&text, "kruise_admission_shadow_pending_decisions", ""), Some(3.0), "{text}");
     for (_, stored) in &cases {
         api.apply(fixture(stored));
     }
-    let text =
-        wait_for_metrics(metrics, "three comparisons", |t| sample(t, "kruise_admission_shadow_pending_decisions", "") == Some(0.0)).await;
+    let text = wait_for_metrics(metrics, "three comparisons", |t| {
+        sample(t, "kruise_admission_shadow_pending_decisions", "") == Some(0.0)
+    })
+    .await;
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="log-agent""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="disagree",sidecarset="log-agent""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="-""#), Some(1.0), "{text}");
-    assert_eq!(sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#),
+        Some(0.0),
+        "{text}"
+    );
 
     let line = serve.until("shadow disagreement").pop().unwrap();
     assert_eq!(line["level"], "WARN");
     assert_eq!(line["pod"], "keymaker/keymaker-keymaker-769579fd65-4tkzm", "{line}");
     assert_eq!(line["sidecarset"], "log-agent", "{line}");
     assert_eq!(line["diffs"], 1, "{line}");
-    assert_eq!(line["diff"], r#"spec.containers[log-agent].image: "fluent/fluent-bit:3.2.4" -> "fluent/fluent-bit:3.1.9""#, "{line}");
+    assert_eq!(
+        line["diff"],
+        r#"spec.containers[log-agent].image: "fluent/fluent-bit:3.2.4" -> "fluent/fluent-bit:3.1.9""#,
+        "{line}"
+    );
 
     // A Pod with a SidecarSet the cluster does not have is labelled `other`, whatever its annotations say.
     let mut unknown = fixture(cases[0].0);
     unknown["request"]["object"]["metadata"]["generateName"] = json!("elsewhere-");
-    assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", unknown.to_string()).await.status, StatusCode::OK);
+    assert_eq!(
+        client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", unknown.to_string()).await.status,
+        StatusCode::OK
+    );
     let mut stored = fixture(cases[0].1);
     stored["metadata"]["generateName"] = json!("elsewhere-");
     stored["metadata"]["name"] = json!("elsewhere-1");
     let annotations = stored["metadata"]["annotations"].as_object_mut().unwrap();
     let list = annotations["kruise.io/sidecarset-injected-list"].as_str().unwrap().to_owned();
-    annotations.insert("kruise.io/sidecarset-injected-list".into(), json!(format!("{list},made-up {{\"x\"}}")));
+    annotations
+        .insert("kruise.io/sidecarset-injected-list".into(), json!(format!("{list},made-up {{\"x\"}}")));
     api.apply(stored);
-    let text =
-        wait_for_metrics(metrics, "the fourth comparison", |t| sample(t, AGREEMENT, r#"result="disagree",sidecarset="other""#).is_some())
-            .await;
+    let text = wait_for_metrics(metrics, "the fourth comparison", |t| {
+        sample(t, AGREEMENT, r#"result="disagree",sidecarset="other""#).is_some()
+    })
+    .await;
     assert_eq!(sample(&text, AGREEMENT, r#"result="disagree",sidecarset="other""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="log-agent""#), Some(2.0), "{text}");
     assert!(!text.contains("made-up"), "request text never becomes a label");
@@ -140,16 +176,20 @@ async fn the_pod_watch_starts_from_the_current_resource_version_again_after_410(
     let dir = tempfile::tempdir().unwrap();
     let (serve, client, metrics) = start(&api, dir.path()).await;
     let review = fixture("recorded/kubewarden-policies-pod-create-replicaset-owned.json");
-    assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status, StatusCode::OK);
+    assert_eq!(
+        client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status,
+        StatusCode::OK
+    );
     // History compacted and the stream cut: re-watching from the last resourceVersion gets 410.
     api.compact();
     api.drop_watches();
     serve.until("shadow agreement: pod watch resourceVersion expired; starting from the current one");
     serve.until(WATCHING);
     api.apply(fixture("agreement/stored/agree-kubewarden-controller.yaml"));
-    let text =
-        wait_for_metrics(metrics, "the comparison", |t| sample(t, AGREEMENT, r#"result="agree",sidecarset="log-agent""#) == Some(1.0))
-            .await;
+    let text = wait_for_metrics(metrics, "the comparison", |t| {
+        sample(t, AGREEMENT, r#"result="agree",sidecarset="log-agent""#) == Some(1.0)
+    })
+    .await;
     assert_eq!(
         sample(&text, AGREEMENT, r#"result="agree",sidecarset="-""#),
         Some(0.0).filter(|_| false),
@@ -187,13 +227,20 @@ async fn unpaired_decisions_expire_or_are_evicted_and_are_counted() {
         let mut review = fixture("recorded/openyurt-pod-create.json");
         review["request"]["name"] = json!(name);
         review["request"]["object"]["metadata"]["name"] = json!(name);
-        assert_eq!(client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status, StatusCode::OK);
+        assert_eq!(
+            client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status,
+            StatusCode::OK
+        );
     }
     let text = wait_for_metrics(server.metrics, "the decisions to expire", |t| {
         sample(t, "kruise_admission_shadow_unmatched_total", r#"reason="expired""#) == Some(2.0)
     })
     .await;
-    assert_eq!(sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#),
+        Some(1.0),
+        "{text}"
+    );
     assert_eq!(sample(&text, "kruise_admission_shadow_pending_decisions", ""), Some(0.0), "{text}");
     assert!(!text.contains("kruise_admission_shadow_agreement_total{"), "nothing was compared:\n{text}");
     server.stop().await.unwrap();
@@ -208,7 +255,10 @@ async fn a_refused_pod_watch_is_retried_and_does_not_stop_the_server() {
     api.forbid("list", "pods");
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.write_kubeconfig(dir.path());
-    let serve = Serve::start(dir.path(), &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"]);
+    let serve = Serve::start(
+        dir.path(),
+        &["--cluster-mode", "live", "--kubeconfig", kubeconfig.to_str().unwrap(), "--shadow"],
+    );
     let lines = serve.until("shadow agreement: cannot read the pods' resourceVersion; retrying");
     let refused = lines.last().unwrap();
     assert_eq!(refused["level"], "WARN");

@@ -35,7 +35,13 @@ impl Cluster {
         Cluster { snapshot: Snapshot::from_objects(objects), settings: Settings::default() }
     }
 
-    fn call(&self, path: &str, operation: &str, object: &Value, old: Option<&Value>) -> (Decision, Option<Value>) {
+    fn call(
+        &self,
+        path: &str,
+        operation: &str,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> (Decision, Option<Value>) {
         let version = object["apiVersion"].as_str().and_then(|a| a.rsplit('/').next()).unwrap_or("v1beta1");
         let request = decode_review(review(operation, version, object, old)).expect("a well-formed review");
         let webhook = webhooks::by_path(path).expect("registered");
@@ -43,7 +49,13 @@ impl Cluster {
         let answers = Answers::default();
         let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
         let random = SeededRandom::new(1);
-        let inputs = Inputs { cluster: &self.snapshot, answers: &answers, clock: &clock, random: &random, settings: &self.settings };
+        let inputs = Inputs {
+            cluster: &self.snapshot,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &self.settings,
+        };
         let outcome = webhooks::run(webhook, &request, &inputs);
         (outcome.decision, outcome.mutated)
     }
@@ -67,7 +79,11 @@ impl Cluster {
             return Ok(());
         }
         let status = d.status.expect("a denial has a status");
-        assert_eq!(status.code, 500, "Kruise answers SidecarSet validation failures with 500: {}", status.message);
+        assert_eq!(
+            status.code, 500,
+            "Kruise answers SidecarSet validation failures with 500: {}",
+            status.message
+        );
         Err(status.message)
     }
 }
@@ -130,9 +146,18 @@ fn create_is_defaulted_hashed_and_validated_and_the_hash_is_kruises() {
     assert!(!decision.patch.is_empty());
     let stored = mutated.unwrap();
     let annotations = &stored["metadata"]["annotations"];
-    assert_eq!(annotations["kruise.io/sidecarset-hash"], "6wbd76bd7984x24fb4f44fv9222cw9v9bcf85x766744wddd4zwx927zzz2zb684");
-    assert_eq!(annotations["kruise.io/sidecarset-hash-without-image"], "82684vwf9d4cb4wz4vffx4ddfbb47ww4z4wwxdbwb8w2zbb7zvf4524cdd49bv94");
-    assert_eq!(stored["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "maxUnavailable": 1, "partition": 0}));
+    assert_eq!(
+        annotations["kruise.io/sidecarset-hash"],
+        "6wbd76bd7984x24fb4f44fv9222cw9v9bcf85x766744wddd4zwx927zzz2zb684"
+    );
+    assert_eq!(
+        annotations["kruise.io/sidecarset-hash-without-image"],
+        "82684vwf9d4cb4wz4vffx4ddfbb47ww4z4wwxdbwb8w2zbb7zvf4524cdd49bv94"
+    );
+    assert_eq!(
+        stored["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "maxUnavailable": 1, "partition": 0})
+    );
     assert_eq!(stored["spec"]["revisionHistoryLimit"], 10);
     assert_eq!(cluster.validate("CREATE", &stored, None), Ok(()));
 
@@ -142,7 +167,8 @@ fn create_is_defaulted_hashed_and_validated_and_the_hash_is_kruises() {
 
     // Applying the patch to the original with an independent RFC 6902 implementation gives the
     // stored object.
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&decision.patch).unwrap()).unwrap();
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(&decision.patch).unwrap()).unwrap();
     let mut applied = object.clone();
     json_patch::patch(&mut applied, &patch).unwrap();
     assert_eq!(applied, stored);
@@ -155,9 +181,14 @@ fn an_image_change_changes_only_the_image_hash() {
     let b = cluster.mutate(&with(|v| v["spec"]["containers"][0]["image"] = json!("agent:2.0")));
     let h = |v: &Value, k: &str| v["metadata"]["annotations"][k].as_str().unwrap().to_owned();
     assert_ne!(h(&a, "kruise.io/sidecarset-hash"), h(&b, "kruise.io/sidecarset-hash"));
-    assert_eq!(h(&a, "kruise.io/sidecarset-hash-without-image"), h(&b, "kruise.io/sidecarset-hash-without-image"));
+    assert_eq!(
+        h(&a, "kruise.io/sidecarset-hash-without-image"),
+        h(&b, "kruise.io/sidecarset-hash-without-image")
+    );
     // Volumes do not take part in the hash (docs/sidecarset.md#8-the-sidecarset-hash).
-    let c = cluster.mutate(&with(|v| v["spec"]["volumes"][0] = json!({"name": "logs", "hostPath": {"path": "/var/log"}})));
+    let c = cluster.mutate(&with(|v| {
+        v["spec"]["volumes"][0] = json!({"name": "logs", "hostPath": {"path": "/var/log"}})
+    }));
     assert_eq!(h(&a, "kruise.io/sidecarset-hash"), h(&c, "kruise.io/sidecarset-hash"));
 }
 
@@ -174,7 +205,10 @@ fn v1alpha1_is_served_and_unknown_fields_survive_mutation() {
     assert_eq!(stored["spec"]["someFutureField"], json!({"x": 1}));
     assert_eq!(stored["spec"]["namespace"], "team-a");
     // No conversion webhook: the mutating webhook maps `spec.namespace` as Kruise's conversion does.
-    assert_eq!(stored["spec"]["namespaceSelector"], json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}));
+    assert_eq!(
+        stored["spec"]["namespaceSelector"],
+        json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}})
+    );
     assert_eq!(stored["spec"]["containers"][0]["someFutureContainerField"], true);
     assert_eq!(cluster.validate("CREATE", &stored, None), Ok(()));
 }
@@ -234,7 +268,11 @@ fn validation_table_metadata_selectors_and_containers() {
                 "metadata.name: Invalid value: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": must be no more than 63 characters",
             ),
         ),
-        case("upper case is fine in a SidecarSet name", with(|v| v["metadata"]["name"] = json!("Log-Agent")), None),
+        case(
+            "upper case is fine in a SidecarSet name",
+            with(|v| v["metadata"]["name"] = json!("Log-Agent")),
+            None,
+        ),
         case(
             "annotations are limited to 256 KiB",
             with(|v| v["metadata"]["annotations"] = json!({"example.com/blob": "x".repeat(256 * 1024)})),
@@ -265,7 +303,9 @@ fn validation_table_metadata_selectors_and_containers() {
         case(
             "In needs values",
             with(|v| v["spec"]["selector"] = json!({"matchExpressions": [{"key": "app", "operator": "In"}]})),
-            Some("spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+            Some(
+                "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+            ),
         ),
         case(
             "namespaceSelector, when set, not empty",
@@ -295,27 +335,41 @@ fn validation_table_metadata_selectors_and_containers() {
                 v["spec"]["containers"][0]["terminationMessagePolicy"] = json!("File");
             }),
             cluster: vec![],
-            expect: Some(r#"spec.container.podInjectPolicy: Invalid value: "Middle": unsupported pod inject policy"#),
+            expect: Some(
+                r#"spec.container.podInjectPolicy: Invalid value: "Middle": unsupported pod inject policy"#,
+            ),
         },
         case(
             "shareVolumePolicy enabled/disabled",
             with(|v| v["spec"]["containers"][0]["shareVolumePolicy"] = json!({"type": "sometimes"})),
-            Some(r#"spec.container.shareVolumePolicy: Invalid value: {"type":"sometimes"}: unsupported share volume policy"#),
+            Some(
+                r#"spec.container.shareVolumePolicy: Invalid value: {"type":"sometimes"}: unsupported share volume policy"#,
+            ),
         ),
         case(
             "a native sidecar cannot be rolled out in place",
-            with(|v| v["spec"]["initContainers"] = json!([{"name": "proxy", "image": "proxy:1", "restartPolicy": "Always"}])),
-            Some("spec.updateStrategy: Required value: The initContainer in-place upgrade is not currently supported."),
+            with(|v| {
+                v["spec"]["initContainers"] =
+                    json!([{"name": "proxy", "image": "proxy:1", "restartPolicy": "Always"}])
+            }),
+            Some(
+                "spec.updateStrategy: Required value: The initContainer in-place upgrade is not currently supported.",
+            ),
         ),
         case(
             "a native sidecar with NotUpdate is fine",
             with(|v| {
-                v["spec"]["initContainers"] = json!([{"name": "proxy", "image": "proxy:1", "restartPolicy": "Always"}]);
+                v["spec"]["initContainers"] =
+                    json!([{"name": "proxy", "image": "proxy:1", "restartPolicy": "Always"}]);
                 v["spec"]["updateStrategy"] = json!({"type": "NotUpdate"});
             }),
             None,
         ),
-        case("image required", with(|v| v["spec"]["containers"][0]["image"] = json!("")), Some("spec.containers[0].image: Required value")),
+        case(
+            "image required",
+            with(|v| v["spec"]["containers"][0]["image"] = json!("")),
+            Some("spec.containers[0].image: Required value"),
+        ),
         case(
             "container name is a DNS label",
             with(|v| v["spec"]["containers"][0]["name"] = json!("Agent")),
@@ -331,17 +385,24 @@ fn validation_table_metadata_selectors_and_containers() {
         case(
             "port range",
             with(|v| v["spec"]["containers"][0]["ports"] = json!([{"containerPort": 70000}])),
-            Some("spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive"),
+            Some(
+                "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            ),
         ),
         case(
             "port protocol",
-            with(|v| v["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "protocol": "HTTP"}])),
-            Some(r#"spec.containers[0].ports[0].protocol: Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP""#),
+            with(|v| {
+                v["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "protocol": "HTTP"}])
+            }),
+            Some(
+                r#"spec.containers[0].ports[0].protocol: Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP""#,
+            ),
         ),
         case(
             "duplicate port names",
             with(|v| {
-                v["spec"]["containers"][0]["ports"] = json!([{"name": "http", "containerPort": 80}, {"name": "http", "containerPort": 81}])
+                v["spec"]["containers"][0]["ports"] =
+                    json!([{"name": "http", "containerPort": 80}, {"name": "http", "containerPort": 81}])
             }),
             Some(r#"spec.containers[0].ports[1].name: Duplicate value: "http""#),
         ),
@@ -396,7 +457,9 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         case(
             "revision needs a name or a custom version",
             with(|v| v["spec"]["injectionStrategy"] = json!({"revision": {"policy": "Always"}})),
-            Some(r#"revision: Invalid value: {"policy":"Always"}: revisionName and customVersion cannot be empty simultaneously"#),
+            Some(
+                r#"revision: Invalid value: {"policy":"Always"}: revisionName and customVersion cannot be empty simultaneously"#,
+            ),
         ),
         case(
             "revisionName must exist",
@@ -407,7 +470,9 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         ),
         Case {
             what: "revisionName found in the Kruise namespace",
-            object: with(|v| v["spec"]["injectionStrategy"] = json!({"revision": {"revisionName": "log-agent-abc"}})),
+            object: with(|v| {
+                v["spec"]["injectionStrategy"] = json!({"revision": {"revisionName": "log-agent-abc"}})
+            }),
             cluster: vec![revision("log-agent-abc", "log-agent", "v1")],
             raw: false,
             expect: None,
@@ -423,7 +488,10 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         },
         Case {
             what: "customVersion found",
-            object: with(|v| v["spec"]["injectionStrategy"] = json!({"revision": {"customVersion": "v1", "policy": "Partial"}})),
+            object: with(|v| {
+                v["spec"]["injectionStrategy"] =
+                    json!({"revision": {"customVersion": "v1", "policy": "Partial"}})
+            }),
             cluster: vec![revision("log-agent-abc", "log-agent", "v1")],
             raw: false,
             expect: None,
@@ -431,7 +499,8 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         Case {
             what: "revision policy Always/Partial",
             object: with(|v| {
-                v["spec"]["injectionStrategy"] = json!({"revision": {"revisionName": "log-agent-abc", "policy": "Sometimes"}})
+                v["spec"]["injectionStrategy"] =
+                    json!({"revision": {"revisionName": "log-agent-abc", "policy": "Sometimes"}})
             }),
             cluster: vec![revision("log-agent-abc", "log-agent", "v1")],
             raw: false,
@@ -441,14 +510,20 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         },
         case(
             "partition and selector together",
-            with(|v| v["spec"]["updateStrategy"] = json!({"partition": 2, "selector": {"matchLabels": {"canary": "true"}}})),
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"partition": 2, "selector": {"matchLabels": {"canary": "true"}}})
+            }),
             Some(
                 r#"updateStrategy: Invalid value: "{\"type\":\"RollingUpdate\",\"selector\":{\"matchLabels\":{\"canary\":\"true\"}},\"partition\":2,\"maxUnavailable\":1}": Partition and Selector cannot be used together"#,
             ),
         ),
         case(
             "a zero partition with a selector is fine",
-            with(|v| v["spec"]["updateStrategy"] = json!({"partition": 0, "selector": {"matchLabels": {"canary": "true"}}})),
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"partition": 0, "selector": {"matchLabels": {"canary": "true"}}})
+            }),
             None,
         ),
         case(
@@ -465,7 +540,10 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         ),
         case(
             "scatter terms unique",
-            with(|v| v["spec"]["updateStrategy"] = json!({"scatterStrategy": [{"key": "a", "value": "b"}, {"key": "a", "value": "b"}]})),
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"scatterStrategy": [{"key": "a", "value": "b"}, {"key": "a", "value": "b"}]})
+            }),
             Some("spec.updateStrategy.scatterStrategy: Required value: duplicated key=a value=b"),
         ),
         case(
@@ -475,24 +553,33 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
                     "weightPriority": [{"weight": 50, "matchSelector": {"matchLabels": {"a": "b"}}}],
                     "orderPriority": [{"orderedKey": "k"}]}})
             }),
-            Some("spec.updateStrategy.priorityStrategy: Required value: only one of weightPriority and orderPriority can be used"),
+            Some(
+                "spec.updateStrategy.priorityStrategy: Required value: only one of weightPriority and orderPriority can be used",
+            ),
         ),
         case(
             "priority weights within 0-100",
-            with(|v| {
-                v["spec"]["updateStrategy"] =
-                    json!({"priorityStrategy": {"weightPriority": [{"weight": 101, "matchSelector": {"matchLabels": {"a": "b"}}}]}})
-            }),
-            Some("spec.updateStrategy.priorityStrategy: Required value: weight must be valid number in the range 1-100"),
+            with(
+                |v| v["spec"]["updateStrategy"] = json!({"priorityStrategy": {"weightPriority": [{"weight": 101, "matchSelector": {"matchLabels": {"a": "b"}}}]}}),
+            ),
+            Some(
+                "spec.updateStrategy.priorityStrategy: Required value: weight must be valid number in the range 1-100",
+            ),
         ),
         case(
             "priority weight terms need a selector",
-            with(|v| v["spec"]["updateStrategy"] = json!({"priorityStrategy": {"weightPriority": [{"weight": 10, "matchSelector": {}}]}})),
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"priorityStrategy": {"weightPriority": [{"weight": 10, "matchSelector": {}}]}})
+            }),
             Some("spec.updateStrategy.priorityStrategy: Required value: selector can not be empty"),
         ),
         case(
             "priority order keys not empty",
-            with(|v| v["spec"]["updateStrategy"] = json!({"priorityStrategy": {"orderPriority": [{"orderedKey": ""}]}})),
+            with(|v| {
+                v["spec"]["updateStrategy"] =
+                    json!({"priorityStrategy": {"orderPriority": [{"orderedKey": ""}]}})
+            }),
             Some("spec.updateStrategy.priorityStrategy: Required value: order key can not be empty"),
         ),
         case(
@@ -503,7 +590,9 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         case(
             "update selector is validated",
             with(|v| v["spec"]["updateStrategy"] = json!({"selector": {}})),
-            Some("spec.updateStrategy.selector: Invalid value: {}: empty selector is not valid for sidecarset."),
+            Some(
+                "spec.updateStrategy.selector: Invalid value: {}: empty selector is not valid for sidecarset.",
+            ),
         ),
         case(
             "NotUpdate skips the rolling-update checks",
@@ -512,28 +601,25 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         ),
         case(
             "transferEnv: a label path",
-            with(|v| {
-                v["spec"]["containers"][0]["transferEnv"] =
-                    json!([{"sourceContainerNameFrom": {"fieldRef": {"fieldPath": "metadata.labels['app-container']"}}, "envName": "TZ"}])
-            }),
+            with(
+                |v| v["spec"]["containers"][0]["transferEnv"] = json!([{"sourceContainerNameFrom": {"fieldRef": {"fieldPath": "metadata.labels['app-container']"}}, "envName": "TZ"}]),
+            ),
             None,
         ),
         case(
             "transferEnv: metadata.name fails the conversion",
-            with(|v| {
-                v["spec"]["containers"][0]["transferEnv"] =
-                    json!([{"sourceContainerNameFrom": {"fieldRef": {"fieldPath": "metadata.name"}}, "envName": "TZ"}])
-            }),
+            with(
+                |v| v["spec"]["containers"][0]["transferEnv"] = json!([{"sourceContainerNameFrom": {"fieldRef": {"fieldPath": "metadata.name"}}, "envName": "TZ"}]),
+            ),
             Some(
                 r#"spec[0].transferEnv.fieldRef.fieldPath: Invalid value: "metadata.name": error converting fieldPath: field label not supported: metadata.name"#,
             ),
         ),
         case(
             "transferEnv: apiVersion v1 only",
-            with(|v| {
-                v["spec"]["containers"][0]["transferEnv"] =
-                    json!([{"sourceContainerNameFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "metadata.labels['a']"}}}])
-            }),
+            with(
+                |v| v["spec"]["containers"][0]["transferEnv"] = json!([{"sourceContainerNameFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "metadata.labels['a']"}}}]),
+            ),
             Some(
                 r#"spec[0].transferEnv.fieldRef.fieldPath: Invalid value: "metadata.labels['a']": error converting fieldPath: unsupported pod version: v2"#,
             ),
@@ -560,8 +646,7 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
             "resourcesPolicy with resources",
             with(|v| {
                 v["spec"]["containers"][0]["resources"] = json!({"limits": {"cpu": "1"}});
-                v["spec"]["containers"][0]["resourcesPolicy"] =
-                    json!({"targetContainersMode": "sum", "targetContainersNameRegex": ".*", "resourcesExpr": {"limits": {"cpu": "cpu"}}});
+                v["spec"]["containers"][0]["resourcesPolicy"] = json!({"targetContainersMode": "sum", "targetContainersNameRegex": ".*", "resourcesExpr": {"limits": {"cpu": "cpu"}}});
             }),
             Some(
                 r#"spec[0].resourcesPolicy: Invalid value: {"targetContainersMode":"sum","targetContainersNameRegex":".*","resourcesExpr":{"limits":{"cpu":"cpu"}}}: resourcesPolicy and resources cannot be configured together"#,
@@ -577,11 +662,12 @@ fn validation_table_strategies_transfer_env_and_resources_policy() {
         ),
         case(
             "resourcesPolicy needs an expression",
-            with(|v| {
-                v["spec"]["containers"][0]["resourcesPolicy"] =
-                    json!({"targetContainersMode": "max", "targetContainersNameRegex": ".*", "resourcesExpr": {}})
-            }),
-            Some("spec[0].resourcesPolicy.resourcesExpr: Invalid value: {}: at least one of limits or requests must be configured"),
+            with(
+                |v| v["spec"]["containers"][0]["resourcesPolicy"] = json!({"targetContainersMode": "max", "targetContainersNameRegex": ".*", "resourcesExpr": {}}),
+            ),
+            Some(
+                "spec[0].resourcesPolicy.resourcesExpr: Invalid value: {}: at least one of limits or requests must be configured",
+            ),
         ),
         case(
             "resourcesPolicy expression must parse",
@@ -642,7 +728,9 @@ fn validation_table_patch_pod_metadata_and_canaries() {
             object: with(|v| v["spec"]["patchPodMetadata"] = json!([{"annotations": {"other.io/x": "y"}}])),
             cluster: vec![allow_all.clone()],
             raw: false,
-            expect: Some("spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation(other.io/x) is not allowed"),
+            expect: Some(
+                "spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation(other.io/x) is not allowed",
+            ),
         },
         Case {
             what: "whitelist rules select SidecarSets by label",
@@ -651,7 +739,9 @@ fn validation_table_patch_pod_metadata_and_canaries() {
                 json!({"rules": [{"selector": {"matchLabels": {"team": "infra"}}, "allowedAnnotationKeyExprs": [".*"]}]}),
             )],
             raw: false,
-            expect: Some("spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation is not allowed"),
+            expect: Some(
+                "spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation is not allowed",
+            ),
         },
         Case {
             what: "patch without annotations",
@@ -671,16 +761,21 @@ fn validation_table_patch_pod_metadata_and_canaries() {
             }),
             cluster: vec![allow_all.clone()],
             raw: true,
-            expect: Some("spec.patchPodMetadata: Required value: no patchPolicy defined for patchPodMetadata"),
+            expect: Some(
+                "spec.patchPodMetadata: Required value: no patchPolicy defined for patchPodMetadata",
+            ),
         },
         Case {
             what: "the same key twice",
             object: with(|v| {
-                v["spec"]["patchPodMetadata"] = json!([{"annotations": {"example.com/a": "1"}}, {"annotations": {"example.com/a": "2"}}])
+                v["spec"]["patchPodMetadata"] =
+                    json!([{"annotations": {"example.com/a": "1"}}, {"annotations": {"example.com/a": "2"}}])
             }),
             cluster: vec![allow_all.clone()],
             raw: false,
-            expect: Some("spec.patchPodMetadata: Required value: patch annotation[example.com/a] already exist"),
+            expect: Some(
+                "spec.patchPodMetadata: Required value: patch annotation[example.com/a] already exist",
+            ),
         },
     ]);
 }
@@ -691,7 +786,8 @@ fn canary_rules() {
     let canary = |base: &str, strategy: &str| {
         with(|v| {
             v["metadata"]["name"] = json!("log-agent-canary");
-            v["metadata"]["annotations"] = json!({"apps.kruise.io/sidecarset-canary": "true", "apps.kruise.io/sidecarset-base": base});
+            v["metadata"]["annotations"] =
+                json!({"apps.kruise.io/sidecarset-canary": "true", "apps.kruise.io/sidecarset-base": base});
             v["spec"]["updateStrategy"] = json!({"type": strategy});
         })
     };
@@ -713,7 +809,11 @@ fn canary_rules() {
     );
     let base_stored = empty.mutate(&base());
     let with_base = Cluster::new(vec![base_stored.clone()]);
-    assert_eq!(with_base.create(&canary("log-agent", "NotUpdate")), Ok(()), "the canary's conflicts with its base are ignored");
+    assert_eq!(
+        with_base.create(&canary("log-agent", "NotUpdate")),
+        Ok(()),
+        "the canary's conflicts with its base are ignored"
+    );
     let rolling = with_base.create(&canary("log-agent", "RollingUpdate"));
     let message = rolling.clone().unwrap_err();
     assert!(
@@ -733,7 +833,10 @@ fn canary_rules() {
     let c = Cluster::new(vec![base_stored.clone(), with_base.mutate(&other_base)]);
     let old = c.mutate(&canary("log-agent", "NotUpdate"));
     let new = c.mutate(&canary("other-base", "NotUpdate"));
-    assert_eq!(details(c.validate("UPDATE", &new, Some(&old))), ["annotations[apps.kruise.io/sidecarset-base] is immutable"]);
+    assert_eq!(
+        details(c.validate("UPDATE", &new, Some(&old))),
+        ["annotations[apps.kruise.io/sidecarset-base] is immutable"]
+    );
 }
 
 #[test]
@@ -747,7 +850,9 @@ fn update_keeps_container_names_and_upgrade_types() {
         cluster.validate("UPDATE", &added, Some(&old)),
         Err(r#"spec.containers.name: Invalid value: "second": container second is not found"#.into())
     );
-    let hot = cluster.mutate(&with(|v| v["spec"]["containers"][0]["upgradeStrategy"] = json!({"upgradeType": "HotUpgrade"})));
+    let hot = cluster.mutate(&with(|v| {
+        v["spec"]["containers"][0]["upgradeStrategy"] = json!({"upgradeType": "HotUpgrade"})
+    }));
     assert_eq!(
         cluster.validate("UPDATE", &hot, Some(&old)),
         Err(r#"spec.containers.upgradeStrategy.upgradeType: Invalid value: "agent": container agent upgradeType is immutable"#.into())
@@ -805,7 +910,8 @@ fn conflicts_with_other_sidecarsets() {
     // Volumes: the same definition is fine, a different one with the same name is not.
     let renamed = |v: &mut Value| v["spec"]["containers"][0]["name"] = json!("agent2");
     assert_eq!(check(vec![other(&|_| {})], with(renamed)), Ok(()));
-    let other_logs = other(&|v| v["spec"]["volumes"][0] = json!({"name": "logs", "hostPath": {"path": "/var/log"}}));
+    let other_logs =
+        other(&|v| v["spec"]["volumes"][0] = json!({"name": "logs", "hostPath": {"path": "/var/log"}}));
     assert_eq!(
         check(vec![other_logs], with(renamed)),
         Err(r#"spec.volumes: Invalid value: "logs": volume logs is in conflict with sidecarset other"#.into())
@@ -815,20 +921,31 @@ fn conflicts_with_other_sidecarsets() {
     let patching = |policy: &'static str| {
         move |v: &mut Value| {
             renamed(v);
-            v["spec"]["patchPodMetadata"] = json!([{"annotations": {"example.com/cfg": "{}"}, "patchPolicy": policy}]);
+            v["spec"]["patchPodMetadata"] =
+                json!([{"annotations": {"example.com/cfg": "{}"}, "patchPolicy": policy}]);
         }
     };
     let other_patch = |policy: &'static str| {
         other(&move |v: &mut Value| {
-            v["spec"]["patchPodMetadata"] = json!([{"annotations": {"example.com/cfg": "{}"}, "patchPolicy": policy}])
+            v["spec"]["patchPodMetadata"] =
+                json!([{"annotations": {"example.com/cfg": "{}"}, "patchPolicy": policy}])
         })
     };
     let conflict =
         Err(r#"spec.patchPodMetadata: Invalid value: "example.com/cfg": annotation example.com/cfg is in conflict with sidecarset other"#
             .to_owned());
-    assert_eq!(check(vec![whitelist.clone(), other_patch("Overwrite")], with(patching("MergePatchJson"))), conflict);
-    assert_eq!(check(vec![whitelist.clone(), other_patch("MergePatchJson")], with(patching("Overwrite"))), conflict);
-    assert_eq!(check(vec![whitelist.clone(), other_patch("MergePatchJson")], with(patching("MergePatchJson"))), Ok(()));
+    assert_eq!(
+        check(vec![whitelist.clone(), other_patch("Overwrite")], with(patching("MergePatchJson"))),
+        conflict
+    );
+    assert_eq!(
+        check(vec![whitelist.clone(), other_patch("MergePatchJson")], with(patching("Overwrite"))),
+        conflict
+    );
+    assert_eq!(
+        check(vec![whitelist.clone(), other_patch("MergePatchJson")], with(patching("MergePatchJson"))),
+        Ok(())
+    );
     assert_eq!(check(vec![whitelist.clone(), other_patch("Overwrite")], with(patching("Retain"))), Ok(()));
     assert_eq!(check(vec![whitelist, other_patch("Retain")], with(patching("Overwrite"))), Ok(()));
 }
@@ -870,7 +987,13 @@ fn a_pod_created_after_the_sidecarset_gets_kruises_hash_entries() {
     let answers = Answers::default();
     let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
     let random = SeededRandom::new(1);
-    let inputs = Inputs { cluster: &cluster.snapshot, answers: &answers, clock: &clock, random: &random, settings: &cluster.settings };
+    let inputs = Inputs {
+        cluster: &cluster.snapshot,
+        answers: &answers,
+        clock: &clock,
+        random: &random,
+        settings: &cluster.settings,
+    };
     let outcome = webhooks::run(webhooks::by_path("/mutate-pod").unwrap(), &request, &inputs);
     assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
     let injected = outcome.mutated.unwrap();
@@ -902,8 +1025,13 @@ fn example_sidecarsets_keep_their_hashes() {
     let mut checked = 0;
     for entry in entries {
         let path = entry.unwrap().path();
-        for doc in kruise_admission::cluster::files::read_documents(&std::fs::read_to_string(&path).unwrap()).unwrap() {
-            let Some(expected) = doc.pointer("/metadata/annotations/kruise.io~1sidecarset-hash").cloned() else { continue };
+        for doc in kruise_admission::cluster::files::read_documents(&std::fs::read_to_string(&path).unwrap())
+            .unwrap()
+        {
+            let Some(expected) = doc.pointer("/metadata/annotations/kruise.io~1sidecarset-hash").cloned()
+            else {
+                continue;
+            };
             // Without `containers` Go hashes `"containers":null` (a nil slice); the injection
             // side's examples were hashed with `[]`, so they are not a reference for that case
             // (see hash.rs `no_containers_encodes_null_like_a_nil_go_slice`).
@@ -911,7 +1039,12 @@ fn example_sidecarsets_keep_their_hashes() {
                 continue;
             }
             let stored = cluster.mutate(&doc);
-            assert_eq!(stored["metadata"]["annotations"]["kruise.io/sidecarset-hash"], expected, "{}", path.display());
+            assert_eq!(
+                stored["metadata"]["annotations"]["kruise.io/sidecarset-hash"],
+                expected,
+                "{}",
+                path.display()
+            );
             checked += 1;
         }
     }
@@ -922,10 +1055,9 @@ fn example_sidecarsets_keep_their_hashes() {
 fn pathological_name_patterns_are_refused_with_a_clear_message() {
     // Hostile load, issue 17.4: a pattern is compiled with a size and length limit, once per request.
     let policy = |regex: &str| {
-        with(|v| {
-            v["spec"]["containers"][0]["resourcesPolicy"] =
-                json!({"targetContainersMode": "sum", "targetContainersNameRegex": regex, "resourcesExpr": {"limits": {"cpu": "cpu"}}})
-        })
+        with(
+            |v| v["spec"]["containers"][0]["resourcesPolicy"] = json!({"targetContainersMode": "sum", "targetContainersNameRegex": regex, "resourcesExpr": {"limits": {"cpu": "cpu"}}}),
+        )
     };
     let cluster = Cluster::new(vec![]);
     let path = "spec[0].resourcesPolicy.targetContainersNameRegex";
@@ -941,5 +1073,11 @@ fn pathological_name_patterns_are_refused_with_a_clear_message() {
     }
     let long = format!("^({})$", (0..1000).map(|i| format!("app-{i}")).collect::<Vec<_>>().join("|"));
     let err = cluster.create(&policy(&long)).unwrap_err();
-    assert!(err.ends_with(&format!("invalid regex pattern: the pattern is {} bytes long; at most 4096 are accepted", long.len())), "{err}");
+    assert!(
+        err.ends_with(&format!(
+            "invalid regex pattern: the pattern is {} bytes long; at most 4096 are accepted",
+            long.len()
+        )),
+        "{err}"
+    );
 }

@@ -48,7 +48,8 @@ impl Random for FixedRandom {
 
 fn cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sidecarset/cases");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).expect("cases dir").map(|e| e.expect("entry").path()).collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "yaml"));
     files.sort();
     files
@@ -76,12 +77,14 @@ fn request_for(case: &Value, pod: &Value) -> AdmissionRequest {
 
 fn run(case: &Value, snapshot: &Snapshot, pod: &Value) -> Outcome {
     let now = case.get("now").and_then(Value::as_str).unwrap_or("2026-07-02T09:56:09Z");
-    let now = time::OffsetDateTime::parse(now, &time::format_description::well_known::Rfc3339).expect("now is RFC 3339");
+    let now = time::OffsetDateTime::parse(now, &time::format_description::well_known::Rfc3339)
+        .expect("now is RFC 3339");
     let clock = FixedClock(now);
     let random = FixedRandom(case.get("random").and_then(Value::as_f64).unwrap_or(0.5));
     let settings = Settings::default();
     let answers = Answers::default();
-    let inputs = Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let webhook = webhooks::by_path("/mutate-pod").expect("/mutate-pod is registered");
     webhooks::run(webhook, &request_for(case, pod), &inputs)
 }
@@ -107,7 +110,10 @@ fn check_case(path: &Path) -> Result<(), String> {
     }
 
     if let Some(denied) = expect.get("denied") {
-        let status = decision.status.as_ref().ok_or_else(|| format!("expected a denial, got allowed with patch {:?}", decision.patch))?;
+        let status = decision
+            .status
+            .as_ref()
+            .ok_or_else(|| format!("expected a denial, got allowed with patch {:?}", decision.patch))?;
         if decision.allowed {
             return Err("expected a denial".into());
         }
@@ -130,7 +136,8 @@ fn check_case(path: &Path) -> Result<(), String> {
 
     // The patch, applied independently, must give the mutated pod.
     let patch_json = serde_json::to_value(&decision.patch).map_err(|e| e.to_string())?;
-    let patch: json_patch::Patch = serde_json::from_value(patch_json.clone()).map_err(|e| format!("patch does not parse: {e}"))?;
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch_json.clone()).map_err(|e| format!("patch does not parse: {e}"))?;
     let mut applied = pod.clone();
     json_patch::patch(&mut applied, &patch).map_err(|e| format!("patch does not apply: {e}"))?;
     if applied != mutated {
@@ -153,7 +160,10 @@ fn check_case(path: &Path) -> Result<(), String> {
     // Idempotency: the webhook on its own output changes nothing.
     let again = run(&case, &snapshot, &mutated);
     if !again.decision.allowed || !again.decision.patch.is_empty() {
-        return Err(format!("second run is not a no-op: {:?} {:?}", again.decision.status, again.decision.patch));
+        return Err(format!(
+            "second run is not a no-op: {:?} {:?}",
+            again.decision.status, again.decision.patch
+        ));
     }
 
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../sidecarset-conformance");
@@ -161,8 +171,11 @@ fn check_case(path: &Path) -> Result<(), String> {
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("case");
     let strict = case.get("strictSchema").and_then(Value::as_bool).unwrap_or(true);
     let record = json!({"case": name, "strict": strict, "pod": pod, "patch": patch_json, "mutated": mutated});
-    std::fs::write(out_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        out_dir.join(format!("{name}.json")),
+        serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -175,7 +188,13 @@ fn conformance_cases() {
             failures.push(format!("{}: {e}", path.display()));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), files.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
     assert!(files.len() >= 25, "expected the conformance cases, found {}", files.len());
 }
 
@@ -185,7 +204,8 @@ fn every_numbered_section_has_a_case() {
     for path in cases() {
         let text = std::fs::read_to_string(&path).expect("readable case");
         let case = read_documents(&text).expect("valid case").remove(0);
-        let section = case.get("section").and_then(Value::as_str).expect("every case names its section").to_owned();
+        let section =
+            case.get("section").and_then(Value::as_str).expect("every case names its section").to_owned();
         covered.insert(section.split('.').next().unwrap_or_default().to_owned());
     }
     for n in 1..=12 {

@@ -30,7 +30,10 @@ fn samples() -> Vec<(String, Value)> {
         .into_iter()
         .flat_map(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            read_documents(&std::fs::read_to_string(&p).unwrap()).unwrap().into_iter().map(move |d| (name.clone(), d))
+            read_documents(&std::fs::read_to_string(&p).unwrap())
+                .unwrap()
+                .into_iter()
+                .map(move |d| (name.clone(), d))
         })
         .collect()
 }
@@ -121,7 +124,8 @@ fn call(snapshot: &Snapshot, path: &str, object: &Value) -> webhooks::Outcome {
     let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
     let random = SeededRandom::new(7);
     let settings = Settings::default();
-    let inputs = Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     webhooks::run(webhooks::by_path(path).unwrap(), &request, &inputs)
 }
 
@@ -135,7 +139,11 @@ fn samples_fit_the_crd_schema_before_and_after_defaulting_and_are_admitted() {
         assert!(mutated.decision.allowed, "{file}: {:?}", mutated.decision.status);
         let stored = mutated.mutated.unwrap();
         assert_eq!(schema_errors(&stored), Vec::<String>::new(), "{file} after defaulting");
-        assert!(stored["metadata"]["annotations"]["kruise.io/sidecarset-hash"].as_str().is_some_and(|h| h.len() == 64));
+        assert!(
+            stored["metadata"]["annotations"]["kruise.io/sidecarset-hash"]
+                .as_str()
+                .is_some_and(|h| h.len() == 64)
+        );
         let validated = call(&cluster, "/validate-apps-kruise-io-sidecarset", &stored);
         assert!(validated.decision.allowed, "{file}: {:?}", validated.decision.status);
     }

@@ -8,7 +8,11 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 fn dry_run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kruise-admission")).arg("dry-run").args(args).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .arg("dry-run")
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 fn line(output: &Output) -> Value {
@@ -35,7 +39,8 @@ fn sidecarset_create_then_pod_create() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let result = line(&out);
     assert_eq!(result["allowed"], true);
-    let paths: Vec<&str> = result["webhooks"].as_array().unwrap().iter().map(|w| w["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> =
+        result["webhooks"].as_array().unwrap().iter().map(|w| w["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/mutate-apps-kruise-io-sidecarset", "/validate-apps-kruise-io-sidecarset"]);
     let admitted = result["object"].clone();
     assert_eq!(
@@ -59,7 +64,13 @@ fn sidecarset_create_then_pod_create() {
         .to_string(),
     )
     .unwrap();
-    let out = dry_run(&["--now", "2026-07-02T09:56:09Z", "--cluster-dir", cluster.to_str().unwrap(), pod_review.to_str().unwrap()]);
+    let out = dry_run(&[
+        "--now",
+        "2026-07-02T09:56:09Z",
+        "--cluster-dir",
+        cluster.to_str().unwrap(),
+        pod_review.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let pod = line(&out)["object"].clone();
     assert_eq!(
@@ -80,5 +91,8 @@ fn an_invalid_sidecarset_is_denied_with_500_and_kruises_message() {
     let result = line(&out);
     assert_eq!(result["allowed"], false);
     assert_eq!(result["status"]["code"], 500);
-    assert_eq!(result["status"]["message"], "spec.selector: Required value: no selector defined for SidecarSet");
+    assert_eq!(
+        result["status"]["message"],
+        "spec.selector: Required value: no selector defined for SidecarSet"
+    );
 }

@@ -25,7 +25,11 @@ fn example_objects() -> Vec<Value> {
     let (snapshot, warnings) = load_dir(&dir).expect("examples load");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(snapshot.sidecarset_index().len() >= 4, "the example SidecarSets are indexed");
-    assert!(snapshot.sidecarset_index().unreadable().is_empty(), "{:?}", snapshot.sidecarset_index().unreadable());
+    assert!(
+        snapshot.sidecarset_index().unreadable().is_empty(),
+        "{:?}",
+        snapshot.sidecarset_index().unreadable()
+    );
     objects
 }
 
@@ -94,7 +98,8 @@ fn run_all(snapshot: &Snapshot, expect_injection: bool) {
     let random = SeededRandom::new(7);
     let settings = Settings::default();
     let answers = Answers::default();
-    let inputs = Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let webhook = webhooks::by_path("/mutate-pod").expect("registered");
     let creates = pod_creates();
     assert!(creates.len() >= 10, "expected the recorded pod creates, found {}", creates.len());
@@ -105,12 +110,17 @@ fn run_all(snapshot: &Snapshot, expect_injection: bool) {
         let mutated = first.mutated.expect("mutated object");
         if expect_injection {
             assert!(!first.decision.patch.is_empty(), "{name}: nothing injected");
-            assert!(mutated.pointer("/metadata/annotations/kruise.io~1sidecarset-injected-list").is_some(), "{name}");
+            assert!(
+                mutated.pointer("/metadata/annotations/kruise.io~1sidecarset-injected-list").is_some(),
+                "{name}"
+            );
         }
         let patch: json_patch::Patch =
-            serde_json::from_value(serde_json::to_value(&first.decision.patch).expect("patch json")).expect("patch");
+            serde_json::from_value(serde_json::to_value(&first.decision.patch).expect("patch json"))
+                .expect("patch");
         let mut applied = request.object.clone().expect("object");
-        json_patch::patch(&mut applied, &patch).unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
+        json_patch::patch(&mut applied, &patch)
+            .unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
         assert_eq!(applied, mutated, "{name}: patch and mutated object differ");
 
         let again = decode_review(with_object(&review, &mutated)).expect("decodes");
@@ -142,7 +152,12 @@ fn example_hash_annotations_follow_the_recipe() {
         let set = SidecarSet::from_value(object).expect("example SidecarSet");
         let (hash, without_image) = sidecarset_hashes(&object["spec"]).expect("hashes");
         assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash"), Some(&hash), "{}", set.name());
-        assert_eq!(set.metadata.annotations.get("kruise.io/sidecarset-hash-without-image"), Some(&without_image), "{}", set.name());
+        assert_eq!(
+            set.metadata.annotations.get("kruise.io/sidecarset-hash-without-image"),
+            Some(&without_image),
+            "{}",
+            set.name()
+        );
         checked += 1;
     }
     assert_eq!(checked, 4);
@@ -157,7 +172,8 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     let random = SeededRandom::new(7);
     let settings = Settings::default();
     let answers = Answers::default();
-    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "shop-api-", "namespace": "shop", "labels": {
             "app": "shop-api", "logging": "fluent-bit", "mesh.example.com/inject": "true", "mesh.example.com/agent": "enabled",
@@ -176,32 +192,60 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     assert!(outcome.decision.warnings.is_empty(), "{:?}", outcome.decision.warnings);
     let pod = outcome.mutated.expect("mutated");
     let names = |key: &str| -> Vec<String> {
-        pod["spec"][key].as_array().into_iter().flatten().map(|c| c["name"].as_str().unwrap_or_default().to_owned()).collect()
+        pod["spec"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
     };
     // Init containers sorted by name; envoy before the app; the others after it, in SidecarSet name order.
     assert_eq!(names("initContainers"), ["token-refresher", "wait-for-config"]);
     assert_eq!(names("containers"), ["envoy", "shop-api", "fluent-bit", "mesh-agent-1", "mesh-agent-2"]);
-    assert_eq!(names("volumes"), ["app-logs", "envoy-config", "fluent-bit-config", "fluent-bit-state", "auth-token"]);
+    assert_eq!(
+        names("volumes"),
+        ["app-logs", "envoy-config", "fluent-bit-config", "fluent-bit-state", "auth-token"]
+    );
     assert_eq!(pod["spec"]["imagePullSecrets"], json!([{"name": "mesh-registry"}]));
 
     let envoy = &pod["spec"]["containers"][0];
-    let env: Vec<&str> = envoy["env"].as_array().into_iter().flatten().map(|e| e["name"].as_str().unwrap_or_default()).collect();
+    let env: Vec<&str> = envoy["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["name"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(env, ["ENVOY_LOG_LEVEL", "IS_INJECTED", "APP_NAME", "APP_VERSION"]);
     // limits: max(1*25%, 100m), max(1Gi*25%, 128Mi); requests: max(500m*10%, 50m), 64Mi.
-    assert_eq!(envoy["resources"], json!({"limits": {"cpu": "250m", "memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "64Mi"}}));
+    assert_eq!(
+        envoy["resources"],
+        json!({"limits": {"cpu": "250m", "memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "64Mi"}})
+    );
     assert!(envoy.get("transferEnv").is_none() && envoy.get("podInjectPolicy").is_none());
 
     let fluent_bit = &pod["spec"]["containers"][2];
-    let mounts: Vec<&str> =
-        fluent_bit["volumeMounts"].as_array().into_iter().flatten().map(|m| m["mountPath"].as_str().unwrap_or_default()).collect();
+    let mounts: Vec<&str> = fluent_bit["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["mountPath"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(mounts, ["/fluent-bit/etc", "/var/fluent-bit/state", "/var/log/shop"]);
     assert_eq!(pod["spec"]["containers"][4]["image"], "registry.example.com/empty:1.0");
 
     let annotations = &pod["metadata"]["annotations"];
-    assert_eq!(annotations["kruise.io/sidecarset-injected-list"], "envoy-proxy,log-agent,mesh-agent,token-refresher");
-    assert_eq!(annotations["kruise.io/sidecarset-working-hotupgrade-container"], r#"{"mesh-agent":"mesh-agent-1"}"#);
+    assert_eq!(
+        annotations["kruise.io/sidecarset-injected-list"],
+        "envoy-proxy,log-agent,mesh-agent,token-refresher"
+    );
+    assert_eq!(
+        annotations["kruise.io/sidecarset-working-hotupgrade-container"],
+        r#"{"mesh-agent":"mesh-agent-1"}"#
+    );
     assert_eq!(annotations["auth.example.com/token-path"], "/var/run/auth/token");
-    let hashes: Value = serde_json::from_str(annotations["kruise.io/sidecarset-hash"].as_str().unwrap_or_default()).expect("hash map");
+    let hashes: Value =
+        serde_json::from_str(annotations["kruise.io/sidecarset-hash"].as_str().unwrap_or_default())
+            .expect("hash map");
     assert_eq!(hashes["token-refresher"]["sidecarList"], json!(["token-refresher"]));
     assert_eq!(hashes["mesh-agent"]["sidecarList"], json!(["mesh-agent"]));
 
@@ -237,7 +281,12 @@ fn examples_pass_sidecarset_admission_unchanged() {
     for line in stdout.lines() {
         let result: Value = serde_json::from_str(line).expect("JSON");
         assert_eq!(result["allowed"], true, "{}: {}", result["source"], result["status"]);
-        assert_eq!(result["patch"], serde_json::json!([]), "{}: defaulting or hashing would change it", result["source"]);
+        assert_eq!(
+            result["patch"],
+            serde_json::json!([]),
+            "{}: defaulting or hashing would change it",
+            result["source"]
+        );
     }
     assert!(out.status.success());
 }

@@ -147,7 +147,11 @@ fn sidecarsets() -> impl Strategy<Value = Vec<Value>> {
 }
 
 fn names(list: Option<&Value>) -> Vec<String> {
-    list.and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("name")?.as_str().map(str::to_owned)).collect()
+    list.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("name")?.as_str().map(str::to_owned))
+        .collect()
 }
 
 fn review(pod: &Value) -> Value {
@@ -184,10 +188,18 @@ fn check_preserved(
     for (k, v) in os.as_object().ok_or("spec")? {
         match k.as_str() {
             "containers" | "initContainers" => {
-                let kept: Vec<&Value> =
-                    v.as_array().into_iter().flatten().filter(|c| !injected_names.contains(c["name"].as_str().unwrap_or(""))).collect();
-                let now: Vec<&Value> =
-                    ms[k].as_array().into_iter().flatten().filter(|c| kept.iter().any(|k| k["name"] == c["name"])).collect();
+                let kept: Vec<&Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| !injected_names.contains(c["name"].as_str().unwrap_or("")))
+                    .collect();
+                let now: Vec<&Value> = ms[k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| kept.iter().any(|k| k["name"] == c["name"]))
+                    .collect();
                 if kept != now {
                     return Err(format!("spec.{k}: a container injection does not own changed or moved"));
                 }
@@ -277,11 +289,16 @@ fn extra_fields_of_sidecars_reach_the_pod() {
     let random = SeededRandom::new(1);
     let settings = Settings::default();
     let answers = Answers::default();
-    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
+    let inputs =
+        Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "a"}}, "spec": {"containers": [{"name": "app"}]}});
-    let outcome =
-        webhooks::run(webhooks::by_path("/mutate-pod").expect("registered"), &decode_review(review(&pod)).expect("review"), &inputs);
+    let outcome = webhooks::run(
+        webhooks::by_path("/mutate-pod").expect("registered"),
+        &decode_review(review(&pod)).expect("review"),
+        &inputs,
+    );
     let mutated = outcome.mutated.expect("mutated");
-    let c: &Map<String, Value> = mutated.pointer("/spec/containers/1").and_then(Value::as_object).expect("sidecar");
+    let c: &Map<String, Value> =
+        mutated.pointer("/spec/containers/1").and_then(Value::as_object).expect("sidecar");
     assert_eq!(c.get("x-future"), Some(&json!({"a": 1})));
 }

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use std::hint::black_box;
 
-use kruise_admission::admission::review::{self, AdmissionError, AdmissionRequest, decode_review, decode_review_body};
+use kruise_admission::admission::review::{
+    self, AdmissionError, AdmissionRequest, decode_review, decode_review_body,
+};
 use kruise_admission::admission::review_cost::review_cost;
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
 use kruise_admission::admission::{Inputs, Settings, SystemClock, ThreadRandom, pod};
@@ -55,7 +57,9 @@ fn main() -> anyhow::Result<()> {
             // JSON documents are YAML; few files keep the folder's change check cheap, and 1,000 a
             // file stays below the YAML reader's per-file document budget.
             for (i, chunk) in support::fleet(&support::typical_pod(), total).chunks(1000).enumerate() {
-                let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("sidecarsets-{i:02}.yaml")))?);
+                let mut out = std::io::BufWriter::new(std::fs::File::create(
+                    dir.join(format!("sidecarsets-{i:02}.yaml")),
+                )?);
                 for set in chunk {
                     writeln!(out, "---\n{set}")?;
                 }
@@ -72,9 +76,19 @@ fn main() -> anyhow::Result<()> {
             let body = serde_json::to_vec(&support::pod_review(&pod))?;
             let request = decode_review(serde_json::from_slice(&body)?)?;
             // `decide-unchecked`: without the pre-check (always copy, mutate, diff), as before it.
-            let webhook = if *what == "decide-unchecked" { &UNCHECKED } else { webhooks::by_path("/mutate-pod").context("registered")? };
+            let webhook = if *what == "decide-unchecked" {
+                &UNCHECKED
+            } else {
+                webhooks::by_path("/mutate-pod").context("registered")?
+            };
             let (answers, settings) = (Answers::default(), Settings::default());
-            let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &SystemClock, random: &ThreadRandom, settings: &settings };
+            let inputs = Inputs {
+                cluster: &snapshot,
+                answers: &answers,
+                clock: &SystemClock,
+                random: &ThreadRandom,
+                settings: &settings,
+            };
             let mut bytes = 0;
             for _ in 0..iters.parse::<usize>()? {
                 if *what != "bytes" {
@@ -84,7 +98,12 @@ fn main() -> anyhow::Result<()> {
                     let cost = review_cost(black_box(&body));
                     let request = decode_review_body(&body, cost.parts())??;
                     let decision = webhooks::decide(webhook, &request, &inputs);
-                    bytes += serde_json::to_vec(&review::review_response(request.version, &request.uid, &decision))?.len();
+                    bytes += serde_json::to_vec(&review::review_response(
+                        request.version,
+                        &request.uid,
+                        &decision,
+                    ))?
+                    .len();
                 }
             }
             println!("{bytes}");

@@ -25,7 +25,10 @@ fn pod_of(template: &Value, generate_name: &str, namespace: &str) -> Value {
 /// Every pod template of every workload fixture, as `(file:name, pod)`.
 pub fn workload_pods() -> Vec<(String, Value)> {
     let dir = fixtures_dir().join("workloads");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("tests/fixtures/workloads").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/fixtures/workloads")
+        .map(|e| e.expect("entry").path())
+        .collect();
     files.sort();
     let mut pods = Vec::new();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
@@ -57,8 +60,10 @@ pub fn small_pod() -> Value {
 
 /// The kube-prometheus Grafana pod: a typical application pod (3 containers, 10 volumes).
 pub fn typical_pod() -> Value {
-    let (_, pod) =
-        workload_pods().into_iter().find(|(n, _)| n == "kube-prometheus-grafana-deployment.yaml:grafana").expect("the Grafana fixture");
+    let (_, pod) = workload_pods()
+        .into_iter()
+        .find(|(n, _)| n == "kube-prometheus-grafana-deployment.yaml:grafana")
+        .expect("the Grafana fixture");
     pod
 }
 
@@ -71,10 +76,14 @@ pub fn largest_pod() -> Value {
 /// (the shape that took Istio 2.13 s before its patch fix).
 pub fn synthetic_pod() -> Value {
     let mut pod = typical_pod();
-    let env: Vec<Value> = (0..2000).map(|i| json!({"name": format!("VAR_{i:04}"), "value": format!("value-{i}")})).collect();
+    let env: Vec<Value> =
+        (0..2000).map(|i| json!({"name": format!("VAR_{i:04}"), "value": format!("value-{i}")})).collect();
     pod["spec"]["containers"][0]["env"] = Value::Array(env);
     let volumes = pod["spec"]["volumes"].as_array_mut().expect("Grafana has volumes");
-    volumes.extend((0..200).map(|i| json!({"name": format!("cfg-{i:03}"), "configMap": {"name": format!("cfg-{i:03}")}})));
+    volumes.extend(
+        (0..200)
+            .map(|i| json!({"name": format!("cfg-{i:03}"), "configMap": {"name": format!("cfg-{i:03}")}})),
+    );
     pod
 }
 
@@ -129,9 +138,13 @@ pub fn other_set(i: usize) -> Value {
             json!({"matchLabels": {"app": format!("svc-{i}")}}),
             json!({"matchLabels": {"kubernetes.io/metadata.name": format!("ns-{}", i % 50)}}),
         ),
-        _ => (json!({"matchLabels": {"app.kubernetes.io/name": format!("svc-{i}"), "tier": "backend"}}), Value::Null),
+        _ => (
+            json!({"matchLabels": {"app.kubernetes.io/name": format!("svc-{i}"), "tier": "backend"}}),
+            Value::Null,
+        ),
     };
-    let mut spec = json!({"selector": selector, "containers": [{"name": format!("agent-{i}"), "image": "agent:1"}]});
+    let mut spec =
+        json!({"selector": selector, "containers": [{"name": format!("agent-{i}"), "image": "agent:1"}]});
     if !namespace_selector.is_null() {
         spec["namespaceSelector"] = namespace_selector;
     }
@@ -165,8 +178,10 @@ pub fn pod_review(pod: &Value) -> Value {
 
 /// A v1 AdmissionReview creating the example envoy SidecarSet (for SidecarSet admission).
 pub fn sidecarset_review() -> Value {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster/sidecarsets/envoy-proxy.yaml"))
-        .expect("example SidecarSet");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster/sidecarsets/envoy-proxy.yaml"),
+    )
+    .expect("example SidecarSet");
     let mut set = read_documents(&text).expect("YAML").remove(0);
     if let Some(annotations) = set["metadata"].get_mut("annotations").and_then(Value::as_object_mut) {
         annotations.retain(|k, _| !k.starts_with("kruise.io/sidecarset-hash"));

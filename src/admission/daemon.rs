@@ -51,7 +51,11 @@ enum Plan {
 ///
 /// The stamp reads nothing but the pod itself; it takes `Inputs` like every pod mutation so that
 /// `pod::mutate` composes them the same way.
-pub fn stamp(pod: &mut Draft<'_>, _inputs: &Inputs, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
+pub fn stamp(
+    pod: &mut Draft<'_>,
+    _inputs: &Inputs,
+    warnings: &mut Vec<String>,
+) -> Result<(), AdmissionError> {
     let plan = plan(pod, warnings);
     if plan == Plan::Nothing {
         return Ok(());
@@ -80,11 +84,15 @@ pub fn triggers(pod: &Value) -> bool {
 
 /// The trigger: which node (if any) the pod names, and who owns it.
 fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
-    let annotation = |key: &str| pod.at(&["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
+    let annotation =
+        |key: &str| pod.at(&["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
     let (daemon_owned, broadcast_owned) = owners(pod);
     let target = match annotation(keys::TARGET_NODE_ANNOTATION) {
         Some("") => {
-            warnings.push(format!("annotation {} is empty; no node to pin the pod to", keys::TARGET_NODE_ANNOTATION));
+            warnings.push(format!(
+                "annotation {} is empty; no node to pin the pod to",
+                keys::TARGET_NODE_ANNOTATION
+            ));
             None
         }
         other => other,
@@ -100,7 +108,11 @@ fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
 
 /// (owned by an apps/v1 or apps.kruise.io DaemonSet, owned by an apps.kruise.io BroadcastJob).
 fn owners(pod: &Draft<'_>) -> (bool, bool) {
-    let refs = pod.at(&["metadata", "ownerReferences"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let refs = pod
+        .at(&["metadata", "ownerReferences"])
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let (mut daemon, mut broadcast) = (false, false);
     for owner in refs {
         let kind = owner.get("kind").and_then(Value::as_str).unwrap_or_default();
@@ -118,9 +130,11 @@ fn owners(pod: &Draft<'_>) -> (bool, bool) {
 /// `ReplaceDaemonSetPodNodeNameNodeAffinity` (docs/workloads.md#5-2-node-pinning), then clear
 /// `spec.nodeName`.
 fn pin(spec: &mut DraftMap<'_>, node: &str) -> Result<(), AdmissionError> {
-    let terms = json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
+    let terms =
+        json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
     let affinity = object_field(spec.value_mut("affinity"), "spec.affinity")?;
-    let node_affinity = object_field(affinity.entry("nodeAffinity").or_insert(Value::Null), "spec.affinity.nodeAffinity")?;
+    let node_affinity =
+        object_field(affinity.entry("nodeAffinity").or_insert(Value::Null), "spec.affinity.nodeAffinity")?;
     // Only the terms are replaced: podAffinity, podAntiAffinity, preferred terms and any field of
     // the node selector we do not know are kept.
     let required = object_field(
@@ -137,7 +151,8 @@ fn object_field<'a>(slot: &'a mut Value, path: &str) -> Result<&'a mut Map<Strin
     if slot.is_null() {
         *slot = Value::Object(Map::new());
     }
-    slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("request.object.{path} must be an object")))
+    slot.as_object_mut()
+        .ok_or_else(|| AdmissionError::BadRequest(format!("request.object.{path} must be an object")))
 }
 
 /// `AddOrUpdateDaemonPodTolerations` (docs/workloads.md#5-3-default-tolerations): each default in table
@@ -151,7 +166,9 @@ fn add_daemon_tolerations(spec: &mut DraftMap<'_>) -> Result<(), AdmissionError>
     let Some(list) = slot.as_array_mut() else {
         return Err(AdmissionError::BadRequest("request.object.spec.tolerations must be an array".into()));
     };
-    for (key, effect) in DEFAULT_TOLERATIONS.into_iter().chain(host_network.then_some(HOST_NETWORK_TOLERATION)) {
+    for (key, effect) in
+        DEFAULT_TOLERATIONS.into_iter().chain(host_network.then_some(HOST_NETWORK_TOLERATION))
+    {
         add_or_update(list, key, effect)?;
     }
     Ok(())
@@ -163,7 +180,9 @@ fn add_or_update(list: &mut Vec<Value>, key: &str, effect: &str) -> Result<(), A
     let mut matching = Vec::new();
     for (index, existing) in list.iter().enumerate() {
         let Some(existing) = existing.as_object() else {
-            return Err(AdmissionError::BadRequest(format!("request.object.spec.tolerations[{index}] must be an object")));
+            return Err(AdmissionError::BadRequest(format!(
+                "request.object.spec.tolerations[{index}] must be an object"
+            )));
         };
         if matches_default(existing, key, effect) {
             // Matching ignores tolerationSeconds; deep equality does not. The first deep-equal
@@ -196,7 +215,10 @@ fn matches_default(toleration: &Map<String, Value>, key: &str, effect: &str) -> 
         Some("") => Some("Equal"),
         other => other,
     };
-    field("key") == Some(key) && field("effect") == Some(effect) && operator == Some("Exists") && field("value") == Some("")
+    field("key") == Some(key)
+        && field("effect") == Some(effect)
+        && operator == Some("Exists")
+        && field("value") == Some("")
 }
 
 fn is_unset(value: Option<&Value>) -> bool {
@@ -249,7 +271,13 @@ mod tests {
         use crate::cluster::{Answers, Snapshot};
         let (cluster, answers, settings) = (Snapshot::default(), Answers::default(), Settings::default());
         let (clock, random) = (FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
-        f(&Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings })
+        f(&Inputs {
+            cluster: &cluster,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        })
     }
 
     fn stamp_pod(pod: &mut Value, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
@@ -285,7 +313,10 @@ mod tests {
 
     #[test]
     fn node_name_on_an_apps_v1_daemonset_pod_is_the_target() {
-        let out = stamped(pod(owned_by("apps/v1", "DaemonSet"), json!({"nodeName": "node-b", "containers": containers()})));
+        let out = stamped(pod(
+            owned_by("apps/v1", "DaemonSet"),
+            json!({"nodeName": "node-b", "containers": containers()}),
+        ));
         assert_eq!(required(&out), &pinned_to("node-b"));
         assert!(out["spec"].get("nodeName").is_none());
         assert_eq!(out["spec"]["tolerations"], Value::Array(defaults(false)));
@@ -294,7 +325,10 @@ mod tests {
     #[test]
     fn node_name_on_a_kruise_daemonset_pod_is_the_target() {
         for version in ["apps.kruise.io/v1alpha1", "apps.kruise.io/v1beta1"] {
-            let out = stamped(pod(owned_by(version, "DaemonSet"), json!({"nodeName": "node-c", "containers": containers()})));
+            let out = stamped(pod(
+                owned_by(version, "DaemonSet"),
+                json!({"nodeName": "node-c", "containers": containers()}),
+            ));
             assert_eq!(required(&out), &pinned_to("node-c"), "{version}");
             assert!(out["spec"].get("nodeName").is_none());
         }
@@ -359,7 +393,10 @@ mod tests {
         let out = stamped(pod(targeted("n1"), spec));
         assert_eq!(out["spec"]["affinity"]["podAffinity"], pod_affinity);
         assert_eq!(out["spec"]["affinity"]["podAntiAffinity"], anti);
-        assert_eq!(out["spec"]["affinity"]["nodeAffinity"], json!({"requiredDuringSchedulingIgnoredDuringExecution": pinned_to("n1")}));
+        assert_eq!(
+            out["spec"]["affinity"]["nodeAffinity"],
+            json!({"requiredDuringSchedulingIgnoredDuringExecution": pinned_to("n1")})
+        );
     }
 
     #[test]
@@ -367,13 +404,19 @@ mod tests {
         let preferred = json!([{"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]);
         let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}});
         let out = stamped(pod(targeted("n1"), spec));
-        assert_eq!(out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], preferred);
+        assert_eq!(
+            out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            preferred
+        );
         assert_eq!(required(&out), &pinned_to("n1"));
         // An explicit null is the same as absent.
         let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": null, "preferredDuringSchedulingIgnoredDuringExecution": preferred}}});
         let out = stamped(pod(targeted("n1"), spec));
-        assert_eq!(out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], preferred);
+        assert_eq!(
+            out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            preferred
+        );
         assert_eq!(required(&out), &pinned_to("n1"));
     }
 
@@ -385,13 +428,17 @@ mod tests {
             {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["3"]}]},
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["other"]}]}
         ]);
-        let preferred = json!([{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]);
+        let preferred =
+            json!([{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]);
         let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms},
             "preferredDuringSchedulingIgnoredDuringExecution": preferred}}});
         let out = stamped(pod(targeted("n2"), spec));
         assert_eq!(required(&out), &pinned_to("n2"));
-        assert_eq!(out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"], preferred);
+        assert_eq!(
+            out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            preferred
+        );
     }
 
     #[test]
@@ -401,9 +448,13 @@ mod tests {
         assert_eq!(out["spec"]["nodeSelector"], json!({"disk": "ssd"}));
         assert!(out["spec"].get("nodeName").is_none());
         // The patch removes nodeName rather than blanking it.
-        let input = pod(owned_by("apps/v1", "DaemonSet"), json!({"containers": containers(), "nodeName": "n3"}));
+        let input =
+            pod(owned_by("apps/v1", "DaemonSet"), json!({"containers": containers(), "nodeName": "n3"}));
         let ops = serde_json::to_value(diff(&input, &stamped(input.clone()))).unwrap();
-        assert!(ops.as_array().unwrap().contains(&json!({"op": "remove", "path": "/spec/nodeName"})), "{ops}");
+        assert!(
+            ops.as_array().unwrap().contains(&json!({"op": "remove", "path": "/spec/nodeName"})),
+            "{ops}"
+        );
     }
 
     #[test]
@@ -439,8 +490,10 @@ mod tests {
 
     #[test]
     fn user_tolerations_come_first_and_defaults_follow_in_table_order() {
-        let user = vec![json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
+        let user =
+            vec![json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})];
+        let out =
+            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
         let mut expected = user;
         expected.extend(defaults(false));
         assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
@@ -454,11 +507,13 @@ mod tests {
             json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}),
             json!({"key": "x", "operator": "Exists"}),
         ];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
+        let out =
+            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
         let list = out["spec"]["tolerations"].as_array().unwrap();
         assert_eq!(list.len(), 2 + 5);
         assert_eq!(list[..2], user[..]);
-        let rest: Vec<Value> = defaults(false).into_iter().filter(|t| t["key"] != "node.kubernetes.io/unschedulable").collect();
+        let rest: Vec<Value> =
+            defaults(false).into_iter().filter(|t| t["key"] != "node.kubernetes.io/unschedulable").collect();
         assert_eq!(list[2..], rest[..]);
     }
 
@@ -471,7 +526,10 @@ mod tests {
         ];
         let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user})));
         let list = out["spec"]["tolerations"].as_array().unwrap();
-        assert_eq!(list[1], json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}));
+        assert_eq!(
+            list[1],
+            json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"})
+        );
         assert_eq!(list.len(), 3 + 5);
         assert_eq!(list.iter().filter(|t| t["key"] == "node.kubernetes.io/not-ready").count(), 1);
     }
@@ -497,7 +555,8 @@ mod tests {
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}),
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}),
         ];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
+        let out =
+            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
         let list = out["spec"]["tolerations"].as_array().unwrap();
         assert_eq!(list[..2], user[..]);
         assert_eq!(list.len(), 2 + 5);
@@ -516,7 +575,8 @@ mod tests {
             // A value makes it differ too.
             json!({"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "value": "x", "effect": "NoSchedule"}),
         ];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
+        let out =
+            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
         let mut expected = user;
         expected.extend(defaults(false));
         assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
@@ -525,7 +585,8 @@ mod tests {
     #[test]
     fn a_tolerate_everything_entry_does_not_stop_the_defaults() {
         let user = vec![json!({"operator": "Exists"})];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
+        let out =
+            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
         let mut expected = user;
         expected.extend(defaults(false));
         assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
@@ -545,14 +606,20 @@ mod tests {
         let mut meta = owned_by("apps.kruise.io/v1alpha1", "BroadcastJob");
         meta["annotations"] = json!({"kruise-admission.dev/daemon-scheduling": "true"});
         let user = json!([{"key": "k", "operator": "Exists"}]);
-        let out = stamped(pod(meta, json!({"containers": containers(), "nodeName": "n6", "tolerations": user.clone()})));
+        let out = stamped(pod(
+            meta,
+            json!({"containers": containers(), "nodeName": "n6", "tolerations": user.clone()}),
+        ));
         assert_eq!(required(&out), &pinned_to("n6"));
         assert_eq!(out["spec"]["tolerations"], user);
     }
 
     #[test]
     fn node_name_alone_on_a_broadcast_job_pod_does_not_trigger() {
-        let input = pod(owned_by("apps.kruise.io/v1alpha1", "BroadcastJob"), json!({"containers": containers(), "nodeName": "n"}));
+        let input = pod(
+            owned_by("apps.kruise.io/v1alpha1", "BroadcastJob"),
+            json!({"containers": containers(), "nodeName": "n"}),
+        );
         assert_eq!(stamped(input.clone()), input);
     }
 
@@ -561,7 +628,10 @@ mod tests {
         let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "role", "operator": "In", "values": ["edge"]}]}]}}});
         for version in ["apps/v1", "apps.kruise.io/v1beta1"] {
-            let out = stamped(pod(owned_by(version, "DaemonSet"), json!({"containers": containers(), "affinity": affinity.clone()})));
+            let out = stamped(pod(
+                owned_by(version, "DaemonSet"),
+                json!({"containers": containers(), "affinity": affinity.clone()}),
+            ));
             assert_eq!(out["spec"]["affinity"], affinity);
             assert!(out["spec"].get("nodeName").is_none());
             assert_eq!(out["spec"]["tolerations"], Value::Array(defaults(false)), "{version}");

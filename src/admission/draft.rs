@@ -67,7 +67,8 @@ impl<'a> Draft<'a> {
         match self {
             Draft::Same(Value::Object(map)) => *self = Draft::Object(DraftMap::of(map)),
             Draft::New(Value::Object(map)) => {
-                let entries = std::mem::take(map).into_iter().map(|(k, v)| (Cow::Owned(k), Draft::New(v))).collect();
+                let entries =
+                    std::mem::take(map).into_iter().map(|(k, v)| (Cow::Owned(k), Draft::New(v))).collect();
                 *self = Draft::Object(DraftMap { entries });
             }
             _ => {}
@@ -111,7 +112,9 @@ impl<'a> Draft<'a> {
         match self {
             Draft::Same(v) => v.clone(),
             Draft::New(v) => v,
-            Draft::Object(map) => Value::Object(map.entries.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect()),
+            Draft::Object(map) => Value::Object(
+                map.entries.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect(),
+            ),
             Draft::Array(items) => Value::Array(items.into_iter().map(Draft::into_value).collect()),
         }
     }

@@ -122,14 +122,19 @@ pub fn not_supported(path: impl Into<String>, value: &str, supported: &[&str]) -
 /// `field.TooLong` with a byte limit.
 pub fn too_long(path: impl Into<String>, max_bytes: usize) -> FieldError {
     let unit = if max_bytes == 1 { "byte" } else { "bytes" };
-    FieldError { path: path.into(), kind: Kind::TooLong, detail: format!("may not be more than {max_bytes} {unit}") }
+    FieldError {
+        path: path.into(),
+        kind: Kind::TooLong,
+        detail: format!("may not be more than {max_bytes} {unit}"),
+    }
 }
 
 /// `ErrorList.ToAggregate().Error()`: `None` for no errors, the one message, or `[a, b, ...]`
 /// without repeats.
 pub fn aggregate(errors: &[FieldError]) -> Option<String> {
     let mut seen = std::collections::HashSet::new();
-    let messages: Vec<String> = errors.iter().map(ToString::to_string).filter(|m| seen.insert(m.clone())).collect();
+    let messages: Vec<String> =
+        errors.iter().map(ToString::to_string).filter(|m| seen.insert(m.clone())).collect();
     match messages.len() {
         0 => None,
         1 => messages.into_iter().next(),
@@ -168,12 +173,18 @@ mod tests {
             required("spec.selector", "no selector defined for SidecarSet").to_string(),
             "spec.selector: Required value: no selector defined for SidecarSet"
         );
-        assert_eq!(required("spec.containers[0].image", "").to_string(), "spec.containers[0].image: Required value");
+        assert_eq!(
+            required("spec.containers[0].image", "").to_string(),
+            "spec.containers[0].image: Required value"
+        );
         assert_eq!(
             invalid("a.b", &json!(0), "must be between 1 and 65535, inclusive").to_string(),
             "a.b: Invalid value: 0: must be between 1 and 65535, inclusive"
         );
-        assert_eq!(duplicate("spec.volumes[1].name", "v").to_string(), r#"spec.volumes[1].name: Duplicate value: "v""#);
+        assert_eq!(
+            duplicate("spec.volumes[1].name", "v").to_string(),
+            r#"spec.volumes[1].name: Duplicate value: "v""#
+        );
         assert_eq!(
             not_supported("p", "X", &["Always", "IfNotPresent", "Never"]).to_string(),
             r#"p: Unsupported value: "X": supported values: "Always", "IfNotPresent", "Never""#

@@ -89,16 +89,25 @@ fn take_at(node: &mut Draft<'_>, tokens: &[std::borrow::Cow<'_, str>]) -> Value 
     };
     match node {
         Draft::Same(v) => tokens.iter().try_fold(*v, |v, token| child(v, token)).cloned().unwrap_or_default(),
-        Draft::New(v) => tokens.iter().try_fold(v, |v, token| child_mut(v, token)).map(std::mem::take).unwrap_or_default(),
+        Draft::New(v) => {
+            tokens.iter().try_fold(v, |v, token| child_mut(v, token)).map(std::mem::take).unwrap_or_default()
+        }
         Draft::Object(map) => map.get_mut(token).map(|n| take_at(n, rest)).unwrap_or_default(),
-        Draft::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)).map(|n| take_at(n, rest)).unwrap_or_default(),
+        Draft::Array(items) => token
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| items.get_mut(i))
+            .map(|n| take_at(n, rest))
+            .unwrap_or_default(),
     }
 }
 
 /// The unescaped reference tokens of a JSON pointer we wrote (`Value::pointer` allocates two
 /// strings per token; ours escape only when a key has `~` or `/`).
 fn tokens(path: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
-    path.split('/').skip(1).map(|t| if t.contains('~') { t.replace("~1", "/").replace("~0", "~").into() } else { t.into() })
+    path.split('/')
+        .skip(1)
+        .map(|t| if t.contains('~') { t.replace("~1", "/").replace("~0", "~").into() } else { t.into() })
 }
 
 fn child<'v>(v: &'v Value, token: &str) -> Option<&'v Value> {
@@ -312,7 +321,9 @@ fn same(a: &Value, b: To) -> bool {
             }
             true
         }
-        (Value::Array(x), _, Some(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(vx, vy)| same(vx, vy)),
+        (Value::Array(x), _, Some(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(vx, vy)| same(vx, vy))
+        }
         (_, _, _) => match b {
             To::Value(b) => a == b,
             To::Object(_) | To::Array(_) => false,
@@ -331,7 +342,9 @@ fn identity(v: To<'_>) -> Option<Identity<'_>> {
     match v {
         To::Object(map) => map.get("name").and_then(Draft::value).and_then(Value::as_str).map(Identity::Name),
         To::Array(_) => None,
-        To::Value(v @ Value::Object(_)) => crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name),
+        To::Value(v @ Value::Object(_)) => {
+            crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name)
+        }
         To::Value(Value::Array(_)) => None,
         To::Value(Value::String(s)) => Some(Identity::Scalar(format!("s{s}"))),
         To::Value(other) => Some(Identity::Scalar(other.to_string())),
@@ -371,7 +384,10 @@ fn diff_array(a: &[Value], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>)
 /// array is `new[..i] ++ old[j..]`, so the index of the next operation is `base + i`.
 /// Returns false (having emitted nothing) when identities cannot align the two sides in order.
 fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) -> bool {
-    let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter())) else { return false };
+    let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter()))
+    else {
+        return false;
+    };
     let in_new: HashMap<&Identity, usize> = new_ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
     let in_old: HashSet<&Identity> = old_ids.iter().collect();
     // Common elements must keep their relative order, or this walk would need moves.
@@ -432,7 +448,11 @@ mod tests {
 
     fn check(from: Value, to: Value) -> Vec<PatchOp> {
         let ops = diff(&from, &to);
-        assert_eq!(diff_draft(&from, Draft::New(to.clone())), ops, "moving the values must give the same patch");
+        assert_eq!(
+            diff_draft(&from, Draft::New(to.clone())),
+            ops,
+            "moving the values must give the same patch"
+        );
         assert!(diff_draft(&from, Draft::Same(&from)).is_empty());
         let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&ops).unwrap()).unwrap();
         let mut doc = from.clone();
@@ -449,7 +469,10 @@ mod tests {
 
     #[test]
     fn annotation_keys_are_escaped() {
-        let ops = check(json!({"metadata": {"annotations": {}}}), json!({"metadata": {"annotations": {"a/b~c": "1"}}}));
+        let ops = check(
+            json!({"metadata": {"annotations": {}}}),
+            json!({"metadata": {"annotations": {"a/b~c": "1"}}}),
+        );
         assert_eq!(ops[0].path(), "/metadata/annotations/a~1b~0c");
     }
 
@@ -497,7 +520,8 @@ mod tests {
         leaf.prop_recursive(4, 40, 4, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                proptest::collection::vec(("[a-d]", inner), 0..4).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                proptest::collection::vec(("[a-d]", inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
             ]
         })
     }
@@ -505,7 +529,9 @@ mod tests {
     /// The same document with every map's keys in reverse order (equal to it under `==`).
     fn reversed(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(m.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect()),
+            Value::Object(m) => {
+                Value::Object(m.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect())
+            }
             Value::Array(items) => Value::Array(items.iter().map(reversed).collect()),
             other => other.clone(),
         }

@@ -28,10 +28,18 @@ impl Pattern {
     /// Compile `pattern`, or say why it is refused: a syntax error, too long, or too complex.
     pub fn compile(pattern: &str) -> Result<Self, String> {
         if pattern.len() > MAX_PATTERN_BYTES {
-            return Err(format!("the pattern is {} bytes long; at most {MAX_PATTERN_BYTES} are accepted", pattern.len()));
+            return Err(format!(
+                "the pattern is {} bytes long; at most {MAX_PATTERN_BYTES} are accepted",
+                pattern.len()
+            ));
         }
-        let build =
-            |unicode: bool| RegexBuilder::new(pattern).unicode(unicode).size_limit(MAX_COMPILED_BYTES).nest_limit(MAX_NESTING).build();
+        let build = |unicode: bool| {
+            RegexBuilder::new(pattern)
+                .unicode(unicode)
+                .size_limit(MAX_COMPILED_BYTES)
+                .nest_limit(MAX_NESTING)
+                .build()
+        };
         let compiled = match build(false) {
             Ok(regex) => Ok(regex),
             // Only a pattern that cannot be read without Unicode is tried again with it.

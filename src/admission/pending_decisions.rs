@@ -121,7 +121,14 @@ fn json_size(value: &Value) -> usize {
 
 impl PendingDecisions {
     pub fn new(limits: Limits) -> Self {
-        PendingDecisions { limits, entries: BTreeMap::new(), by_name: HashMap::new(), by_generate_name: HashMap::new(), bytes: 0, next: 0 }
+        PendingDecisions {
+            limits,
+            entries: BTreeMap::new(),
+            by_name: HashMap::new(),
+            by_generate_name: HashMap::new(),
+            bytes: 0,
+            next: 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -157,7 +164,9 @@ impl PendingDecisions {
         if bytes > self.limits.max_bytes {
             return (Remembered::TooLarge, unmatched);
         }
-        while !self.entries.is_empty() && (self.entries.len() >= self.limits.max_count || self.bytes + bytes > self.limits.max_bytes) {
+        while !self.entries.is_empty()
+            && (self.entries.len() >= self.limits.max_count || self.bytes + bytes > self.limits.max_bytes)
+        {
             let oldest = *self.entries.keys().next().expect("not empty");
             self.remove(oldest);
             unmatched.evicted += 1;
@@ -191,9 +200,13 @@ impl PendingDecisions {
     /// with `stored` given back; `None` when no waiting decision pairs with it.
     pub fn take(&mut self, stored: Value) -> Option<(Decided, Value)> {
         let namespace = text(&stored, &["metadata", "namespace"]).to_owned();
-        let named = self.by_name.get(&(namespace.clone(), text(&stored, &["metadata", "name"]).to_owned())).copied();
-        let generated =
-            self.by_generate_name.get(&(namespace, text(&stored, &["metadata", "generateName"]).to_owned())).cloned().unwrap_or_default();
+        let named =
+            self.by_name.get(&(namespace.clone(), text(&stored, &["metadata", "name"]).to_owned())).copied();
+        let generated = self
+            .by_generate_name
+            .get(&(namespace, text(&stored, &["metadata", "generateName"]).to_owned()))
+            .cloned()
+            .unwrap_or_default();
         // The stored Pod as the offline report indexes it: one Pod, taken by the first decision that
         // pairs with it, in the order decisions were made.
         let mut one = StoredPods::new([((), stored)]);
@@ -246,7 +259,12 @@ mod tests {
     fn decided(original: Value, marker: &str) -> Decided {
         let mut ours = original.clone();
         ours["metadata"]["annotations"] = json!({"marker": marker});
-        Decided { namespace: "shop".into(), name: text(&original, &["metadata", "name"]).to_owned(), original, ours }
+        Decided {
+            namespace: "shop".into(),
+            name: text(&original, &["metadata", "name"]).to_owned(),
+            original,
+            ours,
+        }
     }
 
     fn marker(d: &Decided) -> &str {
@@ -261,7 +279,10 @@ mod tests {
     fn the_first_call_for_a_pod_wins() {
         let now = Instant::now();
         let mut pending = store();
-        assert_eq!(pending.remember(decided(pod("web-0", "", "ss", &["app"]), "first"), now).0, Remembered::Kept);
+        assert_eq!(
+            pending.remember(decided(pod("web-0", "", "ss", &["app"]), "first"), now).0,
+            Remembered::Kept
+        );
         // The re-invocation after kruise-manager's injection: same name, the sidecar already there.
         let mut injected = pod("web-0", "", "ss", &["app", "log-agent"]);
         injected["metadata"]["annotations"] = json!({HASH_ANNOTATION: "{}"});
@@ -270,13 +291,19 @@ mod tests {
         injected["metadata"].as_object_mut().unwrap().remove("name");
         injected["metadata"]["generateName"] = json!("web-");
         assert_eq!(pending.remember(decided(injected, "second"), now).0, Remembered::AlreadyInjected);
-        assert_eq!(pending.remember(decided(pod("", "", "x", &["app"]), "none"), now).0, Remembered::NoIdentity);
+        assert_eq!(
+            pending.remember(decided(pod("", "", "x", &["app"]), "none"), now).0,
+            Remembered::NoIdentity
+        );
         assert_eq!(pending.len(), 1);
         let (d, _) = pending.take(pod("web-0", "", "ss", &["app", "log-agent"])).unwrap();
         assert_eq!(marker(&d), "first");
         assert!(pending.is_empty() && pending.bytes() == 0);
         // Once paired, the name can be decided again (a StatefulSet Pod re-created).
-        assert_eq!(pending.remember(decided(pod("web-0", "", "ss", &["app"]), "again"), now).0, Remembered::Kept);
+        assert_eq!(
+            pending.remember(decided(pod("web-0", "", "ss", &["app"]), "again"), now).0,
+            Remembered::Kept
+        );
     }
 
     #[test]
@@ -291,7 +318,11 @@ mod tests {
         let mut take = |stored: Value| pending.take(stored).map(|(d, _)| marker(&d).to_owned());
         assert_eq!(take(pod("web-x1", "web-", "rs-1", &["app", "log-agent"])).as_deref(), Some("rs-1#0"));
         assert_eq!(take(pod("web-x2", "web-", "rs-1", &["app", "log-agent"])).as_deref(), Some("rs-1#2"));
-        assert_eq!(take(pod("web-x3", "web-", "rs-1", &["app"])), None, "only the one with other containers is left for rs-1");
+        assert_eq!(
+            take(pod("web-x3", "web-", "rs-1", &["app"])),
+            None,
+            "only the one with other containers is left for rs-1"
+        );
         assert_eq!(take(pod("web-x4", "web-", "rs-1", &["other"])).as_deref(), Some("rs-1 other"));
         assert_eq!(take(pod("web-x5", "web-", "rs-2", &["app"])).as_deref(), Some("rs-2#1"));
         let mut elsewhere = pod("db-0", "", "ss", &["db"]);
@@ -306,17 +337,27 @@ mod tests {
         let now = Instant::now();
         let one = decided(pod("p-0", "", "x", &["app"]), "0");
         let size = json_size(&one.original) + json_size(&one.ours);
-        let mut pending = PendingDecisions::new(Limits { max_count: 3, max_bytes: 1 << 20, ttl: Duration::from_secs(60) });
+        let mut pending =
+            PendingDecisions::new(Limits { max_count: 3, max_bytes: 1 << 20, ttl: Duration::from_secs(60) });
         let mut evicted = 0;
         for i in 0..5 {
-            evicted += pending.remember(decided(pod(&format!("p-{i}"), "", "x", &["app"]), &i.to_string()), now).1.evicted;
+            evicted += pending
+                .remember(decided(pod(&format!("p-{i}"), "", "x", &["app"]), &i.to_string()), now)
+                .1
+                .evicted;
         }
         assert_eq!((pending.len(), evicted), (3, 2));
         assert!(pending.take(pod("p-1", "", "x", &["app"])).is_none(), "the oldest went first");
         assert!(pending.take(pod("p-2", "", "x", &["app"])).is_some());
         // By bytes: room for two.
-        let mut pending = PendingDecisions::new(Limits { max_count: 100, max_bytes: size * 2 + 1, ttl: Duration::from_secs(60) });
-        let evicted: usize = (0..4).map(|i| pending.remember(decided(pod(&format!("p-{i}"), "", "x", &["app"]), "0"), now).1.evicted).sum();
+        let mut pending = PendingDecisions::new(Limits {
+            max_count: 100,
+            max_bytes: size * 2 + 1,
+            ttl: Duration::from_secs(60),
+        });
+        let evicted: usize = (0..4)
+            .map(|i| pending.remember(decided(pod(&format!("p-{i}"), "", "x", &["app"]), "0"), now).1.evicted)
+            .sum();
         assert_eq!((pending.len(), evicted), (2, 2));
         assert!(pending.bytes() <= size * 2 + 1);
         let mut big = pod("big", "", "x", &["app"]);
@@ -328,14 +369,16 @@ mod tests {
     #[test]
     fn decisions_expire_after_the_ttl() {
         let start = Instant::now();
-        let mut pending = PendingDecisions::new(Limits { max_count: 10, max_bytes: 1 << 20, ttl: Duration::from_secs(60) });
+        let mut pending =
+            PendingDecisions::new(Limits { max_count: 10, max_bytes: 1 << 20, ttl: Duration::from_secs(60) });
         pending.remember(decided(pod("a", "", "x", &["app"]), "a"), start);
         pending.remember(decided(pod("", "web-", "x", &["app"]), "b"), start + Duration::from_secs(30));
         assert_eq!(pending.expire(start + Duration::from_secs(60)), 0);
         assert_eq!(pending.expire(start + Duration::from_secs(61)), 1);
         assert!(pending.take(pod("a", "", "x", &["app"])).is_none());
         // Remembering also expires what is due.
-        let (_, unmatched) = pending.remember(decided(pod("c", "", "x", &["app"]), "c"), start + Duration::from_secs(91));
+        let (_, unmatched) =
+            pending.remember(decided(pod("c", "", "x", &["app"]), "c"), start + Duration::from_secs(91));
         assert_eq!(unmatched, Unmatched { expired: 1, evicted: 0 });
         assert_eq!(pending.len(), 1);
         assert!(pending.by_generate_name.is_empty(), "indexes follow the entries");

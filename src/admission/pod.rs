@@ -9,7 +9,11 @@ use super::{Inputs, daemon, sidecarset};
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
-pub fn mutate(request: &AdmissionRequest, pod: &mut Draft<'_>, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+pub fn mutate(
+    request: &AdmissionRequest,
+    pod: &mut Draft<'_>,
+    inputs: &Inputs,
+) -> Result<Vec<String>, AdmissionError> {
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
         return Ok(Vec::new());
     }

@@ -30,7 +30,12 @@ const LOOKUP_HINT: &str = "(the deletion is refused because the protection could
 
 /// A protection-only registration: DELETE of the objects `rules` name, answered by [`check_delete`].
 /// Protection refuses deletions, so a webhook that is down must not let them through (`Fail`).
-pub const fn webhook(name: &'static str, path: &'static str, rules: &'static [Rule], scope: ObjectScope) -> Webhook {
+pub const fn webhook(
+    name: &'static str,
+    path: &'static str,
+    rules: &'static [Rule],
+    scope: ObjectScope,
+) -> Webhook {
     Webhook {
         name,
         path,
@@ -92,11 +97,12 @@ fn protected_kind(group: &str, version: &str, kind: &str) -> Option<Protected> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") if matches!(version, "v1" | "v1beta1") => {
             Some(Protected::CustomResourceDefinition)
         }
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("apps.kruise.io", "CloneSet" | "StatefulSet" | "UnitedDeployment") => {
-            Some(Protected::Workload)
-        }
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet")
+        | ("apps.kruise.io", "CloneSet" | "StatefulSet" | "UnitedDeployment") => Some(Protected::Workload),
         ("", "Service") => Some(Protected::AlwaysOnly),
-        ("networking.k8s.io", "Ingress") if matches!(version, "v1" | "v1beta1") => Some(Protected::AlwaysOnly),
+        ("networking.k8s.io", "Ingress") if matches!(version, "v1" | "v1beta1") => {
+            Some(Protected::AlwaysOnly)
+        }
         _ => None,
     }
 }
@@ -104,7 +110,10 @@ fn protected_kind(group: &str, version: &str, kind: &str) -> Option<Protected> {
 /// Everything that can be decided from the request and the object being deleted
 /// (docs/workloads.md#4-2-early-exits, docs/workloads.md#4-3-kinds).
 fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, AdmissionError> {
-    if !settings.enabled(Capability::DeleteProtection) || request.operation != Operation::Delete || !request.sub_resource.is_empty() {
+    if !settings.enabled(Capability::DeleteProtection)
+        || request.operation != Operation::Delete
+        || !request.sub_resource.is_empty()
+    {
         return Ok(Plan::Allow);
     }
     // Clusters older than 1.16 send no oldObject on DELETE; there is nothing to read, so allow.
@@ -120,7 +129,9 @@ fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, Admissi
             let name = object.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty());
             Ok(Plan::NamespaceDependents(name.unwrap_or(&request.name).to_owned()))
         }
-        (Some(CASCADING), Protected::CustomResourceDefinition) => Ok(Plan::CustomResources(CustomResourceType::of_crd(object)?)),
+        (Some(CASCADING), Protected::CustomResourceDefinition) => {
+            Ok(Plan::CustomResources(CustomResourceType::of_crd(object)?))
+        }
         (Some(CASCADING), Protected::Workload) => match replicas(object)? {
             Some(n) if n > 0 => Err(forbidden(CASCADING, &format!(" and replicas {n}>0"))),
             _ => Ok(Plan::Allow),
@@ -149,17 +160,25 @@ fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
     let labels = match object.get("metadata") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(metadata)) => metadata.get("labels"),
-        Some(_) => return Err(AdmissionError::BadRequest("request.oldObject.metadata must be an object".into())),
+        Some(_) => {
+            return Err(AdmissionError::BadRequest("request.oldObject.metadata must be an object".into()));
+        }
     };
     let labels = match labels {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(labels)) => labels,
-        Some(_) => return Err(AdmissionError::BadRequest("request.oldObject.metadata.labels must be an object".into())),
+        Some(_) => {
+            return Err(AdmissionError::BadRequest(
+                "request.oldObject.metadata.labels must be an object".into(),
+            ));
+        }
     };
     match labels.get(LABEL) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(v)) => Ok(Some(v)),
-        Some(_) => Err(AdmissionError::BadRequest(format!("request.oldObject.metadata.labels[{LABEL:?}] must be a string"))),
+        Some(_) => Err(AdmissionError::BadRequest(format!(
+            "request.oldObject.metadata.labels[{LABEL:?}] must be a string"
+        ))),
     }
 }
 
@@ -168,10 +187,9 @@ fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
 fn replicas(object: &Value) -> Result<Option<i64>, AdmissionError> {
     match object.pointer("/spec/replicas") {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| AdmissionError::BadRequest(format!("request.oldObject.spec.replicas must be an integer, got {v}"))),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            AdmissionError::BadRequest(format!("request.oldObject.spec.replicas must be an integer, got {v}"))
+        }),
     }
 }
 
@@ -183,7 +201,13 @@ fn pods_in(namespace: &str) -> Query {
         until_one: Some(Counted::ActivePod),
         ..ListFilter::default()
     };
-    Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some(namespace.into()), filter }
+    Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some(namespace.into()),
+        filter,
+    }
 }
 
 /// The namespace's PVCs, as far as needed to know whether one is Bound (PVCs have no phase field
@@ -241,25 +265,34 @@ impl CustomResourceType {
     /// deprecated `spec.version`, which is then its one (storage) version.
     fn of_crd(crd: &Value) -> Result<Self, AdmissionError> {
         let spec = crd.get("spec");
-        let text = |pointer: &str| spec.and_then(|s| s.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = |pointer: &str| {
+            spec.and_then(|s| s.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
+        };
         let (group, kind, list_kind) = (text("/group"), text("/names/kind"), text("/names/listKind"));
         let storage = spec
             .and_then(|s| s.get("versions"))
             .and_then(Value::as_array)
-            .and_then(|versions| versions.iter().find(|v| v.get("storage").and_then(Value::as_bool) == Some(true)))
+            .and_then(|versions| {
+                versions.iter().find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            })
             .and_then(|v| v.get("name"))
             .and_then(Value::as_str)
             .map(str::to_owned)
             .or_else(|| spec.and_then(|s| s.get("version")).and_then(Value::as_str).map(str::to_owned))
             .unwrap_or_default();
-        let list_kind = if list_kind.is_empty() && !kind.is_empty() { format!("{kind}List") } else { list_kind };
+        let list_kind =
+            if list_kind.is_empty() && !kind.is_empty() { format!("{kind}List") } else { list_kind };
         let crd_type = CustomResourceType { group, version: storage, kind, list_kind };
         // Without these the custom resources cannot be listed, so the protection cannot be checked.
-        let missing = [("spec.group", &crd_type.group), ("storage version", &crd_type.version), ("spec.names.kind", &crd_type.kind)]
-            .into_iter()
-            .filter(|(_, v)| v.is_empty())
-            .map(|(what, _)| what)
-            .collect::<Vec<_>>();
+        let missing = [
+            ("spec.group", &crd_type.group),
+            ("storage version", &crd_type.version),
+            ("spec.names.kind", &crd_type.kind),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_empty())
+        .map(|(what, _)| what)
+        .collect::<Vec<_>>();
         if missing.is_empty() {
             Ok(crd_type)
         } else {
@@ -273,7 +306,13 @@ impl CustomResourceType {
 
     fn query(&self) -> Query {
         let filter = ListFilter { until_one: Some(Counted::Live), ..ListFilter::default() };
-        Query::List { group: self.group.clone(), version: self.version.clone(), kind: self.kind.clone(), namespace: None, filter }
+        Query::List {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            kind: self.kind.clone(),
+            namespace: None,
+            filter,
+        }
     }
 
     /// Go's `schema.GroupVersionKind` rendering, as in Kruise's message.
@@ -284,9 +323,9 @@ impl CustomResourceType {
 
 /// Cascading CRD: refuse while any of its custom resources (any namespace) is not being deleted.
 fn check_custom_resources(crd: &CustomResourceType, answers: &Answers) -> Result<(), AdmissionError> {
-    let objects = answers
-        .get(&crd.query())
-        .map_err(|e| AdmissionError::Forbidden(format!("failed to list CRs of {}: {e} {LOOKUP_HINT}", crd.gvk())))?;
+    let objects = answers.get(&crd.query()).map_err(|e| {
+        AdmissionError::Forbidden(format!("failed to list CRs of {}: {e} {LOOKUP_HINT}", crd.gvk()))
+    })?;
     let active = objects.iter().filter(|o| Counted::Live.counts(o)).count();
     if active > 0 {
         return Err(forbidden(CASCADING, &format!(" and active CRs {active}>0")));
@@ -322,7 +361,11 @@ mod tests {
         let crd = json!({"spec": {"group": "g.io", "names": {"kind": "Foo"}, "versions": [{"name": "v1", "storage": false}]}});
         let err = CustomResourceType::of_crd(&crd).unwrap_err();
         assert_eq!(err.code(), 403);
-        assert!(err.to_string().starts_with("failed to list CRs of g.io/, Kind=FooList: the CRD has no storage version ("), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("failed to list CRs of g.io/, Kind=FooList: the CRD has no storage version ("),
+            "{err}"
+        );
     }
 
     #[test]

@@ -272,7 +272,10 @@ fn take_object(map: &mut Map<String, Value>, key: &str) -> Result<Option<Value>,
 /// Decode an AdmissionReview from its JSON value.
 pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
     let Value::Object(mut top) = review else {
-        return Err(DecodeError::envelope(format!("an AdmissionReview must be a JSON object, got {}", type_name(&review))));
+        return Err(DecodeError::envelope(format!(
+            "an AdmissionReview must be a JSON object, got {}",
+            type_name(&review)
+        )));
     };
     let version = match top.get("apiVersion").and_then(Value::as_str) {
         Some("admission.k8s.io/v1") => ReviewVersion::V1,
@@ -282,24 +285,42 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
                 "unsupported apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
             )));
         }
-        None => return Err(DecodeError::envelope("apiVersion is missing: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1")),
+        None => {
+            return Err(DecodeError::envelope(
+                "apiVersion is missing: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+            ));
+        }
     };
     match top.get("kind").and_then(Value::as_str) {
         Some("AdmissionReview") => {}
-        Some(other) => return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}"))),
+        Some(other) => {
+            return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}")));
+        }
         None => return Err(DecodeError::envelope("kind is missing: expected AdmissionReview")),
     }
     let mut request = match top.remove("request") {
         Some(Value::Object(r)) => r,
         Some(Value::Null) | None => return Err(DecodeError::envelope("the AdmissionReview has no request")),
-        Some(other) => return Err(DecodeError::envelope(format!("request must be an object, got {}", type_name(&other)))),
+        Some(other) => {
+            return Err(DecodeError::envelope(format!(
+                "request must be an object, got {}",
+                type_name(&other)
+            )));
+        }
     };
     let uid = match request.get("uid") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(DecodeError::envelope("request.uid is missing: the response could not be matched to the request"));
+            return Err(DecodeError::envelope(
+                "request.uid is missing: the response could not be matched to the request",
+            ));
         }
-        Some(other) => return Err(DecodeError::envelope(format!("request.uid must be a string, got {}", type_name(other)))),
+        Some(other) => {
+            return Err(DecodeError::envelope(format!(
+                "request.uid must be a string, got {}",
+                type_name(other)
+            )));
+        }
     };
     // From here on the envelope is good enough to answer inside an AdmissionReview.
     let fail = |message: String| DecodeError { message, answerable: Some((version, uid.clone())) };
@@ -310,27 +331,37 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
     let operation = match Operation::parse(&op_text) {
         Some((op, noncanonical)) => {
             if noncanonical {
-                decode_warnings.push(format!("request.operation {op_text:?} is not the API value; treated as {}", op.as_str()));
+                decode_warnings.push(format!(
+                    "request.operation {op_text:?} is not the API value; treated as {}",
+                    op.as_str()
+                ));
             }
             op
         }
         None if op_text.is_empty() => return Err(fail("request.operation is missing".into())),
         None => {
-            return Err(fail(format!("request.operation {op_text:?} is not one of CREATE, UPDATE, DELETE, CONNECT")));
+            return Err(fail(format!(
+                "request.operation {op_text:?} is not one of CREATE, UPDATE, DELETE, CONNECT"
+            )));
         }
     };
     let dry_run = match request.get("dryRun") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(fail(format!("request.dryRun must be a boolean, got {}", type_name(other)))),
+        Some(other) => {
+            return Err(fail(format!("request.dryRun must be a boolean, got {}", type_name(other))));
+        }
     };
     let user_info = match request.get("userInfo") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v.clone(),
-        Some(other) => return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other)))),
+        Some(other) => {
+            return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other))));
+        }
     };
     let object = take_object(&mut request, "object").map_err(fail)?.filter(|_| operation.carries(true));
-    let old_object = take_object(&mut request, "oldObject").map_err(fail)?.filter(|_| operation.carries(false));
+    let old_object =
+        take_object(&mut request, "oldObject").map_err(fail)?.filter(|_| operation.carries(false));
     Ok(AdmissionRequest {
         version,
         uid: uid.clone(),
@@ -370,7 +401,10 @@ impl Parts {
 /// limit, the last of duplicate keys wins), but only the fields `decode_review` reads are built as
 /// values, and of `object` and `oldObject` only those in `parts`: everything else is parsed,
 /// checked and dropped as it goes. The outer error is a JSON syntax error.
-pub fn decode_review_body(body: &[u8], parts: Parts) -> Result<Result<AdmissionRequest, DecodeError>, serde_json::Error> {
+pub fn decode_review_body(
+    body: &[u8],
+    parts: Parts,
+) -> Result<Result<AdmissionRequest, DecodeError>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let review = Fields { level: Level::Top, parts }.deserialize(&mut deserializer)?;
     deserializer.end()?;
@@ -378,7 +412,8 @@ pub fn decode_review_body(body: &[u8], parts: Parts) -> Result<Result<AdmissionR
 }
 
 const TOP_FIELDS: &[&str] = &["apiVersion", "kind"];
-const REQUEST_FIELDS: &[&str] = &["uid", "kind", "resource", "subResource", "name", "namespace", "operation", "dryRun", "userInfo"];
+const REQUEST_FIELDS: &[&str] =
+    &["uid", "kind", "resource", "subResource", "name", "namespace", "operation", "dryRun", "userInfo"];
 
 #[derive(Clone, Copy)]
 enum Level {
@@ -430,7 +465,9 @@ impl Visitor<'_> for KeyOf {
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
         let Fields { level, parts } = self.0;
-        let keep = |names: &[&'static str]| names.iter().find(|name| **name == key).map_or(Field::Drop, |name| Field::Keep(name));
+        let keep = |names: &[&'static str]| {
+            names.iter().find(|name| **name == key).map_or(Field::Drop, |name| Field::Keep(name))
+        };
         Ok(match (level, key) {
             (Level::Top, "request") => Field::Request,
             (Level::Top, _) => keep(TOP_FIELDS),
@@ -453,7 +490,9 @@ impl<'de> Visitor<'de> for Fields {
         while let Some(field) = map.next_key_seed(KeyOf(self))? {
             let (name, value) = match field {
                 Field::Keep(name) => (name, map.next_value::<Value>()?),
-                Field::Request => ("request", map.next_value_seed(Fields { level: Level::Request, parts: self.parts })?),
+                Field::Request => {
+                    ("request", map.next_value_seed(Fields { level: Level::Request, parts: self.parts })?)
+                }
                 Field::Part(name, true) => (name, map.next_value::<Value>()?),
                 Field::Part(name, false) => (name, map.next_value::<Skip>()?.placeholder()),
                 Field::Drop => {
@@ -602,7 +641,8 @@ pub fn response_json(uid: &str, decision: &Decision) -> Value {
         response.insert("patch".into(), Value::String(encode_patch(&decision.patch)));
     }
     if !decision.warnings.is_empty() {
-        response.insert("warnings".into(), decision.warnings.iter().map(|w| Value::String(w.clone())).collect());
+        response
+            .insert("warnings".into(), decision.warnings.iter().map(|w| Value::String(w.clone())).collect());
     }
     Value::Object(response)
 }
@@ -668,7 +708,8 @@ mod tests {
 
     #[test]
     fn envelope_errors_are_not_answerable_but_request_errors_are() {
-        let e = decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})).unwrap_err();
+        let e = decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}))
+            .unwrap_err();
         assert!(e.answerable.is_none());
         assert!(decode_error_response(&e).is_none());
         let e = decode_review(review(json!({"uid": "u", "operation": 7}))).unwrap_err();
@@ -688,7 +729,9 @@ mod tests {
         assert!(r["response"].get("patchType").is_none());
         let d = Decision { patch: vec![PatchOp::add("/a", json!(1))], ..Decision::allow() };
         let r = review_response(ReviewVersion::V1, "x", &d);
-        let raw = base64::engine::general_purpose::STANDARD.decode(r["response"]["patch"].as_str().unwrap()).unwrap();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(r["response"]["patch"].as_str().unwrap())
+            .unwrap();
         assert_eq!(String::from_utf8(raw).unwrap(), r#"[{"op":"add","path":"/a","value":1}]"#);
         assert_eq!(r["response"]["patchType"], "JSONPatch");
     }

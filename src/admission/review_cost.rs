@@ -118,7 +118,11 @@ pub fn review_cost(body: &[u8]) -> ReviewCost {
         let (role, part, slot) = match stack.last() {
             None => (Role::Top, Part::Envelope, size_of::<Value>()),
             Some(parent) if parent.is_object => {
-                let role = if parent.role == Role::Top && parent.key == Key::Request { Role::Request } else { Role::Inside };
+                let role = if parent.role == Role::Top && parent.key == Key::Request {
+                    Role::Request
+                } else {
+                    Role::Inside
+                };
                 let part = match (parent.role, parent.key) {
                     (Role::Request, Key::Object) => Part::Object,
                     (Role::Request, Key::OldObject) => Part::OldObject,
@@ -137,7 +141,13 @@ pub fn review_cost(body: &[u8]) -> ReviewCost {
                 if role == Role::Request {
                     operation = None; // a later `request` replaces an earlier one whole
                 }
-                stack.push(Frame { is_object: byte == b'{', role, part, key: Key::Other, has_members: false });
+                stack.push(Frame {
+                    is_object: byte == b'{',
+                    role,
+                    part,
+                    key: Key::Other,
+                    has_members: false,
+                });
                 expect_key = byte == b'{';
                 i += 1;
             }
@@ -168,8 +178,11 @@ pub fn review_cost(body: &[u8]) -> ReviewCost {
                     }
                     Some(frame) => {
                         if frame.role == Role::Request && frame.key == Key::Operation {
-                            operation =
-                                if escaped { None } else { std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op) };
+                            operation = if escaped {
+                                None
+                            } else {
+                                std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op)
+                            };
                         }
                         charged[part as usize] += slot + string_heap(len);
                     }
@@ -233,10 +246,14 @@ mod tests {
     #[test]
     fn finds_the_operation_and_charges_only_the_parts_it_builds() {
         let big = format!("[{}0]", "0,".repeat(10_000));
-        let create = review_cost(review("CREATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes());
+        let create = review_cost(
+            review("CREATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes(),
+        );
         assert_eq!(create.operation, Some(Operation::Create));
         assert_eq!(create.parts(), Parts { object: true, old_object: false });
-        let update = review_cost(review("UPDATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes());
+        let update = review_cost(
+            review("UPDATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes(),
+        );
         assert_eq!(update.parts(), Parts::ALL);
         assert!(update.decoded > create.decoded + 10_000 * ARRAY_SLOT, "{update:?} {create:?}");
         let delete = review_cost(review("DELETE", "null", &format!(r#"{{"x":{big}}}"#)).as_bytes());
@@ -254,7 +271,11 @@ mod tests {
         let nested = r#"{"request":{"object":{"operation":"DELETE"}}}"#;
         assert_eq!(review_cost(nested.as_bytes()).operation, None);
         let lower = r#"{"request":{"operation":"delete"}}"#;
-        assert_eq!(review_cost(lower.as_bytes()).operation, Some(Operation::Delete), "decode_review accepts any case");
+        assert_eq!(
+            review_cost(lower.as_bytes()).operation,
+            Some(Operation::Delete),
+            "decode_review accepts any case"
+        );
     }
 
     #[test]

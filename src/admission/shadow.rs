@@ -57,7 +57,10 @@ pub fn summary(decision: &Decision) -> String {
     match Outcome::of(decision) {
         Outcome::NoOp => String::new(),
         Outcome::WouldDeny => {
-            let text = decision.status.as_ref().map_or_else(String::new, |s| format!("{} {}: {}", s.code, s.reason, s.message));
+            let text = decision
+                .status
+                .as_ref()
+                .map_or_else(String::new, |s| format!("{} {}: {}", s.code, s.reason, s.message));
             truncate(&text, SUMMARY_LIMIT)
         }
         Outcome::WouldPatch => {
@@ -77,7 +80,11 @@ pub fn summary(decision: &Decision) -> String {
                 if out.len() + item.len() > room {
                     if out.is_empty() {
                         // One path longer than the whole budget: shown cut.
-                        return format!("{}{}", truncate(&item, room), if after > 0 { tail(after) } else { String::new() });
+                        return format!(
+                            "{}{}",
+                            truncate(&item, room),
+                            if after > 0 { tail(after) } else { String::new() }
+                        );
                     }
                     return format!("{out}{}", tail(ops.len() - i));
                 }
@@ -92,10 +99,18 @@ pub fn summary(decision: &Decision) -> String {
 /// (`-` for an absent side), in diff order, cut at [`DIFF_SUMMARY_LIMIT`] bytes saying how many
 /// fields were left out; each value at most [`VALUE_LIMIT`] bytes.
 pub fn diff_summary(diffs: &[FieldDiff]) -> String {
-    let shown = |v: &serde_json::Value| if v.is_null() { "-".to_owned() } else { truncate(&v.to_string(), VALUE_LIMIT) };
+    let shown = |v: &serde_json::Value| {
+        if v.is_null() { "-".to_owned() } else { truncate(&v.to_string(), VALUE_LIMIT) }
+    };
     let mut out = String::new();
     for (i, d) in diffs.iter().enumerate() {
-        let item = format!("{}{}: {} -> {}", if i == 0 { "" } else { "; " }, d.path, shown(&d.ours), shown(&d.stored));
+        let item = format!(
+            "{}{}: {} -> {}",
+            if i == 0 { "" } else { "; " },
+            d.path,
+            shown(&d.ours),
+            shown(&d.stored)
+        );
         let left = diffs.len() - i;
         if out.len() + item.len() > DIFF_SUMMARY_LIMIT {
             if out.is_empty() {
@@ -158,7 +173,10 @@ mod tests {
         let patched = Decision {
             patch: vec![
                 PatchOp::add("/spec/containers/0", json!({"name": "sidecar"})),
-                PatchOp::Replace { path: "/metadata/annotations/kruise.io~1sidecarset-hash".into(), value: json!("x") },
+                PatchOp::Replace {
+                    path: "/metadata/annotations/kruise.io~1sidecarset-hash".into(),
+                    value: json!("x"),
+                },
                 PatchOp::Remove { path: "/spec/nodeName".into() },
             ],
             ..Decision::allow()
@@ -167,24 +185,34 @@ mod tests {
             summary(&patched),
             "add /spec/containers/0, replace /metadata/annotations/kruise.io~1sidecarset-hash, remove /spec/nodeName"
         );
-        let denied = Decision::deny(&AdmissionError::Invalid("spec.containers[0].name: Invalid value".into()));
+        let denied =
+            Decision::deny(&AdmissionError::Invalid("spec.containers[0].name: Invalid value".into()));
         assert_eq!(summary(&denied), "422 Invalid: spec.containers[0].name: Invalid value");
         assert_eq!(summary(&Decision::allow()), "");
     }
 
     #[test]
     fn diff_summaries_show_both_sides_and_are_bounded() {
-        let diff = |path: &str, ours: serde_json::Value, stored: serde_json::Value| FieldDiff { path: path.into(), ours, stored };
+        let diff = |path: &str, ours: serde_json::Value, stored: serde_json::Value| FieldDiff {
+            path: path.into(),
+            ours,
+            stored,
+        };
         let diffs = [
             diff("spec.containers[log-agent].image", json!("fluent-bit:3.2.4"), json!("fluent-bit:3.1")),
-            diff("spec.volumes[agent-config]", json!({"configMap": {"name": "agent"}}), serde_json::Value::Null),
+            diff(
+                "spec.volumes[agent-config]",
+                json!({"configMap": {"name": "agent"}}),
+                serde_json::Value::Null,
+            ),
         ];
         assert_eq!(
             diff_summary(&diffs),
             r#"spec.containers[log-agent].image: "fluent-bit:3.2.4" -> "fluent-bit:3.1"; spec.volumes[agent-config]: {"configMap":{"name":"agent"}} -> -"#
         );
-        let many: Vec<FieldDiff> =
-            (0..500).map(|i| diff(&format!("spec.containers[c].env[V{i}].value"), json!("x".repeat(1000)), json!(i))).collect();
+        let many: Vec<FieldDiff> = (0..500)
+            .map(|i| diff(&format!("spec.containers[c].env[V{i}].value"), json!("x".repeat(1000)), json!(i)))
+            .collect();
         let text = diff_summary(&many);
         assert!(text.len() <= DIFF_SUMMARY_LIMIT + 20, "{}", text.len());
         assert!(text.ends_with(" more"), "{text}");
@@ -193,7 +221,9 @@ mod tests {
     #[test]
     fn summaries_are_bounded() {
         let patched = Decision {
-            patch: (0..2000).map(|i| PatchOp::add(format!("/spec/containers/0/env/{i}"), json!({}))).collect(),
+            patch: (0..2000)
+                .map(|i| PatchOp::add(format!("/spec/containers/0/env/{i}"), json!({})))
+                .collect(),
             ..Decision::allow()
         };
         let text = summary(&patched);

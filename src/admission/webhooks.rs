@@ -84,8 +84,12 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, in the order the chart lists them.
-    pub const ALL: [Capability; 4] =
-        [Capability::PodMutation, Capability::SidecarSetAdmission, Capability::WorkloadRules, Capability::DeleteProtection];
+    pub const ALL: [Capability; 4] = [
+        Capability::PodMutation,
+        Capability::SidecarSetAdmission,
+        Capability::WorkloadRules,
+        Capability::DeleteProtection,
+    ];
 
     /// The name flags (`--disable-capability`) and chart values use.
     pub fn name(self) -> &'static str {
@@ -152,7 +156,11 @@ const KRUISE_VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
 
 /// Kruise registers CloneSet and Advanced StatefulSet validation with DELETE on one path: DELETE is
 /// delete protection, everything else the workload rules.
-fn workload_or_delete(request: &AdmissionRequest, inputs: &Inputs, validate: Validator) -> Result<Vec<String>, AdmissionError> {
+fn workload_or_delete(
+    request: &AdmissionRequest,
+    inputs: &Inputs,
+    validate: Validator,
+) -> Result<Vec<String>, AdmissionError> {
     match request.operation {
         Operation::Delete => protection::check_delete(request, inputs),
         _ => validate(request, inputs),
@@ -181,7 +189,13 @@ pub static WEBHOOKS: &[Webhook] = &[
     Webhook {
         name: "mpod.kb.io",
         path: "/mutate-pod",
-        rules: &[Rule { groups: &[""], versions: &["v1"], resources: &["pods"], kind: "Pod", operations: CREATE }],
+        rules: &[Rule {
+            groups: &[""],
+            versions: &["v1"],
+            resources: &["pods"],
+            kind: "Pod",
+            operations: CREATE,
+        }],
         handler: Handler::MutateIf(pod::may_mutate, pod::mutate),
         queries: None,
         failure_policy: FailurePolicy::Ignore,
@@ -213,7 +227,13 @@ pub static WEBHOOKS: &[Webhook] = &[
     protection::webhook(
         "vnamespace.kb.io",
         "/validate-namespace",
-        &[Rule { groups: &[""], versions: &["v1"], resources: &["namespaces"], kind: "Namespace", operations: DELETE }],
+        &[Rule {
+            groups: &[""],
+            versions: &["v1"],
+            resources: &["namespaces"],
+            kind: "Namespace",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
@@ -231,25 +251,49 @@ pub static WEBHOOKS: &[Webhook] = &[
     protection::webhook(
         "vbuiltindeployment.kb.io",
         "/validate-apps-deployment",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["deployments"], kind: "Deployment", operations: DELETE }],
+        &[Rule {
+            groups: &["apps"],
+            versions: &["v1"],
+            resources: &["deployments"],
+            kind: "Deployment",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vbuiltinreplicaset.kb.io",
         "/validate-apps-replicaset",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["replicasets"], kind: "ReplicaSet", operations: DELETE }],
+        &[Rule {
+            groups: &["apps"],
+            versions: &["v1"],
+            resources: &["replicasets"],
+            kind: "ReplicaSet",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vbuiltinstatefulset.kb.io",
         "/validate-apps-statefulset",
-        &[Rule { groups: &["apps"], versions: &["v1"], resources: &["statefulsets"], kind: "StatefulSet", operations: DELETE }],
+        &[Rule {
+            groups: &["apps"],
+            versions: &["v1"],
+            resources: &["statefulsets"],
+            kind: "StatefulSet",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
         "vservice.kb.io",
         "/validate-service",
-        &[Rule { groups: &[""], versions: &["v1"], resources: &["services"], kind: "Service", operations: DELETE }],
+        &[Rule {
+            groups: &[""],
+            versions: &["v1"],
+            resources: &["services"],
+            kind: "Service",
+            operations: DELETE,
+        }],
         ObjectScope::DeleteProtected,
     ),
     protection::webhook(
@@ -377,9 +421,15 @@ pub fn decide(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) ->
 
 fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
     if !inputs.settings.enabled(webhook.capability) {
-        let warning =
-            format!("{} is disabled on this server (--disable-capability {}); allowed unchanged", webhook.name, webhook.capability.name());
-        return Outcome { decision: Decision { warnings: vec![warning], ..Decision::allow() }, mutated: None };
+        let warning = format!(
+            "{} is disabled on this server (--disable-capability {}); allowed unchanged",
+            webhook.name,
+            webhook.capability.name()
+        );
+        return Outcome {
+            decision: Decision { warnings: vec![warning], ..Decision::allow() },
+            mutated: None,
+        };
     }
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
@@ -390,7 +440,9 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
             _ => run_mutator(mutate, request, inputs, want_object),
         },
         Handler::Validate(validate) => Outcome {
-            decision: Decision::from_result(validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() })),
+            decision: Decision::from_result(
+                validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() }),
+            ),
             mutated: None,
         },
     };
@@ -410,7 +462,10 @@ fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, wan
         return if request.operation == Operation::Delete {
             Outcome { decision: Decision::allow(), mutated: None }
         } else {
-            let err = AdmissionError::BadRequest(format!("request.object is required for {}", request.operation.as_str()));
+            let err = AdmissionError::BadRequest(format!(
+                "request.object is required for {}",
+                request.operation.as_str()
+            ));
             Outcome { decision: Decision::deny(&err), mutated: None }
         };
     };

@@ -50,7 +50,8 @@ fn structural(node: &Value, defs: &Value) -> Value {
             }
             // `Option<T>`: `anyOf: [T, {type: null}]` or `type: [t, "null"]`.
             if let Some(any) = map.get("anyOf").and_then(Value::as_array) {
-                let non_null: Vec<&Value> = any.iter().filter(|s| s.get("type") != Some(&json!("null"))).collect();
+                let non_null: Vec<&Value> =
+                    any.iter().filter(|s| s.get("type") != Some(&json!("null"))).collect();
                 if let [only] = non_null.as_slice() {
                     let mut inner = structural(only, defs);
                     if let (Some(desc), Some(obj)) = (map.get("description"), inner.as_object_mut()) {
@@ -65,7 +66,9 @@ fn structural(node: &Value, defs: &Value) -> Value {
                     "$schema" | "$defs" | "title" | "default" => {}
                     "type" => {
                         let t = match v {
-                            Value::Array(types) => types.iter().find(|t| *t != "null").cloned().unwrap_or(Value::Null),
+                            Value::Array(types) => {
+                                types.iter().find(|t| *t != "null").cloned().unwrap_or(Value::Null)
+                            }
                             other => other.clone(),
                         };
                         out.insert("type".into(), t);
@@ -73,7 +76,9 @@ fn structural(node: &Value, defs: &Value) -> Value {
                     "format" if !matches!(v.as_str(), Some("int32" | "int64")) => {}
                     "minimum" | "maximum" => {}
                     "properties" => {
-                        let props = v.as_object().map(|p| p.iter().map(|(name, s)| (name.clone(), structural(s, defs))).collect());
+                        let props = v
+                            .as_object()
+                            .map(|p| p.iter().map(|(name, s)| (name.clone(), structural(s, defs))).collect());
                         out.insert(k.clone(), props.map(Value::Object).unwrap_or(Value::Null));
                     }
                     "items" => {
@@ -96,7 +101,10 @@ fn structural(node: &Value, defs: &Value) -> Value {
             }
             // An object with listed properties but no additionalProperties keyword keeps unknown
             // fields in serde (no deny_unknown_fields): say so, or the apiserver would prune them.
-            if out.get("type") == Some(&json!("object")) && out.contains_key("properties") && !map.contains_key("additionalProperties") {
+            if out.get("type") == Some(&json!("object"))
+                && out.contains_key("properties")
+                && !map.contains_key("additionalProperties")
+            {
                 out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
             }
             // No type at all (an optional `serde_json::Value`): any value, kept as is.
@@ -113,7 +121,11 @@ fn structural(node: &Value, defs: &Value) -> Value {
 fn set_default(schema: &mut Value, path: &[&str], default: Value) {
     let mut node = schema;
     for step in path {
-        let next = if *step == "[]" { node.get_mut("items") } else { node.get_mut("properties").and_then(|p| p.get_mut(*step)) };
+        let next = if *step == "[]" {
+            node.get_mut("items")
+        } else {
+            node.get_mut("properties").and_then(|p| p.get_mut(*step))
+        };
         match next {
             Some(n) => node = n,
             None => return,
@@ -126,7 +138,9 @@ fn set_default(schema: &mut Value, path: &[&str], default: Value) {
 
 /// Volumes are core `Volume` objects kept verbatim: objects, with any fields.
 fn volumes_are_objects(schema: &mut Value) {
-    if let Some(items) = schema.pointer_mut("/properties/spec/properties/volumes/items").and_then(Value::as_object_mut) {
+    if let Some(items) =
+        schema.pointer_mut("/properties/spec/properties/volumes/items").and_then(Value::as_object_mut)
+    {
         items.insert("type".into(), json!("object"));
     }
 }
@@ -134,7 +148,11 @@ fn volumes_are_objects(schema: &mut Value) {
 fn with_kruise_defaults(mut schema: Value) -> Value {
     volumes_are_objects(&mut schema);
     for list in ["containers", "initContainers"] {
-        set_default(&mut schema, &["spec", list, "[]", "resourcesPolicy", "targetContainersNameRegex"], json!(".*"));
+        set_default(
+            &mut schema,
+            &["spec", list, "[]", "resourcesPolicy", "targetContainersNameRegex"],
+            json!(".*"),
+        );
     }
     set_default(&mut schema, &["spec", "injectionStrategy", "revision", "policy"], json!("Always"));
     schema
@@ -193,7 +211,8 @@ mod tests {
     /// mixes `properties` with `additionalProperties` (the structural-schema rules).
     fn assert_structural(node: &Value, path: &str) {
         let Some(obj) = node.as_object() else { panic!("{path}: schema must be an object") };
-        let exempt = obj.contains_key("x-kubernetes-preserve-unknown-fields") || obj.contains_key("x-kubernetes-int-or-string");
+        let exempt = obj.contains_key("x-kubernetes-preserve-unknown-fields")
+            || obj.contains_key("x-kubernetes-int-or-string");
         assert!(obj.contains_key("type") || exempt, "{path}: no type");
         assert!(
             !(obj.contains_key("properties") && obj.contains_key("additionalProperties")),
@@ -219,17 +238,27 @@ mod tests {
         let crd = sidecarset_crd();
         let versions = crd["spec"]["versions"].as_array().unwrap();
         assert_eq!(
-            versions.iter().map(|v| (v["name"].as_str().unwrap(), v["storage"].as_bool().unwrap())).collect::<Vec<_>>(),
+            versions
+                .iter()
+                .map(|v| (v["name"].as_str().unwrap(), v["storage"].as_bool().unwrap()))
+                .collect::<Vec<_>>(),
             [("v1alpha1", false), ("v1beta1", true)]
         );
         for v in versions {
             let schema = &v["schema"]["openAPIV3Schema"];
             assert_structural(schema, v["name"].as_str().unwrap());
             let spec = &schema["properties"]["spec"]["properties"];
-            assert_eq!(spec["containers"]["items"]["x-kubernetes-preserve-unknown-fields"], true, "embedded core Container");
-            assert_eq!(spec["volumes"]["items"]["x-kubernetes-preserve-unknown-fields"], true, "embedded core Volume");
             assert_eq!(
-                spec["containers"]["items"]["properties"]["resourcesPolicy"]["properties"]["targetContainersNameRegex"]["default"],
+                spec["containers"]["items"]["x-kubernetes-preserve-unknown-fields"], true,
+                "embedded core Container"
+            );
+            assert_eq!(
+                spec["volumes"]["items"]["x-kubernetes-preserve-unknown-fields"], true,
+                "embedded core Volume"
+            );
+            assert_eq!(
+                spec["containers"]["items"]["properties"]["resourcesPolicy"]["properties"]["targetContainersNameRegex"]
+                    ["default"],
                 ".*"
             );
             assert_eq!(schema["properties"]["metadata"], json!({"type": "object"}));

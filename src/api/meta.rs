@@ -110,10 +110,16 @@ impl LabelSelector {
         for req in &self.match_expressions {
             match req.operator.as_str() {
                 "In" | "NotIn" if req.values.is_empty() => {
-                    return Err(format!("for 'in', 'notin' operators, values set can't be empty (key {:?})", req.key));
+                    return Err(format!(
+                        "for 'in', 'notin' operators, values set can't be empty (key {:?})",
+                        req.key
+                    ));
                 }
                 "Exists" | "DoesNotExist" if !req.values.is_empty() => {
-                    return Err(format!("values set must be empty for exists and does not exist (key {:?})", req.key));
+                    return Err(format!(
+                        "values set must be empty for exists and does not exist (key {:?})",
+                        req.key
+                    ));
                 }
                 "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
                 other => return Err(format!("{other:?} is not a valid label selector operator")),
@@ -187,9 +193,15 @@ impl IntOrString {
         match self {
             IntOrString::Int(v) => Ok(*v),
             IntOrString::String(s) => {
-                let percent = self.percent().ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+                let percent = self
+                    .percent()
+                    .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
                 let scaled = percent.saturating_mul(total);
-                Ok(if round_up { scaled.div_euclid(100) + i64::from(scaled.rem_euclid(100) != 0) } else { scaled.div_euclid(100) })
+                Ok(if round_up {
+                    scaled.div_euclid(100) + i64::from(scaled.rem_euclid(100) != 0)
+                } else {
+                    scaled.div_euclid(100)
+                })
             }
         }
     }
@@ -244,7 +256,8 @@ mod tests {
             "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}, {"key": "app", "operator": "In", "values": ["a", "b"]}]}))
         .unwrap();
         assert_eq!(sel.matches(&labels), Ok(true));
-        let bad: LabelSelector = serde_json::from_value(json!({"matchExpressions": [{"key": "x", "operator": "In"}]})).unwrap();
+        let bad: LabelSelector =
+            serde_json::from_value(json!({"matchExpressions": [{"key": "x", "operator": "In"}]})).unwrap();
         assert!(bad.matches(&labels).is_err());
         let other: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "b"}})).unwrap();
         assert_eq!(other.matches(&labels), Ok(false));

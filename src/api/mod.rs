@@ -23,7 +23,9 @@ pub fn at<'v>(value: &'v Value, keys: &[&str]) -> Option<&'v Value> {
 pub fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
     const SCAN_UP_TO: usize = 8;
     match value {
-        Value::Object(map) if map.len() <= SCAN_UP_TO => map.iter().find_map(|(k, v)| (k == key).then_some(v)),
+        Value::Object(map) if map.len() <= SCAN_UP_TO => {
+            map.iter().find_map(|(k, v)| (k == key).then_some(v))
+        }
         Value::Object(map) => map.get(key),
         _ => None,
     }

@@ -65,7 +65,12 @@ pub fn parse(text: &str) -> Option<Quantity> {
         return None;
     }
     if s == "0" {
-        return Some(Quantity { mantissa: 0, scale: 0, format: Format::DecimalSi, cached: Some(s.to_owned()) });
+        return Some(Quantity {
+            mantissa: 0,
+            scale: 0,
+            format: Format::DecimalSi,
+            cached: Some(s.to_owned()),
+        });
     }
     let (positive, rest) = match s.as_bytes()[0] {
         b'+' => (true, &s[1..]),
@@ -103,7 +108,9 @@ pub fn parse(text: &str) -> Option<Quantity> {
     }
     // Go's fast path keeps the original text when it is already canonical.
     let precise = match format {
-        Format::BinarySi => exponent >= 0 && denom.is_empty() && 15 - num_trimmed.len() as i32 - (exponent * 3 / 10) > 0,
+        Format::BinarySi => {
+            exponent >= 0 && denom.is_empty() && 15 - num_trimmed.len() as i32 - (exponent * 3 / 10) > 0
+        }
         _ => 18 - (num_trimmed.len() + denom.len()) as i32 >= 0,
     };
     let mut cached = None;

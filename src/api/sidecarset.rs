@@ -108,7 +108,9 @@ impl SidecarContainer {
     }
 
     pub fn is_hot_upgrade(&self) -> bool {
-        self.upgrade_strategy.as_ref().is_some_and(|u| u.upgrade_type == SidecarContainerUpgradeStrategy::HOT_UPGRADE)
+        self.upgrade_strategy
+            .as_ref()
+            .is_some_and(|u| u.upgrade_type == SidecarContainerUpgradeStrategy::HOT_UPGRADE)
     }
 
     pub fn shares_volumes(&self) -> bool {
@@ -368,7 +370,8 @@ impl SidecarSet {
             Some("apps.kruise.io/v1alpha1") => serde_json::from_value::<v1alpha1::SidecarSet>(value.clone())
                 .map(SidecarSet::from)
                 .map_err(|e| format!("SidecarSet {name} (v1alpha1) cannot be read: {e}")),
-            _ => serde_json::from_value::<SidecarSet>(value.clone()).map_err(|e| format!("SidecarSet {name} cannot be read: {e}")),
+            _ => serde_json::from_value::<SidecarSet>(value.clone())
+                .map_err(|e| format!("SidecarSet {name} cannot be read: {e}")),
         }
     }
 
@@ -455,7 +458,10 @@ impl From<v1alpha1::SidecarSet> for SidecarSet {
         let namespace_selector = if s.namespace.is_empty() {
             s.namespace_selector
         } else {
-            Some(LabelSelector { match_labels: BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), s.namespace)]), ..Default::default() })
+            Some(LabelSelector {
+                match_labels: BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), s.namespace)]),
+                ..Default::default()
+            })
         };
         let custom_version = old.metadata.labels.get(CUSTOM_VERSION_LABEL).cloned().unwrap_or_default();
         SidecarSet {
@@ -532,7 +538,10 @@ mod tests {
         let v = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "s"},
                        "spec": {"namespaceSelector": {"matchLabels": {"env": "prod"}}}});
         let s = SidecarSet::from_value(&v).unwrap();
-        assert_eq!(s.spec.namespace_selector.unwrap().match_labels.get("env").map(String::as_str), Some("prod"));
+        assert_eq!(
+            s.spec.namespace_selector.unwrap().match_labels.get("env").map(String::as_str),
+            Some("prod")
+        );
     }
 
     #[test]

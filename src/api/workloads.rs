@@ -56,10 +56,9 @@ impl PodTemplate {
     }
 
     pub fn has_readiness_gate(&self, condition: &str) -> bool {
-        self.spec
-            .get("readinessGates")
-            .and_then(Value::as_array)
-            .is_some_and(|gates| gates.iter().any(|g| g.get("conditionType").and_then(Value::as_str) == Some(condition)))
+        self.spec.get("readinessGates").and_then(Value::as_array).is_some_and(|gates| {
+            gates.iter().any(|g| g.get("conditionType").and_then(Value::as_str) == Some(condition))
+        })
     }
 }
 

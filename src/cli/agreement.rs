@@ -107,7 +107,9 @@ impl Report {
     pub fn new(cluster: &Snapshot, stored: Vec<Value>) -> Self {
         let sidecarsets = cluster
             .entries(GROUP, KIND)
-            .filter_map(|(key, object)| Some((key.name.clone(), Arc::new(SidecarSet::from_value(object).ok()?))))
+            .filter_map(|(key, object)| {
+                Some((key.name.clone(), Arc::new(SidecarSet::from_value(object).ok()?)))
+            })
             .collect();
         let labelled = stored.into_iter().map(|pod| {
             let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -137,7 +139,11 @@ impl Report {
             Some((_, stored)) => {
                 let lookup = |name: &str| self.sidecarsets.get(name).cloned();
                 row.sidecarsets = agreement::compare(&result.input, &result.object, &stored, &lookup);
-                row.verdict = if row.sidecarsets.iter().all(SidecarSetAgreement::agrees) { Verdict::Agree } else { Verdict::Disagree };
+                row.verdict = if row.sidecarsets.iter().all(SidecarSetAgreement::agrees) {
+                    Verdict::Agree
+                } else {
+                    Verdict::Disagree
+                };
             }
         }
         self.pods.push(row);
@@ -172,7 +178,11 @@ impl Report {
     }
 
     fn totals_line(&self) -> String {
-        let no_injection = self.pods.iter().filter(|p| matches!(p.verdict, Verdict::Agree) && p.sidecarsets.is_empty()).count();
+        let no_injection = self
+            .pods
+            .iter()
+            .filter(|p| matches!(p.verdict, Verdict::Agree) && p.sidecarsets.is_empty())
+            .count();
         format!(
             "{} Pod CREATE reviews: {} agree ({no_injection} with no injection on either side), {} disagree, {} denied by us but stored, \
              {} unmatched; {} other reviews not compared; {} stored Pods paired with no review",
@@ -198,7 +208,8 @@ impl Report {
                 fields.push(vec![(*name).to_owned(), path.clone(), n.to_string()]);
             }
         }
-        let mut pods = Table::new(&["SOURCE", "POD", "STORED POD", "RESULT", "SIDECARSET", "FIELD", "OURS", "STORED"]);
+        let mut pods =
+            Table::new(&["SOURCE", "POD", "STORED POD", "RESULT", "SIDECARSET", "FIELD", "OURS", "STORED"]);
         for pod in self.pods.iter().filter(|p| !matches!(p.verdict, Verdict::Agree)) {
             let stored = pod.stored.clone().unwrap_or_else(|| "-".to_owned());
             let row = |set: &str, field: &str, ours: String, theirs: String| {
@@ -214,9 +225,12 @@ impl Report {
                 ]
             };
             match &pod.verdict {
-                Verdict::Denied { code, message } => {
-                    pods.push(row("-", "-", format!("denied {code}: {}", message.replace('\n', " ")), "admitted".into()))
-                }
+                Verdict::Denied { code, message } => pods.push(row(
+                    "-",
+                    "-",
+                    format!("denied {code}: {}", message.replace('\n', " ")),
+                    "admitted".into(),
+                )),
                 Verdict::Unmatched => pods.push(row("-", "-", "-".into(), "-".into())),
                 _ => {
                     for set in pod.sidecarsets.iter().filter(|s| !s.agrees()) {
@@ -244,7 +258,8 @@ impl Report {
             .sidecarset_totals()
             .into_iter()
             .map(|(name, t)| {
-                let fields: Vec<Value> = t.fields.into_iter().map(|(path, n)| json!({"path": path, "disagree": n})).collect();
+                let fields: Vec<Value> =
+                    t.fields.into_iter().map(|(path, n)| json!({"path": path, "disagree": n})).collect();
                 json!({"name": name, "agree": t.agree, "disagree": t.disagree, "fields": fields})
             })
             .collect();
@@ -305,10 +320,14 @@ mod tests {
 
     #[test]
     fn stored_pods_come_from_pods_pod_list_items_and_pod_create_audit_events() {
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}});
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}});
         assert_eq!(stored_pod(pod.clone()), Some(pod.clone()));
         let item = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
-        assert_eq!(stored_pod(item).and_then(|p| p["kind"].as_str().map(str::to_owned)).as_deref(), Some("Pod"));
+        assert_eq!(
+            stored_pod(item).and_then(|p| p["kind"].as_str().map(str::to_owned)).as_deref(),
+            Some("Pod")
+        );
         let event = |verb: &str, stage: &str, response: Value| {
             json!({"apiVersion": "audit.k8s.io/v1", "kind": "Event", "stage": stage, "verb": verb,
                    "objectRef": {"resource": "pods", "namespace": "shop"}, "responseObject": response})
@@ -316,10 +335,16 @@ mod tests {
         assert_eq!(stored_pod(event("create", "ResponseComplete", pod.clone())), Some(pod.clone()));
         assert_eq!(stored_pod(event("get", "ResponseComplete", pod.clone())), None);
         assert_eq!(stored_pod(event("create", "ResponseStarted", pod.clone())), None);
-        assert_eq!(stored_pod(event("create", "ResponseComplete", json!({"kind": "Status", "code": 409}))), None);
+        assert_eq!(
+            stored_pod(event("create", "ResponseComplete", json!({"kind": "Status", "code": 409}))),
+            None
+        );
         let mut binding = event("create", "ResponseComplete", pod);
         binding["objectRef"]["subresource"] = json!("binding");
         assert_eq!(stored_pod(binding), None);
-        assert_eq!(stored_pod(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})), None);
+        assert_eq!(
+            stored_pod(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})),
+            None
+        );
     }
 }

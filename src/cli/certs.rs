@@ -100,10 +100,16 @@ pub fn ensure(dir: &Path, dns_names: &[String]) -> anyhow::Result<(CertPaths, Re
 /// A new serving certificate and key (PEM) for `dns_names` (plus localhost and 127.0.0.1), signed
 /// by the CA in `paths`. Used for rotation; nothing is written.
 pub fn issue_from_ca(paths: &CertPaths, dns_names: &[String]) -> anyhow::Result<(String, String)> {
-    let key_pem = std::fs::read_to_string(&paths.ca_key).with_context(|| format!("reading {}", paths.ca_key.display()))?;
+    let key_pem = std::fs::read_to_string(&paths.ca_key)
+        .with_context(|| format!("reading {}", paths.ca_key.display()))?;
     let key = KeyPair::from_pem(&key_pem).with_context(|| format!("parsing {}", paths.ca_key.display()))?;
-    let cert_pem = std::fs::read_to_string(&paths.ca_cert).with_context(|| format!("reading {}", paths.ca_cert.display()))?;
-    issue_serving(&Ca { profile: &EMBEDDED, cert_pem, key }, &serving_names(dns_names), OffsetDateTime::now_utc())
+    let cert_pem = std::fs::read_to_string(&paths.ca_cert)
+        .with_context(|| format!("reading {}", paths.ca_cert.display()))?;
+    issue_serving(
+        &Ca { profile: &EMBEDDED, cert_pem, key },
+        &serving_names(dns_names),
+        OffsetDateTime::now_utc(),
+    )
 }
 
 /// Signed by `ca`; the subject is the last of `names` (the last `--dns-name`, else `127.0.0.1`).
@@ -136,7 +142,12 @@ mod tests {
     fn assert_keys_owner_only(paths: &CertPaths) {
         use std::os::unix::fs::PermissionsExt as _;
         for key in [&paths.ca_key, &paths.key] {
-            assert_eq!(std::fs::metadata(key).unwrap().permissions().mode() & 0o777, 0o600, "{}", key.display());
+            assert_eq!(
+                std::fs::metadata(key).unwrap().permissions().mode() & 0o777,
+                0o600,
+                "{}",
+                key.display()
+            );
         }
     }
 

@@ -65,7 +65,13 @@ mod tests {
         Cli::parse_from(["x"]).args.apply(&mut limits);
         let defaults = ConnLimits::default();
         assert_eq!(
-            (limits.max_connections, limits.max_connections_per_peer, limits.idle_timeout, limits.max_connection_age, limits.close_grace),
+            (
+                limits.max_connections,
+                limits.max_connections_per_peer,
+                limits.idle_timeout,
+                limits.max_connection_age,
+                limits.close_grace
+            ),
             (
                 defaults.max_connections,
                 defaults.max_connections_per_peer,
@@ -74,7 +80,15 @@ mod tests {
                 defaults.close_grace
             )
         );
-        let args = ["x", "--max-connections-per-peer", "8", "--connection-idle-timeout", "30s", "--max-connection-age", "1h"];
+        let args = [
+            "x",
+            "--max-connections-per-peer",
+            "8",
+            "--connection-idle-timeout",
+            "30s",
+            "--max-connection-age",
+            "1h",
+        ];
         Cli::parse_from(args).args.apply(&mut limits);
         assert_eq!((limits.max_connections_per_peer, limits.idle_timeout), (8, Duration::from_secs(30)));
         assert_eq!(limits.max_connection_age, Duration::from_secs(3600));

@@ -93,7 +93,9 @@ pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
 /// every Pod CREATE agrees with its stored Pod.
 pub fn run(args: Args) -> ExitCode {
     if args.compare && args.with.is_empty() && args.stored.is_none() {
-        eprintln!("dry-run: --compare needs --with (objects to compare with) or --stored (the stored Pods to compare with)");
+        eprintln!(
+            "dry-run: --compare needs --with (objects to compare with) or --stored (the stored Pods to compare with)"
+        );
         return ExitCode::from(2);
     }
     if args.stored.is_some() && !matches!(args.output, Output::Summary | Output::Json) {
@@ -125,7 +127,8 @@ pub fn run(args: Args) -> ExitCode {
     };
     let mut objects = Vec::new();
     let mut with_objects = Vec::new();
-    let layers = args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
+    let layers =
+        args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
     for (flag, path) in layers {
         match load_objects(path) {
             Ok((loaded, warnings)) => {
@@ -224,11 +227,14 @@ pub fn run(args: Args) -> ExitCode {
                         return;
                     }
                     Case::Review(document) => match &base_env {
-                        Some(base_env) => (review_one(&env, document.clone()), Some(review_one(base_env, document))),
+                        Some(base_env) => {
+                            (review_one(&env, document.clone()), Some(review_one(base_env, document)))
+                        }
                         None => (review_one(&env, document), None),
                     },
                     Case::Request(request) => {
-                        let without = base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
+                        let without =
+                            base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
                         (request_one(&env, *request), without)
                     }
                 };
@@ -281,7 +287,17 @@ impl<W: Write> Printer<W> {
             (Output::Summary, true) => Some(Table::new(report::COMPARE_HEADER)),
             _ => None,
         };
-        Printer { output, style, compare, out, table, totals: Totals::default(), skipped: Skipped::new(), error: None, agreement: None }
+        Printer {
+            output,
+            style,
+            compare,
+            out,
+            table,
+            totals: Totals::default(),
+            skipped: Skipped::new(),
+            error: None,
+            agreement: None,
+        }
     }
 
     fn print(&mut self, source: &str, with: ReviewResult, without: Option<ReviewResult>) {
@@ -400,7 +416,11 @@ fn apply(env: &Env, cluster: &Snapshot, object: Value, file: &str) -> Result<Val
     }
     let subject = format!("{} {}", request.kind.kind, request.display_name());
     let result = request_one(env, request);
-    if result.allowed { Ok(result.object) } else { Err(format!("{subject} would be refused ({}): {}", result.status.0, result.status.1)) }
+    if result.allowed {
+        Ok(result.object)
+    } else {
+        Err(format!("{subject} would be refused ({}): {}", result.status.0, result.status.1))
+    }
 }
 
 /// What every decision reads, fixed for the whole run.
@@ -450,7 +470,11 @@ pub(crate) struct ReviewResult {
 impl ReviewResult {
     /// The `json` output line.
     pub(crate) fn summary(&self, source: &str) -> String {
-        let webhooks: Vec<Value> = self.calls.iter().map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch})).collect();
+        let webhooks: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch}))
+            .collect();
         json!({
             "source": source,
             "uid": self.uid,
@@ -473,7 +497,8 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
         Err(err) => {
             // `serve` answers a denial with code 400 inside a review when it can, otherwise HTTP 400
             // with a JSON error body; `--output review` prints whichever it would send.
-            let response = review::decode_error_response(&err).unwrap_or_else(|| review::error_body(&err.message));
+            let response =
+                review::decode_error_response(&err).unwrap_or_else(|| review::error_body(&err.message));
             return ReviewResult {
                 uid: sent_uid,
                 subject: "-".to_owned(),
@@ -507,7 +532,11 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     let mutating = matching.iter().filter(|w| w.kind() == WebhookKind::Mutating).count();
     let original = if env.keep_input || mutating > 1 { request.object.clone() } else { None };
     let mut current = request;
-    let kind = if current.kind.kind.is_empty() { current.resource.resource.as_str() } else { current.kind.kind.as_str() };
+    let kind = if current.kind.kind.is_empty() {
+        current.resource.resource.as_str()
+    } else {
+        current.kind.kind.as_str()
+    };
     let is_pod_create = current.operation == Operation::Create
         && current.resource.group.is_empty()
         && current.resource.resource == "pods"
@@ -529,13 +558,16 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
         if env.responses {
-            result.responses.push(review::review_response(current.version, &current.uid, &decision).to_string());
+            result
+                .responses
+                .push(review::review_response(current.version, &current.uid, &decision).to_string());
         }
         result.warnings.extend(decision.warnings.iter().cloned());
         if !decision.allowed && result.allowed {
             result.allowed = false;
             let status = decision.status.as_ref();
-            result.status = (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
+            result.status =
+                (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
         }
         result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: decision.patch });
         if !decision.allowed && webhook.kind() == WebhookKind::Mutating {
@@ -565,8 +597,10 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
 
 /// The namespace a Pod is created in: the request's, else the object's, else `default`.
 fn pod_namespace(request: &AdmissionRequest) -> String {
-    let from_object = || request.object.as_ref().and_then(|o| o.pointer("/metadata/namespace")).and_then(Value::as_str);
-    let namespace = Some(request.namespace.as_str()).filter(|n| !n.is_empty()).or_else(from_object).unwrap_or_default();
+    let from_object =
+        || request.object.as_ref().and_then(|o| o.pointer("/metadata/namespace")).and_then(Value::as_str);
+    let namespace =
+        Some(request.namespace.as_str()).filter(|n| !n.is_empty()).or_else(from_object).unwrap_or_default();
     if namespace.is_empty() { "default".to_owned() } else { namespace.to_owned() }
 }
 
@@ -574,7 +608,13 @@ fn pod_namespace(request: &AdmissionRequest) -> String {
 /// webhook's result becomes `request.object` for the next one.
 fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decision {
     let no_answers = Answers::default();
-    let inputs = Inputs { cluster: env.cluster, answers: &no_answers, clock: env.clock, random: env.random, settings: env.settings };
+    let inputs = Inputs {
+        cluster: env.cluster,
+        answers: &no_answers,
+        clock: env.clock,
+        random: env.random,
+        settings: env.settings,
+    };
     let outcome = webhooks::run_offline(webhook, request, &inputs);
     if let Some(mutated) = outcome.mutated {
         request.object = Some(mutated);
@@ -597,20 +637,32 @@ mod tests {
         object["metadata"]["labels"][key] = Value::String(value);
     }
 
-    fn first(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn first(
+        _: &AdmissionRequest,
+        object: &mut Draft<'_>,
+        _: &Inputs,
+    ) -> Result<Vec<String>, AdmissionError> {
         set_label(object.to_mut(), "a", "1".into());
         Ok(vec!["first".into()])
     }
 
     /// Proves chaining: it can only write "12" if it saw `first`'s label.
-    fn second(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn second(
+        _: &AdmissionRequest,
+        object: &mut Draft<'_>,
+        _: &Inputs,
+    ) -> Result<Vec<String>, AdmissionError> {
         let object = object.to_mut();
         let a = label(object, "a").unwrap_or_default();
         set_label(object, "b", format!("{a}2"));
         Ok(vec!["second".into()])
     }
 
-    fn refuse_mutation(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn refuse_mutation(
+        _: &AdmissionRequest,
+        _: &mut Draft<'_>,
+        _: &Inputs,
+    ) -> Result<Vec<String>, AdmissionError> {
         Err(AdmissionError::Forbidden("mutation refused".into()))
     }
 
@@ -666,7 +718,14 @@ mod tests {
     fn run_chain(chain: &[&Webhook]) -> ReviewResult {
         let (cluster, settings, random) = (Snapshot::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(OffsetDateTime::UNIX_EPOCH);
-        let env = Env { cluster: &cluster, clock: &clock, random: &random, settings: &settings, responses: true, keep_input: true };
+        let env = Env {
+            cluster: &cluster,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+            responses: true,
+            keep_input: true,
+        };
         run_webhooks(&env, request(), chain)
     }
 
@@ -683,7 +742,10 @@ mod tests {
         assert_eq!(result.warnings, ["first", "second", "validated"]);
         // Each webhook's patch is against what it received; the whole patch against the input.
         let patch = |ops: &[PatchOp]| serde_json::to_value(ops).unwrap();
-        assert_eq!(patch(&result.calls[1].patch), json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}]));
+        assert_eq!(
+            patch(&result.calls[1].patch),
+            json!([{"op": "add", "path": "/metadata/labels/b", "value": "12"}])
+        );
         assert_eq!(
             patch(&result.patch),
             json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}, {"op": "add", "path": "/metadata/labels/b", "value": "12"}])

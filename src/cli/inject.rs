@@ -102,7 +102,13 @@ pub fn run(args: Args) -> ExitCode {
     let random = SeededRandom::new(args.seed);
     let settings = args.decisions.settings();
     let injector = Injector {
-        inputs: Inputs { cluster: &snapshot, answers: &Answers::default(), clock: clock.as_ref(), random: &random, settings: &settings },
+        inputs: Inputs {
+            cluster: &snapshot,
+            answers: &Answers::default(),
+            clock: clock.as_ref(),
+            random: &random,
+            settings: &settings,
+        },
         namespace: &args.namespace,
     };
 
@@ -192,7 +198,11 @@ impl Injector<'_> {
             return ok;
         }
         let Some(pointer) = template_pointer(object) else { return true };
-        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(self.namespace).to_owned();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(self.namespace)
+            .to_owned();
         let what = format!(
             "{} {namespace}/{}",
             object.get("kind").and_then(Value::as_str).unwrap_or_default(),
@@ -232,7 +242,10 @@ fn pod_of(template: &Value, namespace: &str) -> Value {
 }
 
 /// Run the `/mutate-pod` webhook exactly as `serve` and `dry-run` do.
-fn mutate_pod(request: &crate::admission::review::AdmissionRequest, inputs: &Inputs) -> (Decision, Option<Value>) {
+fn mutate_pod(
+    request: &crate::admission::review::AdmissionRequest,
+    inputs: &Inputs,
+) -> (Decision, Option<Value>) {
     let Some(webhook) = webhooks::by_path("/mutate-pod") else { return (Decision::allow(), None) };
     let outcome = webhooks::run_offline(webhook, request, inputs);
     (outcome.decision, outcome.mutated)
@@ -240,7 +253,8 @@ fn mutate_pod(request: &crate::admission::review::AdmissionRequest, inputs: &Inp
 
 /// Copy what injection writes from the mutated pod into `template` (a template or a Pod).
 fn write_back(template: &mut Value, mutated: &Value) {
-    if let Some(annotations) = mutated.pointer("/metadata/annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+    if let Some(annotations) =
+        mutated.pointer("/metadata/annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
         && template.pointer("/metadata/annotations") != Some(annotations)
         && let Some(target) = template.as_object_mut()
     {
@@ -249,7 +263,11 @@ fn write_back(template: &mut Value, mutated: &Value) {
             metadata.insert("annotations".into(), annotations.clone());
         }
     }
-    let (Some(spec), Some(new_spec)) = (template.get_mut("spec").and_then(Value::as_object_mut), mutated.get("spec")) else { return };
+    let (Some(spec), Some(new_spec)) =
+        (template.get_mut("spec").and_then(Value::as_object_mut), mutated.get("spec"))
+    else {
+        return;
+    };
     for field in SPEC_FIELDS {
         if let Some(value) = new_spec.get(*field)
             && spec.get(*field) != Some(value)
@@ -307,9 +325,13 @@ mod tests {
 
     #[test]
     fn a_pod_from_a_template_is_in_the_workloads_namespace() {
-        let pod = pod_of(&json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}), "shop");
+        let pod =
+            pod_of(&json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}), "shop");
         assert_eq!(pod["metadata"], json!({"labels": {"app": "web"}, "namespace": "shop"}));
-        assert_eq!((pod["kind"].as_str(), pod["spec"]["containers"].as_array().map(Vec::len)), (Some("Pod"), Some(0)));
+        assert_eq!(
+            (pod["kind"].as_str(), pod["spec"]["containers"].as_array().map(Vec::len)),
+            (Some("Pod"), Some(0))
+        );
     }
 
     #[test]

@@ -60,7 +60,9 @@ pub fn for_each_document(text: &str, mut each: impl FnMut(usize, bool, Value)) -
     while let Some(next) = stream.next() {
         let value = next.map_err(|e| format!("document {index}: invalid JSON: {e}"))?;
         if !value.is_object() {
-            return Err(format!("document {index} is not an object: expected an AdmissionReview, an audit event or a Kubernetes object"));
+            return Err(format!(
+                "document {index} is not an object: expected an AdmissionReview, an audit event or a Kubernetes object"
+            ));
         }
         let mut items = Vec::new();
         expand_list(value, &mut items);
@@ -137,7 +139,10 @@ impl Classifier {
     pub fn classify(&mut self, document: Value, source: &str) -> Result<Case, String> {
         let api_version = document.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = document.get("kind").and_then(Value::as_str).unwrap_or_default();
-        if kind == "AdmissionReview" || api_version.starts_with("admission.k8s.io/") || document.get("request").is_some() {
+        if kind == "AdmissionReview"
+            || api_version.starts_with("admission.k8s.io/")
+            || document.get("request").is_some()
+        {
             return Ok(Case::Review(document));
         }
         if api_version.starts_with("audit.k8s.io/") && kind == "Event" {
@@ -162,7 +167,10 @@ impl Classifier {
             _ => return Ok(Case::Skip(Skip::Verb)),
         };
         let Some(object_ref) = event.get("objectRef").filter(|r| r.is_object()) else {
-            return Err("the audit event has no objectRef: expected resource, namespace and name of the object".into());
+            return Err(
+                "the audit event has no objectRef: expected resource, namespace and name of the object"
+                    .into(),
+            );
         };
         let group = text(object_ref, "/apiGroup");
         let version = text(object_ref, "/apiVersion");
@@ -176,14 +184,22 @@ impl Classifier {
         let mut request = AdmissionRequest {
             version: ReviewVersion::V1,
             uid: text(&event, "/auditID"),
-            kind: Gvk { group: group.clone(), version: version.clone(), kind: kind_of(&group, &resource).unwrap_or_default().to_owned() },
+            kind: Gvk {
+                group: group.clone(),
+                version: version.clone(),
+                kind: kind_of(&group, &resource).unwrap_or_default().to_owned(),
+            },
             resource: Gvr { group: group.clone(), version: version.clone(), resource: resource.clone() },
             sub_resource,
             name: String::new(),
             namespace: namespace.clone(),
             operation,
             // The apiserver admits impersonated requests as the impersonated user.
-            user_info: event.get("impersonatedUser").or_else(|| event.get("user")).cloned().unwrap_or_else(|| json!({})),
+            user_info: event
+                .get("impersonatedUser")
+                .or_else(|| event.get("user"))
+                .cloned()
+                .unwrap_or_else(|| json!({})),
             object: None,
             old_object: None,
             dry_run: false,
@@ -196,11 +212,13 @@ impl Classifier {
             }
             return Ok(Case::Skip(Skip::NotAdmitted));
         }
-        let response = event.get_mut("responseObject").map(Value::take).filter(|r| is_object_of(r, &request.kind.kind));
+        let response =
+            event.get_mut("responseObject").map(Value::take).filter(|r| is_object_of(r, &request.kind.kind));
         let object = event.get_mut("requestObject").map(Value::take).filter(|o| o.is_object());
         // A CREATE with generateName has no name in objectRef until the response names it.
         if name.is_empty()
-            && let Some(n) = response.as_ref().and_then(|r| r.pointer("/metadata/name")).and_then(Value::as_str)
+            && let Some(n) =
+                response.as_ref().and_then(|r| r.pointer("/metadata/name")).and_then(Value::as_str)
         {
             name = n.to_owned();
         }
@@ -213,7 +231,9 @@ impl Classifier {
                     request.kind.kind = kind.to_owned();
                 }
                 if operation == Operation::Update {
-                    let Some(old) = self.last_seen.get(&key) else { return Ok(Case::Skip(Skip::NoOldObject)) };
+                    let Some(old) = self.last_seen.get(&key) else {
+                        return Ok(Case::Skip(Skip::NoOldObject));
+                    };
                     request.old_object = Some(old.clone());
                 }
                 if remember {
@@ -236,7 +256,10 @@ impl Classifier {
     fn remember(&mut self, event: &Value, operation: Operation, key: (String, String, String, String)) {
         if operation == Operation::Delete {
             self.last_seen.remove(&key);
-        } else if let Some(stored) = event.get("responseObject").or_else(|| event.get("requestObject")).filter(|o| o.get("spec").is_some())
+        } else if let Some(stored) = event
+            .get("responseObject")
+            .or_else(|| event.get("requestObject"))
+            .filter(|o| o.get("spec").is_some())
         {
             self.last_seen.insert(key, stored.clone());
         }
@@ -322,7 +345,9 @@ fn kind_of(group: &str, resource: &str) -> Option<&'static str> {
 pub fn bare_object(object: Value, source: &str) -> AdmissionRequest {
     let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
     let api_version = text("/apiVersion");
-    let (group, version) = api_version.rsplit_once('/').map_or((String::new(), api_version.clone()), |(g, v)| (g.to_owned(), v.to_owned()));
+    let (group, version) = api_version
+        .rsplit_once('/')
+        .map_or((String::new(), api_version.clone()), |(g, v)| (g.to_owned(), v.to_owned()));
     let kind = text("/kind");
     let (resource, namespaced) = resource_of(&group, &kind);
     let namespace = match text("/metadata/namespace") {
@@ -366,7 +391,10 @@ mod tests {
 
     #[test]
     fn json_lines_concatenated_json_and_lists_are_documents() {
-        let got = docs("{\"kind\": \"A\"}\n{\"kind\": \"List\", \"items\": [{\"kind\": \"B\"}, {\"kind\": \"C\"}]}\n").unwrap();
+        let got = docs(
+            "{\"kind\": \"A\"}\n{\"kind\": \"List\", \"items\": [{\"kind\": \"B\"}, {\"kind\": \"C\"}]}\n",
+        )
+        .unwrap();
         assert_eq!(
             got.iter().map(|(i, s, d)| (*i, *s, d["kind"].as_str().unwrap())).collect::<Vec<_>>(),
             [(0, true, "A"), (1, true, "B"), (2, true, "C")]
@@ -387,9 +415,13 @@ mod tests {
         assert_eq!(r.user_info["username"], DRY_RUN_USER);
         assert_eq!(r.uid, bare_object(pod.clone(), "pods.yaml#2").uid);
         assert_ne!(r.uid, bare_object(pod, "pods.yaml#3").uid);
-        let set = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "s"}});
+        let set =
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "s"}});
         let r = bare_object(set, "s");
-        assert_eq!((r.resource.group.as_str(), r.resource.resource.as_str(), r.namespace.as_str()), ("apps.kruise.io", "sidecarsets", ""));
+        assert_eq!(
+            (r.resource.group.as_str(), r.resource.resource.as_str(), r.namespace.as_str()),
+            ("apps.kruise.io", "sidecarsets", "")
+        );
         assert_eq!(resource_of("example.com", "Policy").0, "policies");
         assert_eq!(resource_of("example.com", "Gateway").0, "gateways");
         assert_eq!(resource_of("example.com", "Ingress").0, "ingresses");
@@ -408,10 +440,13 @@ mod tests {
     #[test]
     fn audit_events_become_requests_or_counted_skips() {
         let mut c = Classifier::default();
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-"}, "spec": {}});
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-"}, "spec": {}});
         let stored = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1"}, "spec": {}});
         let mut create = event("create", "pods", "", pod.clone(), stored);
-        let Ok(Case::Request(r)) = c.classify(create.clone(), "log#0") else { panic!("a pod create is replayed") };
+        let Ok(Case::Request(r)) = c.classify(create.clone(), "log#0") else {
+            panic!("a pod create is replayed")
+        };
         assert_eq!(
             (r.uid.as_str(), r.operation, r.name.as_str(), r.namespace.as_str()),
             ("id-create-", Operation::Create, "web-1", "shop")
@@ -431,7 +466,8 @@ mod tests {
         // No webhook receives pod updates or config map creates.
         let update = event("update", "pods", "web-1", pod, Value::Null);
         assert!(matches!(c.classify(update, "log#3"), Ok(Case::Skip(Skip::NotAdmitted))));
-        let cm = event("create", "configmaps", "c", json!({"apiVersion": "v1", "kind": "ConfigMap"}), Value::Null);
+        let cm =
+            event("create", "configmaps", "c", json!({"apiVersion": "v1", "kind": "ConfigMap"}), Value::Null);
         assert!(matches!(c.classify(cm, "log#4"), Ok(Case::Skip(Skip::NotAdmitted))));
         let mut no_ref = event("create", "pods", "x", json!({}), Value::Null);
         no_ref.as_object_mut().unwrap().remove("objectRef");
@@ -450,7 +486,9 @@ mod tests {
         let created = service(json!({"policy.kruise.io/delete-protection": "Always"}));
         let create = event("create", "services", "s", created.clone(), created.clone());
         assert!(matches!(c.classify(create, "log#1"), Ok(Case::Skip(Skip::NotAdmitted))));
-        let Ok(Case::Request(r)) = c.classify(delete.clone(), "log#2") else { panic!("the delete is replayed") };
+        let Ok(Case::Request(r)) = c.classify(delete.clone(), "log#2") else {
+            panic!("the delete is replayed")
+        };
         assert_eq!((r.operation, r.old_object.as_ref()), (Operation::Delete, Some(&created)));
         assert!(r.object.is_none());
         // Deleted: a second delete has nothing to go on again.

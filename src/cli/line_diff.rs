@@ -49,7 +49,13 @@ fn hunk(out: &mut String, group: &[DiffOp], a: &[&str], b: &[&str], style: Style
     let (old_count, new_count) = (last.old_range().end - old_start, last.new_range().end - new_start);
     // Unified format: 1-based start, or the line before when the range is empty.
     let start = |line: usize, count: usize| if count == 0 { line } else { line + 1 };
-    let header = format!("@@ -{},{} +{},{} @@", start(old_start, old_count), old_count, start(new_start, new_count), new_count);
+    let header = format!(
+        "@@ -{},{} +{},{} @@",
+        start(old_start, old_count),
+        old_count,
+        start(new_start, new_count),
+        new_count
+    );
     let _ = writeln!(out, "{}", style.paint("36", &header));
     for op in group {
         for change in op.iter_changes(a, b) {
@@ -78,10 +84,12 @@ mod tests {
     #[test]
     fn hunks_carry_three_lines_of_context_and_gnu_style_ranges() {
         let old: String = (1..=20).map(|i| format!("{i}\n")).collect();
-        let new: String = (1..=21).filter(|i| *i != 18).map(|i| if i == 5 { "five\n".to_owned() } else { format!("{i}\n") }).collect();
+        let new: String = (1..=21)
+            .filter(|i| *i != 18)
+            .map(|i| if i == 5 { "five\n".to_owned() } else { format!("{i}\n") })
+            .collect();
         let text = unified(&old, &new, "a", "b", Style::Plain);
-        let expected =
-            "--- a\n+++ b\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n@@ -15,6 +15,6 @@\n 15\n 16\n 17\n-18\n 19\n 20\n+21\n";
+        let expected = "--- a\n+++ b\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n@@ -15,6 +15,6 @@\n 15\n 16\n 17\n-18\n 19\n 20\n+21\n";
         assert_eq!(text, expected);
     }
 

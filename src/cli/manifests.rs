@@ -69,7 +69,8 @@ pub fn run(args: Args) -> ExitCode {
 fn print(args: &Args) -> Result<()> {
     let mut target = Target::new(&args.namespace, &args.service);
     if let Some(file) = &args.ca_bundle_file {
-        let pem = std::fs::read(file).with_context(|| format!("reading --ca-bundle-file {}", file.display()))?;
+        let pem =
+            std::fs::read(file).with_context(|| format!("reading --ca-bundle-file {}", file.display()))?;
         anyhow::ensure!(
             String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----"),
             "--ca-bundle-file {} holds no PEM certificate",
@@ -83,7 +84,9 @@ fn print(args: &Args) -> Result<()> {
         "--shadow applies to `manifests webhooks` and `manifests rbac` only (the chart has its own value, shadow.enabled)"
     );
     let text = match args.what {
-        What::Webhooks => deploy::webhooks_yaml(&target, registration).context("rendering the webhook configurations")?,
+        What::Webhooks => {
+            deploy::webhooks_yaml(&target, registration).context("rendering the webhook configurations")?
+        }
         What::Rbac | What::ShadowRbac => {
             let options = RbacOptions {
                 kruise_namespace: args.kruise_namespace.clone(),

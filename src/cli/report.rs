@@ -41,7 +41,11 @@ fn patch_ops(result: &ReviewResult) -> usize {
 }
 
 fn webhooks(result: &ReviewResult) -> String {
-    if result.calls.is_empty() { "-".to_owned() } else { result.calls.iter().map(|c| c.path).collect::<Vec<_>>().join(",") }
+    if result.calls.is_empty() {
+        "-".to_owned()
+    } else {
+        result.calls.iter().map(|c| c.path).collect::<Vec<_>>().join(",")
+    }
 }
 
 /// Rows of text cells printed with each column padded to its widest cell (the last column is
@@ -66,8 +70,9 @@ impl Table {
 
     pub fn render(&self) -> String {
         let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> =
-            (0..columns).map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+            .collect();
         let mut out = String::new();
         for row in &self.rows {
             let mut line = String::new();
@@ -113,7 +118,10 @@ impl Totals {
 
     pub fn line(&self, skipped: &Skipped, compare: bool) -> String {
         let inputs = self.allowed + self.denied;
-        let mut line = format!("{inputs} inputs: {} allowed, {} denied, {} patch operations", self.allowed, self.denied, self.patch_ops);
+        let mut line = format!(
+            "{inputs} inputs: {} allowed, {} denied, {} patch operations",
+            self.allowed, self.denied, self.patch_ops
+        );
         if compare {
             let _ = write!(line, "; {} changed by --with, {} unchanged", self.changed, inputs - self.changed);
         }
@@ -131,7 +139,8 @@ pub fn skipped_text(skipped: &Skipped) -> Option<String> {
     if total == 0 {
         return None;
     }
-    let reasons: Vec<String> = skipped.iter().map(|(reason, n)| format!("{n} {}", reason.describe())).collect();
+    let reasons: Vec<String> =
+        skipped.iter().map(|(reason, n)| format!("{n} {}", reason.describe())).collect();
     Some(format!("{total} audit events skipped: {}", reasons.join("; ")))
 }
 
@@ -154,13 +163,22 @@ pub fn diff(source: &str, result: &ReviewResult, style: Style) -> String {
     if result.object.is_null() {
         return format!("# {source}: allowed, no object (DELETE)\n");
     }
-    let text = unified(&yaml(&result.input), &yaml(&result.object), &format!("{source} (input)"), &format!("{source} (admitted)"), style);
+    let text = unified(
+        &yaml(&result.input),
+        &yaml(&result.object),
+        &format!("{source} (input)"),
+        &format!("{source} (admitted)"),
+        style,
+    );
     if text.is_empty() { format!("# {source}: allowed, unchanged\n") } else { text }
 }
 
 /// Did the `--with` objects change this input's outcome?
 pub fn changed(without: &ReviewResult, with: &ReviewResult) -> bool {
-    without.allowed != with.allowed || without.status != with.status || without.object != with.object || without.warnings != with.warnings
+    without.allowed != with.allowed
+        || without.status != with.status
+        || without.object != with.object
+        || without.warnings != with.warnings
 }
 
 fn outcome(result: &ReviewResult) -> String {
@@ -171,7 +189,14 @@ pub const COMPARE_HEADER: &[&str] = &["SOURCE", "OBJECT", "WITHOUT", "WITH", "CH
 
 pub fn compare_row(source: &str, without: &ReviewResult, with: &ReviewResult) -> Vec<String> {
     let change = if changed(without, with) { "changed" } else { "unchanged" };
-    vec![source.to_owned(), with.subject.clone(), outcome(without), outcome(with), change.to_owned(), message(with)]
+    vec![
+        source.to_owned(),
+        with.subject.clone(),
+        outcome(without),
+        outcome(with),
+        change.to_owned(),
+        message(with),
+    ]
 }
 
 /// The admitted object without the `--with` objects against the one with them; a comment when

@@ -12,7 +12,10 @@ use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
-use crate::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
+use crate::server::{
+    DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server,
+    ServerConfig, deadline,
+};
 use crate::tls_material::{TLS_CRT, TLS_KEY};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,11 +113,13 @@ fn check_cluster_dir(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    deadline::parse_go_duration(text).ok_or_else(|| format!("{text:?} is not a duration such as 25s, 500ms or 1m"))
+    deadline::parse_go_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 25s, 500ms or 1m"))
 }
 
 pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -166,10 +171,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The certificate and key files to serve, by `--cert-mode`; for self-managed, also the handle
 /// of the background renewal (dropping it stops renewing).
-async fn serving_certificate(args: &ServeArgs, client: Option<&kube::Client>) -> anyhow::Result<(PathBuf, PathBuf, Option<CertHandle>)> {
+async fn serving_certificate(
+    args: &ServeArgs,
+    client: Option<&kube::Client>,
+) -> anyhow::Result<(PathBuf, PathBuf, Option<CertHandle>)> {
     match (args.live.cert_mode, client, &args.tls_cert_file, &args.tls_key_file) {
         (CertMode::SelfManaged, _, Some(_), _) => {
-            anyhow::bail!("--cert-mode self-managed writes its own certificate under --cert-dir; drop --tls-cert-file and --tls-key-file")
+            anyhow::bail!(
+                "--cert-mode self-managed writes its own certificate under --cert-dir; drop --tls-cert-file and --tls-key-file"
+            )
         }
         (CertMode::SelfManaged, client, None, _) => {
             // `certs::ensure` would make a second, local CA; the Secret's is the only one.

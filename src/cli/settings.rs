@@ -38,7 +38,8 @@ impl DecisionArgs {
             kruise_namespace: self.kruise_namespace.clone(),
             disabled,
             inplace_vertical_scaling: self.inplace_vertical_scaling,
-            sidecarset_patch_pod_metadata_defaults_allowed: self.sidecarset_patch_pod_metadata_defaults_allowed,
+            sidecarset_patch_pod_metadata_defaults_allowed: self
+                .sidecarset_patch_pod_metadata_defaults_allowed,
         }
     }
 }
@@ -75,14 +76,23 @@ mod tests {
                 .settings()
                 .sidecarset_patch_pod_metadata_defaults_allowed
         );
-        let s = Cli::parse_from(["x", "--disable-capability", "pod-mutation", "--disable-delete-protection", "--kruise-namespace", "k"])
-            .args
-            .settings();
+        let s = Cli::parse_from([
+            "x",
+            "--disable-capability",
+            "pod-mutation",
+            "--disable-delete-protection",
+            "--kruise-namespace",
+            "k",
+        ])
+        .args
+        .settings();
         assert!(!s.enabled(Capability::PodMutation));
         assert!(!s.enabled(Capability::DeleteProtection));
         assert!(s.enabled(Capability::WorkloadRules));
         assert_eq!(s.kruise_namespace, "k");
         assert!(!s.inplace_vertical_scaling);
-        assert!(Cli::parse_from(["x", "--inplace-vertical-scaling"]).args.settings().inplace_vertical_scaling);
+        assert!(
+            Cli::parse_from(["x", "--inplace-vertical-scaling"]).args.settings().inplace_vertical_scaling
+        );
     }
 }

@@ -39,8 +39,8 @@ pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
 
 /// Push `doc`, or the items of a `List` kind (recursively), onto `out`.
 pub fn expand_list(doc: Value, out: &mut Vec<Value>) {
-    let is_list =
-        doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) && doc.get("items").is_some_and(Value::is_array);
+    let is_list = doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+        && doc.get("items").is_some_and(Value::is_array);
     if !is_list {
         out.push(doc);
         return;
@@ -59,7 +59,8 @@ pub fn object_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| LoadError::Read { path: d.clone(), message: e.to_string() })?;
+        let entries =
+            std::fs::read_dir(&d).map_err(|e| LoadError::Read { path: d.clone(), message: e.to_string() })?;
         for entry in entries {
             let entry = entry.map_err(|e| LoadError::Read { path: d.clone(), message: e.to_string() })?;
             let path = entry.path();
@@ -93,11 +94,16 @@ pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> 
     let mut objects = Vec::new();
     let mut warnings = Vec::new();
     for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|e| LoadError::Read { path: path.clone(), message: e.to_string() })?;
-        let docs = read_documents(&text).map_err(|message| LoadError::Read { path: path.clone(), message })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| LoadError::Read { path: path.clone(), message: e.to_string() })?;
+        let docs =
+            read_documents(&text).map_err(|message| LoadError::Read { path: path.clone(), message })?;
         for (index, doc) in docs.into_iter().enumerate() {
             if super::TypeKey::of(&doc).is_none() || super::ObjectKey::of(&doc).is_none() {
-                warnings.push(format!("{}: object {index} has no apiVersion, kind or metadata.name; skipped", path.display()));
+                warnings.push(format!(
+                    "{}: object {index} has no apiVersion, kind or metadata.name; skipped",
+                    path.display()
+                ));
                 continue;
             }
             objects.push(doc);
@@ -123,9 +129,17 @@ mod tests {
     #[test]
     fn loads_a_folder_and_reports_unaddressable_objects() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n---\nkind: Nameless\n").unwrap();
+        std::fs::write(
+            dir.path().join("a.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n---\nkind: Nameless\n",
+        )
+        .unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        std::fs::write(dir.path().join("sub/b.json"), r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"y"}}"#).unwrap();
+        std::fs::write(
+            dir.path().join("sub/b.json"),
+            r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"y"}}"#,
+        )
+        .unwrap();
         std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
         let (snapshot, warnings) = load_dir(dir.path()).unwrap();
         assert_eq!(snapshot.len(), 2);

@@ -59,7 +59,9 @@ impl Counted {
 /// How a lookup reads in a message: `list apps.kruise.io/v1beta1 CloneSet in namespace "a"`.
 impl std::fmt::Display for Query {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let gv = |group: &str, version: &str| if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        let gv = |group: &str, version: &str| {
+            if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
+        };
         match self {
             Query::List { group, version, kind, namespace, filter } => {
                 write!(f, "list {} {kind}", gv(group, version))?;
@@ -77,7 +79,9 @@ impl std::fmt::Display for Query {
             Query::Get { group, version, kind, namespace, name } if namespace.is_empty() => {
                 write!(f, "get {} {kind} {name:?}", gv(group, version))
             }
-            Query::Get { group, version, kind, namespace, name } => write!(f, "get {} {kind} {namespace}/{name}", gv(group, version)),
+            Query::Get { group, version, kind, namespace, name } => {
+                write!(f, "get {} {kind} {namespace}/{name}", gv(group, version))
+            }
         }
     }
 }
@@ -107,7 +111,9 @@ impl Answers {
         let mut answers = Answers::default();
         for q in queries {
             let objects = match q {
-                Query::List { group, kind, namespace, .. } => snapshot.list(group, kind, namespace.as_deref()).cloned().collect(),
+                Query::List { group, kind, namespace, .. } => {
+                    snapshot.list(group, kind, namespace.as_deref()).cloned().collect()
+                }
                 Query::Get { group, kind, namespace, name, .. } => {
                     snapshot.get(group, kind, namespace, name).cloned().into_iter().collect()
                 }
@@ -125,12 +131,34 @@ mod tests {
     #[test]
     fn queries_read_like_kubectl() {
         let mut filter = ListFilter::default();
-        let q = Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some("shop".into()), filter };
+        let q = Query::List {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("shop".into()),
+            filter,
+        };
         assert_eq!(q.to_string(), r#"list v1 Pod in namespace "shop""#);
-        filter = ListFilter { labels: "app=web".into(), fields: "status.phase!=Failed".into(), until_one: None };
-        let q = Query::List { group: "g".into(), version: "v1".into(), kind: "W".into(), namespace: None, filter };
-        assert_eq!(q.to_string(), r#"list g/v1 W in all namespaces with labels "app=web" with fields "status.phase!=Failed""#);
-        let q = Query::Get { group: "apps".into(), version: "v1".into(), kind: "Pod".into(), namespace: "a".into(), name: "p".into() };
+        filter =
+            ListFilter { labels: "app=web".into(), fields: "status.phase!=Failed".into(), until_one: None };
+        let q = Query::List {
+            group: "g".into(),
+            version: "v1".into(),
+            kind: "W".into(),
+            namespace: None,
+            filter,
+        };
+        assert_eq!(
+            q.to_string(),
+            r#"list g/v1 W in all namespaces with labels "app=web" with fields "status.phase!=Failed""#
+        );
+        let q = Query::Get {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: "a".into(),
+            name: "p".into(),
+        };
         assert_eq!(q.to_string(), "get apps/v1 Pod a/p");
         assert_eq!(Answers::default().get(&q).unwrap_err(), "lookup (get apps/v1 Pod a/p) was not performed");
     }

@@ -68,7 +68,8 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
         K: Borrow<Q>,
     {
         let c = self.chunk_of(key);
-        let found = self.chunks.get(c).map_or(Err(0), |chunk| chunk.binary_search_by(|(k, _)| k.borrow().cmp(key)));
+        let found =
+            self.chunks.get(c).map_or(Err(0), |chunk| chunk.binary_search_by(|(k, _)| k.borrow().cmp(key)));
         (c, found)
     }
 
@@ -134,7 +135,10 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
         let left = self.chunks[c].len();
         if left == 0 {
             self.chunks.remove(c);
-        } else if left < CHUNK / 4 && c + 1 < self.chunks.len() && left + self.chunks[c + 1].len() <= 2 * CHUNK {
+        } else if left < CHUNK / 4
+            && c + 1 < self.chunks.len()
+            && left + self.chunks[c + 1].len() <= 2 * CHUNK
+        {
             let next = self.chunks.remove(c + 1);
             Arc::make_mut(&mut self.chunks[c]).extend(next.iter().cloned());
         }
@@ -216,6 +220,10 @@ mod tests {
         next.remove(&7);
         assert_eq!(map.get(&5_000), Some(&5_000));
         assert_eq!(next.get(&5_000), Some(&0));
-        assert_eq!(next.shared_chunks(&map), map.chunks.len() - 2, "all chunks but the two edited ones are shared");
+        assert_eq!(
+            next.shared_chunks(&map),
+            map.chunks.len() - 2,
+            "all chunks but the two edited ones are shared"
+        );
     }
 }

@@ -126,12 +126,23 @@ impl Snapshot {
     }
 
     /// All objects of a type, in namespace then name order; `namespace: Some(ns)` narrows to one.
-    pub fn list<'a>(&'a self, group: &str, kind: &str, namespace: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
-        self.entries(group, kind).filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns)).map(|(_, v)| v)
+    pub fn list<'a>(
+        &'a self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        self.entries(group, kind)
+            .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .map(|(_, v)| v)
     }
 
     /// All objects of a type with their keys, in namespace then name order.
-    pub fn entries<'a>(&'a self, group: &str, kind: &str) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+    pub fn entries<'a>(
+        &'a self,
+        group: &str,
+        kind: &str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
         self.objects.get(&TypeKey::new(group, kind)).into_iter().flat_map(SharedMap::iter)
     }
 

@@ -61,7 +61,8 @@ impl Default for RbacOptions {
 }
 
 fn metadata(name: &str, namespace: Option<&str>, needed_for: &str) -> Value {
-    let mut meta = json!({ "name": name, "labels": labels(), "annotations": { NEEDED_FOR_ANNOTATION: needed_for } });
+    let mut meta =
+        json!({ "name": name, "labels": labels(), "annotations": { NEEDED_FOR_ANNOTATION: needed_for } });
     if let Some(namespace) = namespace {
         meta["namespace"] = json!(namespace);
     }
@@ -72,7 +73,14 @@ fn subjects(target: &Target, options: &RbacOptions) -> Value {
     json!([{ "kind": "ServiceAccount", "name": options.name, "namespace": target.namespace }])
 }
 
-fn binding(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, target: &Target, options: &RbacOptions) -> Value {
+fn binding(
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+    needed_for: &str,
+    target: &Target,
+    options: &RbacOptions,
+) -> Value {
     let role_kind = if kind == "ClusterRoleBinding" { "ClusterRole" } else { "Role" };
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -208,14 +216,18 @@ pub const CHART_PLACEHOLDERS: [(&str, &str); 5] = [
     ("@namespace@", "the release namespace"),
     ("@kruiseNamespace@", ".Values.kruiseNamespace"),
     ("@certSecret@", "the self-managed Secret's name"),
-    ("@webhookConfigurations@", "the webhook configurations' name (<fullname>, or <fullname>-shadow with shadow.enabled)"),
+    (
+        "@webhookConfigurations@",
+        "the webhook configurations' name (<fullname>, or <fullname>-shadow with shadow.enabled)",
+    ),
 ];
 
 /// The objects [`objects`] makes, with placeholders where the chart puts release values: the Helm
 /// chart renders its RBAC from this (`files/rbac.json`, `kruise-admission manifests chart-rbac`),
 /// so the chart and `kruise-admission manifests rbac` cannot disagree.
 pub fn chart_objects() -> Value {
-    let [(fullname, _), (namespace, _), (kruise_namespace, _), (cert_secret, _), (configurations, _)] = CHART_PLACEHOLDERS;
+    let [(fullname, _), (namespace, _), (kruise_namespace, _), (cert_secret, _), (configurations, _)] =
+        CHART_PLACEHOLDERS;
     let target = Target::new(namespace, fullname);
     let options = RbacOptions {
         name: fullname.into(),

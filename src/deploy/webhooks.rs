@@ -82,11 +82,15 @@ pub fn configurations(target: &Target) -> [Value; 2] {
 
 /// [`configurations`] for a registration.
 pub fn registered(target: &Target, registration: Registration) -> [Value; 2] {
-    [configuration(WebhookKind::Mutating, target, registration), configuration(WebhookKind::Validating, target, registration)]
+    [
+        configuration(WebhookKind::Mutating, target, registration),
+        configuration(WebhookKind::Validating, target, registration),
+    ]
 }
 
 fn configuration(kind: WebhookKind, target: &Target, registration: Registration) -> Value {
-    let entries: Vec<Value> = WEBHOOKS.iter().filter(|w| w.kind() == kind).map(|w| entry(w, target, registration)).collect();
+    let entries: Vec<Value> =
+        WEBHOOKS.iter().filter(|w| w.kind() == kind).map(|w| entry(w, target, registration)).collect();
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": kind_name(kind),
@@ -114,8 +118,7 @@ pub fn entry(webhook: &Webhook, target: &Target, registration: Registration) -> 
     let mut entry = Map::new();
     entry.insert("name".into(), json!(registration.entry_name(webhook)));
     entry.insert("admissionReviewVersions".into(), json!(["v1", "v1beta1"]));
-    let mut client_config =
-        json!({ "service": { "namespace": target.namespace, "name": target.service, "path": webhook.path, "port": SERVICE_PORT } });
+    let mut client_config = json!({ "service": { "namespace": target.namespace, "name": target.service, "path": webhook.path, "port": SERVICE_PORT } });
     if let Some(ca) = &target.ca_bundle {
         client_config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
     }
@@ -163,7 +166,9 @@ fn excluded_namespaces(target: &Target) -> Vec<&str> {
 fn object_selector(scope: ObjectScope) -> Option<Value> {
     match scope {
         ObjectScope::All => None,
-        ObjectScope::DeleteProtected => Some(json!({ "matchExpressions": [{ "key": DELETE_PROTECTION_LABEL, "operator": "Exists" }] })),
+        ObjectScope::DeleteProtected => {
+            Some(json!({ "matchExpressions": [{ "key": DELETE_PROTECTION_LABEL, "operator": "Exists" }] }))
+        }
     }
 }
 
@@ -202,8 +207,10 @@ pub fn chart_table() -> Value {
             })
         })
         .collect();
-    let capabilities: Vec<Value> =
-        CAPABILITIES.iter().map(|&c| json!({ "valuesKey": capability_values_key(c), "flag": c.name() })).collect();
+    let capabilities: Vec<Value> = CAPABILITIES
+        .iter()
+        .map(|&c| json!({ "valuesKey": capability_values_key(c), "flag": c.name() }))
+        .collect();
     json!({
         "generatedBy": "kruise-admission manifests chart-table",
         "capabilities": capabilities,

@@ -80,7 +80,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     router.fallback(move |request: Request| async move {
         let started = Instant::now();
         let path = request.uri().path().to_owned();
-        let error = HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {path}"));
+        let error =
+            HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {path}"));
         // Read the body first, as `refuse` does, so HTTP/2 clients get this answer without a reset.
         drain(request.into_body(), state.max_request_bytes).await;
         error.into_response(&state.metrics, &path, started)
@@ -113,7 +114,11 @@ impl HttpError {
     }
 
     fn too_large(limit: usize) -> Self {
-        HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", format!("the request body exceeds {limit} bytes (--max-request-bytes)"))
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the request body exceeds {limit} bytes (--max-request-bytes)"),
+        )
     }
 
     /// The memory budget refused: 429 while other requests hold it, 413 when it never could fit.
@@ -128,21 +133,28 @@ impl HttpError {
             Refusal::Never { wanted, total } => HttpError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too_large_decoded",
-                format!("decoding this request would take about {wanted} bytes, more than --max-in-flight-bytes ({total})"),
+                format!(
+                    "decoding this request would take about {wanted} bytes, more than --max-in-flight-bytes ({total})"
+                ),
             ),
         }
     }
 
     fn shed(shed: Shed) -> Self {
         match shed {
-            Shed::QueueFull => {
-                HttpError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", "too many requests are waiting for a worker; retry shortly")
-                    .retry_after(1)
-            }
+            Shed::QueueFull => HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                "too many requests are waiting for a worker; retry shortly",
+            )
+            .retry_after(1),
             Shed::NoWorker(waited) => HttpError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "overloaded",
-                format!("no worker came free within {} ms (half of what was left of the deadline)", waited.as_millis()),
+                format!(
+                    "no worker came free within {} ms (half of what was left of the deadline)",
+                    waited.as_millis()
+                ),
             )
             .retry_after(1),
         }
@@ -214,11 +226,20 @@ async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Reques
     }
 }
 
-async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Request) -> Result<Answered, HttpError> {
+async fn answer(
+    state: &Arc<AppState>,
+    webhook: &'static Webhook,
+    request: Request,
+) -> Result<Answered, HttpError> {
     let limit = state.max_request_bytes;
     if request.method() != Method::POST {
         let message = format!("{} accepts POST only, not {}", webhook.path, request.method());
-        return refuse(request, limit, HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)).await;
+        return refuse(
+            request,
+            limit,
+            HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message),
+        )
+        .await;
     }
     if let Err(error) = check_content_type(request.headers()) {
         return refuse(request, limit, error).await;
@@ -244,10 +265,15 @@ async fn answer(state: &Arc<AppState>, webhook: &'static Webhook, request: Reque
                 // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
                 // API server yields a denial that says so rather than a bare 504.
                 let left = deadline.left();
-                let answers = state.lookups.answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10)).await;
+                let answers = state
+                    .lookups
+                    .answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10))
+                    .await;
                 let state = state.clone();
-                on_worker(state.clone(), webhook, deadline, move || decide(&state, webhook, &pending.request, &pending.snapshot, &answers))
-                    .await
+                on_worker(state.clone(), webhook, deadline, move || {
+                    decide(&state, webhook, &pending.request, &pending.snapshot, &answers)
+                })
+                .await
             }
         }
     };
@@ -291,14 +317,19 @@ async fn on_worker<T: Send + 'static>(
         }
         work()
     });
-    job.await.map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}")))?
+    job.await.map_err(|e| {
+        HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "panic", format!("the decision task failed: {e}"))
+    })?
 }
 
 fn timeout_error(deadline: Duration) -> HttpError {
     HttpError::new(
         StatusCode::GATEWAY_TIMEOUT,
         "timeout",
-        format!("no decision within {} ms (internal deadline below the apiserver's timeout)", deadline.as_millis()),
+        format!(
+            "no decision within {} ms (internal deadline below the apiserver's timeout)",
+            deadline.as_millis()
+        ),
     )
 }
 
@@ -324,11 +355,17 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
 /// Read the whole body, at most `limit` bytes, holding them in `held` as they arrive (not as
 /// declared: a client that declares a large body and trickles it must not hold the budget with
 /// bytes it never sent).
-async fn read_body(mut body: Body, limit: usize, declared: Option<usize>, held: &mut Held) -> Result<Vec<u8>, HttpError> {
+async fn read_body(
+    mut body: Body,
+    limit: usize,
+    declared: Option<usize>,
+    held: &mut Held,
+) -> Result<Vec<u8>, HttpError> {
     // Reserved, not yet resident: pages are touched as the bytes arrive.
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(limit));
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
+        let frame =
+            frame.map_err(|e| HttpError::bad_request(format!("reading the request body failed: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
         if bytes.len() + data.len() > limit {
             drain(body, limit).await;
@@ -397,37 +434,56 @@ enum Prepared {
 }
 
 fn inputs<'a>(state: &'a AppState, snapshot: &'a Snapshot, answers: &'a Answers) -> Inputs<'a> {
-    Inputs { cluster: snapshot, answers, clock: state.clock.as_ref(), random: &ThreadRandom, settings: &state.settings }
+    Inputs {
+        cluster: snapshot,
+        answers,
+        clock: state.clock.as_ref(),
+        random: &ThreadRandom,
+        settings: &state.settings,
+    }
 }
 
 /// Parse and decode one review and name its lookups; decide it at once when it needs none.
 /// Blocking; runs on the blocking pool.
-fn prepare(state: &AppState, webhook: &Webhook, body: Vec<u8>, mut held: Held) -> Result<Prepared, HttpError> {
+fn prepare(
+    state: &AppState,
+    webhook: &Webhook,
+    body: Vec<u8>,
+    mut held: Held,
+) -> Result<Prepared, HttpError> {
     // What the values decoded from the body will take, and as much again for the decision's
     // working copy (a mutator edits a clone of the object), held before anything is decoded.
     let cost = review_cost(&body);
     held.grow(cost.decoded.saturating_mul(2)).map_err(HttpError::budget)?;
     // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
-    let decoded =
-        review::decode_review_body(&body, cost.parts()).map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    let decoded = review::decode_review_body(&body, cost.parts())
+        .map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
     held.shrink(body.len());
     drop(body);
     let request = match decoded {
         Ok(request) => request,
         Err(error) => {
             let Some((version, uid, decision)) = review::decode_error_decision(&error) else {
-                return Err(HttpError::bad_request(format!("not a usable AdmissionReview: {}", error.message)));
+                return Err(HttpError::bad_request(format!(
+                    "not a usable AdmissionReview: {}",
+                    error.message
+                )));
             };
             return Ok(Prepared::Answered(answer_decision(state, version, uid, None, &decision)));
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
-        return Err(HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "cluster objects are not loaded yet"));
+        return Err(HttpError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "cluster objects are not loaded yet",
+        ));
     };
     let no_answers = Answers::default();
-    let queries =
-        std::panic::catch_unwind(AssertUnwindSafe(|| webhooks::queries(webhook, &request, &inputs(state, &snapshot, &no_answers))))
-            .map_err(|payload| panic_error(&request, payload))?;
+    let queries = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        webhooks::queries(webhook, &request, &inputs(state, &snapshot, &no_answers))
+    }))
+    .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }
@@ -464,7 +520,13 @@ fn decide(
 /// could be decoded). Without `--shadow` the answer is the decision. With it the answer allows the
 /// request unchanged (no patch, no status, no warnings: [`shadow::unenforced`]) whatever was
 /// decided, and the decision itself is kept for the metrics and logs ([`record`]).
-fn answer_decision(state: &AppState, version: ReviewVersion, uid: &str, about: Option<&AdmissionRequest>, decision: &Decision) -> Answered {
+fn answer_decision(
+    state: &AppState,
+    version: ReviewVersion,
+    uid: &str,
+    about: Option<&AdmissionRequest>,
+    decision: &Decision,
+) -> Answered {
     let unenforced;
     let sent = if state.shadow {
         unenforced = shadow::unenforced();
@@ -512,9 +574,21 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
     let rejected = if a.allowed { "false" } else { "true" };
     let code = a.code.to_string();
     metrics.requests.with_label_values(&[webhook.name, kind, a.operation, code.as_str(), rejected]).inc();
-    metrics.duration.with_label_values(&[webhook.name, kind, a.operation, rejected]).observe(started.elapsed().as_secs_f64());
+    metrics
+        .duration
+        .with_label_values(&[webhook.name, kind, a.operation, rejected])
+        .observe(started.elapsed().as_secs_f64());
     if !a.allowed {
-        metrics.rejections.with_label_values(&[webhook.name, kind, a.operation, webhook.metric_kind(&a.kind), code.as_str()]).inc();
+        metrics
+            .rejections
+            .with_label_values(&[
+                webhook.name,
+                kind,
+                a.operation,
+                webhook.metric_kind(&a.kind),
+                code.as_str(),
+            ])
+            .inc();
     }
     // Denials carry no patch; counting their zeros would only blur the distribution.
     if webhook.kind() == WebhookKind::Mutating && a.allowed {
@@ -541,7 +615,8 @@ fn record(metrics: &Metrics, webhook: &Webhook, a: &Answered, started: Instant) 
 /// routing table, never from the request).
 fn record_shadow(metrics: &Metrics, webhook: &Webhook, a: &Answered, note: &ShadowNote) {
     metrics.shadow_decisions.with_label_values(&[webhook.name, note.outcome.as_str()]).inc();
-    let (uid, kind, object, operation, outcome) = (&a.uid, &a.kind, &a.object, a.operation, note.outcome.as_str());
+    let (uid, kind, object, operation, outcome) =
+        (&a.uid, &a.kind, &a.object, a.operation, note.outcome.as_str());
     match note.outcome {
         Outcome::WouldPatch => tracing::info!(
             webhook = webhook.name, uid = %uid, kind = %kind, object = %object, operation, outcome,
@@ -630,7 +705,10 @@ mod tests {
             "request": {"uid": "u1", "operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"},
                         "object": {"metadata": {"name": "p"}, "spec": {}}}
         });
-        Request::post(path).header(CONTENT_TYPE, "application/json").body(Body::from(review.to_string())).unwrap()
+        Request::post(path)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(review.to_string()))
+            .unwrap()
     }
 
     async fn json(response: Response) -> Value {
@@ -655,7 +733,10 @@ mod tests {
         let response = app.oneshot(post("/slow?timeout=1s")).await.unwrap();
         assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
         let elapsed = started.elapsed();
-        assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2500), "{elapsed:?}");
+        assert!(
+            elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2500),
+            "{elapsed:?}"
+        );
         assert!(json(response).await["error"].as_str().unwrap().contains("900 ms"));
         assert!(metrics.render().contains("kruise_admission_http_errors_total{reason=\"timeout\"} 1"));
     }

@@ -150,7 +150,8 @@ impl Watched for ClientCaFile {
     const WHAT: &'static str = "client CA";
 
     fn poll(&mut self) -> Result<Option<Self::Loaded>, ClientCaError> {
-        let pem = std::fs::read(&self.path).map_err(|error| ClientCaError::Read { path: self.path.clone(), error })?;
+        let pem = std::fs::read(&self.path)
+            .map_err(|error| ClientCaError::Read { path: self.path.clone(), error })?;
         if pem == self.last {
             return Ok(None);
         }

@@ -90,7 +90,9 @@ impl ClusterDir {
             Err(error) if state.is_loaded() => {
                 tracing::error!(dir = %self.dir.display(), %error, "cluster objects not reloaded; keeping the last good snapshot");
             }
-            Err(error) => tracing::error!(dir = %self.dir.display(), %error, "cluster objects cannot be loaded; not ready"),
+            Err(error) => {
+                tracing::error!(dir = %self.dir.display(), %error, "cluster objects cannot be loaded; not ready")
+            }
         }
     }
 }
@@ -101,7 +103,12 @@ pub(super) fn unix_now() -> f64 {
 }
 
 /// Poll the folder every `interval` (blocking reads run on the blocking pool).
-pub async fn reload_loop(mut dir: ClusterDir, state: Arc<ClusterState>, metrics: Arc<Metrics>, interval: Duration) {
+pub async fn reload_loop(
+    mut dir: ClusterDir,
+    state: Arc<ClusterState>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -144,7 +151,8 @@ mod tests {
     #[test]
     fn a_folder_that_never_loaded_leaves_the_state_unloaded() {
         let state = ClusterState::default();
-        ClusterDir::new(PathBuf::from("/nonexistent/kruise-admission")).poll(&state, &Metrics::new().unwrap());
+        ClusterDir::new(PathBuf::from("/nonexistent/kruise-admission"))
+            .poll(&state, &Metrics::new().unwrap());
         assert!(!state.is_loaded());
     }
 }

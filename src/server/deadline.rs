@@ -82,6 +82,10 @@ mod tests {
         assert_eq!(from_query(Some("timeout=500ms")), Duration::from_millis(400));
         assert_eq!(from_query(None), Duration::from_secs(9));
         assert_eq!(from_query(Some("timeout=garbage")), Duration::from_secs(9));
-        assert_eq!(from_query(Some("timeout=1000h")), Duration::from_secs(27), "capped at the apiserver's 30 s maximum");
+        assert_eq!(
+            from_query(Some("timeout=1000h")),
+            Duration::from_secs(27),
+            "capped at the apiserver's 30 s maximum"
+        );
     }
 }

@@ -46,7 +46,8 @@ impl Health {
         if self.draining.load(Ordering::Relaxed) {
             return Err("shutting down".into());
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         self.certificate.check_unexpired(i64::try_from(now).unwrap_or(i64::MAX))?;
         if let Some(live) = &self.live {
             live.readiness()?;
@@ -89,7 +90,9 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
                 (_, Ok(())) => {
                     tracing::info!(https = %https, metrics = %metrics, shadow = health.shadow, "kruise-admission ready to serve")
                 }
-                (None, Err(reason)) => tracing::info!(https = %https, metrics = %metrics, %reason, "not ready yet"),
+                (None, Err(reason)) => {
+                    tracing::info!(https = %https, metrics = %metrics, %reason, "not ready yet")
+                }
                 (Some(_), Err(reason)) => tracing::warn!(%reason, "not ready"),
             }
         }
@@ -100,7 +103,12 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
 /// Serve the probe and metrics port until `stop` resolves, through the same accept loop as the
 /// webhook port (its limits: [`ConnLimits::metrics_port`]), then close its connections
 /// gracefully and wait for them.
-pub async fn serve(listener: TcpListener, health: Arc<Health>, limits: ConnLimits, stop: impl Future<Output = ()> + Send) {
+pub async fn serve(
+    listener: TcpListener,
+    health: Arc<Health>,
+    limits: ConnLimits,
+    stop: impl Future<Output = ()> + Send,
+) {
     let metrics = health.metrics.clone();
     let graceful = GracefulShutdown::new();
     listener::accept_until(listener, Port::Metrics, router(health), &limits, &metrics, &graceful, stop).await;
@@ -108,7 +116,11 @@ pub async fn serve(listener: TcpListener, health: Arc<Health>, limits: ConnLimit
 }
 
 pub fn router(health: Arc<Health>) -> Router {
-    Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(readyz)).route("/metrics", get(metrics)).with_state(health)
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(health)
 }
 
 async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {

@@ -480,7 +480,10 @@ impl hyper::body::Body for WatchedBody {
     type Data = bytes::Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(Some(Err(_))) = &polled {
             self.broken.store(true, Ordering::Release);
@@ -546,7 +549,8 @@ mod tests {
     #[test]
     fn jitter_shortens_by_at_most_a_tenth() {
         let age = Duration::from_secs(600);
-        let ages: Vec<Duration> = (0..50).map(|port| jittered(age, SocketAddr::from(([10, 0, 0, 1], 40000 + port)))).collect();
+        let ages: Vec<Duration> =
+            (0..50).map(|port| jittered(age, SocketAddr::from(([10, 0, 0, 1], 40000 + port)))).collect();
         assert!(ages.iter().all(|a| *a <= age && *a >= age - age / 10), "{ages:?}");
         assert!(ages.iter().any(|a| *a != ages[0]), "connections are spread");
     }

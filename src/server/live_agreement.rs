@@ -122,7 +122,8 @@ impl LiveAgreement {
         for verdict in verdicts {
             // Only names the cluster has become label values: the annotations a name came from are
             // the Pods', which anyone creating a Pod writes.
-            let known = snapshot.is_some_and(|s| s.get(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name).is_some());
+            let known = snapshot
+                .is_some_and(|s| s.get(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name).is_some());
             let label = if known { verdict.name.as_str() } else { OTHER_SIDECARSET };
             let result = if verdict.agrees() { "agree" } else { "disagree" };
             self.metrics.shadow_agreement.with_label_values(&[label, result]).inc();

@@ -25,7 +25,10 @@ impl Lookups {
                 Err(_) => {
                     let mut answers = Answers::default();
                     for query in queries {
-                        let why = format!("{query}: the API server did not answer within the request deadline ({} ms)", budget.as_millis());
+                        let why = format!(
+                            "{query}: the API server did not answer within the request deadline ({} ms)",
+                            budget.as_millis()
+                        );
                         answers.insert(query.clone(), Err(why));
                     }
                     answers

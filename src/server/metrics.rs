@@ -3,8 +3,8 @@
 //! reads them by these exact names.
 
 use prometheus::{
-    Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::cluster::Snapshot;
@@ -58,36 +58,60 @@ impl Metrics {
     pub fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
-            Opts::new("kruise_admission_webhook_request_total", "Admission reviews answered, by webhook, operation and result"),
+            Opts::new(
+                "kruise_admission_webhook_request_total",
+                "Admission reviews answered, by webhook, operation and result",
+            ),
             &["name", "type", "operation", "code", "rejected"],
         )?;
         let duration = HistogramVec::new(
-            HistogramOpts::new("kruise_admission_webhook_admission_duration_seconds", "Time to answer an admission review")
-                // 100 µs to about 3.3 s.
-                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+            HistogramOpts::new(
+                "kruise_admission_webhook_admission_duration_seconds",
+                "Time to answer an admission review",
+            )
+            // 100 µs to about 3.3 s.
+            .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
             &["name", "type", "operation", "rejected"],
         )?;
         let rejections = IntCounterVec::new(
-            Opts::new("kruise_admission_webhook_rejection_count", "Admission reviews denied, by request kind and denial code"),
+            Opts::new(
+                "kruise_admission_webhook_rejection_count",
+                "Admission reviews denied, by request kind and denial code",
+            ),
             &["name", "type", "operation", "kind", "rejection_code"],
         )?;
         let patch_operations = HistogramVec::new(
-            HistogramOpts::new("kruise_admission_webhook_patch_operations", "JSON Patch operations per mutating response")
-                .buckets(vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]),
+            HistogramOpts::new(
+                "kruise_admission_webhook_patch_operations",
+                "JSON Patch operations per mutating response",
+            )
+            .buckets(vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]),
             &["name"],
         )?;
         let http_errors = IntCounterVec::new(
-            Opts::new("kruise_admission_http_errors_total", "Requests answered with an HTTP error instead of a review"),
+            Opts::new(
+                "kruise_admission_http_errors_total",
+                "Requests answered with an HTTP error instead of a review",
+            ),
             &["reason"],
         )?;
-        let cert_not_after =
-            Gauge::new("kruise_admission_serving_certificate_not_after_seconds", "notAfter of the serving certificate, Unix seconds")?;
-        let build_info = IntGaugeVec::new(Opts::new("kruise_admission_build_info", "Always 1; the version is in the label"), &["version"])?;
+        let cert_not_after = Gauge::new(
+            "kruise_admission_serving_certificate_not_after_seconds",
+            "notAfter of the serving certificate, Unix seconds",
+        )?;
+        let build_info = IntGaugeVec::new(
+            Opts::new("kruise_admission_build_info", "Always 1; the version is in the label"),
+            &["version"],
+        )?;
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        let cluster_objects =
-            IntGaugeVec::new(Opts::new("kruise_admission_cluster_objects", "Objects in the cluster snapshot, by kind"), &["kind"])?;
-        let snapshot_timestamp =
-            Gauge::new("kruise_admission_cluster_snapshot_timestamp_seconds", "When the cluster snapshot in use was loaded, Unix seconds")?;
+        let cluster_objects = IntGaugeVec::new(
+            Opts::new("kruise_admission_cluster_objects", "Objects in the cluster snapshot, by kind"),
+            &["kind"],
+        )?;
+        let snapshot_timestamp = Gauge::new(
+            "kruise_admission_cluster_snapshot_timestamp_seconds",
+            "When the cluster snapshot in use was loaded, Unix seconds",
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(rejections.clone()))?;
@@ -98,15 +122,24 @@ impl Metrics {
         registry.register(Box::new(cluster_objects.clone()))?;
         registry.register(Box::new(snapshot_timestamp.clone()))?;
         let watch_reconnects = IntCounterVec::new(
-            Opts::new("kruise_admission_cluster_watch_reconnects_total", "Live mode: watch streams that ended and were reopened, by kind"),
+            Opts::new(
+                "kruise_admission_cluster_watch_reconnects_total",
+                "Live mode: watch streams that ended and were reopened, by kind",
+            ),
             &["kind"],
         )?;
         let watch_relists = IntCounterVec::new(
-            Opts::new("kruise_admission_cluster_watch_relists_total", "Live mode: full relists after 410 Gone, by kind"),
+            Opts::new(
+                "kruise_admission_cluster_watch_relists_total",
+                "Live mode: full relists after 410 Gone, by kind",
+            ),
             &["kind"],
         )?;
         let watch_synced = IntGaugeVec::new(
-            Opts::new("kruise_admission_cluster_watch_synced", "Live mode: 1 once the kind's initial list is done"),
+            Opts::new(
+                "kruise_admission_cluster_watch_synced",
+                "Live mode: 1 once the kind's initial list is done",
+            ),
             &["kind"],
         )?;
         let watch_failing_seconds = GaugeVec::new(
@@ -202,8 +235,11 @@ impl Metrics {
     pub fn record_snapshot(&self, snapshot: &Snapshot, loaded_at_unix: f64) {
         self.cluster_objects.reset();
         for (ty, count) in snapshot.counts() {
-            let kind = if ty.group.is_empty() { ty.kind.clone() } else { format!("{}.{}", ty.kind, ty.group) };
-            self.cluster_objects.with_label_values(&[kind.as_str()]).set(i64::try_from(count).unwrap_or(i64::MAX));
+            let kind =
+                if ty.group.is_empty() { ty.kind.clone() } else { format!("{}.{}", ty.kind, ty.group) };
+            self.cluster_objects
+                .with_label_values(&[kind.as_str()])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         self.snapshot_timestamp.set(loaded_at_unix);
     }
@@ -218,7 +254,9 @@ impl Metrics {
             let relists = self.watch_relists.with_label_values(&label);
             relists.inc_by(kind.relists.saturating_sub(relists.get()));
             self.watch_synced.with_label_values(&label).set(i64::from(kind.synced));
-            self.watch_failing_seconds.with_label_values(&label).set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));
+            self.watch_failing_seconds
+                .with_label_values(&label)
+                .set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));
         }
     }
 

@@ -108,7 +108,10 @@ const SPARE_BLOCKING_THREADS: usize = 4;
 /// `workers` of them, so a burst of huge objects queues (or is shed) instead of starting hundreds
 /// of threads, each holding its object and an allocator heap (tokio's default is 512).
 pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().max_blocking_threads(workers + SPARE_BLOCKING_THREADS).enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(workers + SPARE_BLOCKING_THREADS)
+        .enable_all()
+        .build()
 }
 
 /// Where live mode reads the cluster.
@@ -124,7 +127,12 @@ pub struct LiveSource {
 
 impl LiveSource {
     pub fn new(client: kube::Client, settings: LiveSettings) -> Self {
-        LiveSource { client, settings, sync_timeout: Duration::from_secs(60), lookup_timeout: Duration::from_secs(5) }
+        LiveSource {
+            client,
+            settings,
+            sync_timeout: Duration::from_secs(60),
+            lookup_timeout: Duration::from_secs(5),
+        }
     }
 }
 
@@ -202,7 +210,9 @@ fn start_agreement(
          (kruise_admission_shadow_agreement_total; needs list and watch on pods cluster-wide)"
     );
     let (stored, cluster) = (agreement.clone(), cluster.clone());
-    let watch = pod_creations::start(source.client.clone(), &source.settings, move |pod| stored.stored(pod, cluster.snapshot().as_deref()));
+    let watch = pod_creations::start(source.client.clone(), &source.settings, move |pod| {
+        stored.stored(pod, cluster.snapshot().as_deref())
+    });
     let expiring = agreement.clone();
     let sweep = (limits.ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     let expiry = tokio::spawn(async move {
@@ -267,13 +277,17 @@ impl Server {
             None => None,
         };
         if client_ca.is_none() && !config.allowed_client_names.is_empty() {
-            anyhow::bail!("--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed");
+            anyhow::bail!(
+                "--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed"
+            );
         }
         let verifier = client_ca.as_ref().map(|(file, v)| {
             tracing::info!(client_ca = %file.path.display(), allowed_names = ?config.allowed_client_names, "client certificates required");
             v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>
         });
-        let tls = Arc::new(tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?);
+        let tls = Arc::new(
+            tls::server_config(resolver.clone(), verifier).context("building the TLS configuration")?,
+        );
 
         let cluster = Arc::new(ClusterState::default());
         let source = match &config.live {
@@ -318,7 +332,9 @@ impl Server {
             announce_shadow(&metrics, config.webhooks);
         }
 
-        let https = TcpListener::bind(config.listen).await.with_context(|| format!("binding --listen {}", config.listen))?;
+        let https = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding --listen {}", config.listen))?;
         let metrics_listener = TcpListener::bind(config.metrics_listen)
             .await
             .with_context(|| format!("binding --metrics-listen {}", config.metrics_listen))?;
@@ -366,13 +382,24 @@ impl Server {
             https_addr,
             metrics_addr,
         } = self;
-        let cert_task = tokio::spawn(tls::reload_loop(cert_files, resolver.clone(), metrics.clone(), config.reload_interval));
-        let client_ca_task =
-            client_ca.map(|(file, verifier)| tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval)));
+        let cert_task = tokio::spawn(tls::reload_loop(
+            cert_files,
+            resolver.clone(),
+            metrics.clone(),
+            config.reload_interval,
+        ));
+        let client_ca_task = client_ca.map(|(file, verifier)| {
+            tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval))
+        });
         let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
         let (live, lookups, cluster_task) = match source {
             Source::Folder(dir) => {
-                let task = tokio::spawn(cluster::reload_loop(dir, cluster.clone(), metrics.clone(), config.reload_interval));
+                let task = tokio::spawn(cluster::reload_loop(
+                    dir,
+                    cluster.clone(),
+                    metrics.clone(),
+                    config.reload_interval,
+                ));
                 (None, Lookups::Snapshot, task)
             }
             Source::Live { cluster: live, lookups, sync_timeout } => {
@@ -405,9 +432,14 @@ impl Server {
         });
         let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut metrics_task = tokio::spawn(health::serve(metrics_listener, health.clone(), config.metrics_limits.clone(), async move {
-            let _ = metrics_stopped.await;
-        }));
+        let mut metrics_task = tokio::spawn(health::serve(
+            metrics_listener,
+            health.clone(),
+            config.metrics_limits.clone(),
+            async move {
+                let _ = metrics_stopped.await;
+            },
+        ));
 
         let app = app::router(Arc::new(app::AppState {
             webhooks: config.webhooks,

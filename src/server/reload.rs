@@ -24,7 +24,11 @@ pub trait Watched: Send + 'static {
 
 /// Poll `watched` every `interval` and hand a good change to `apply`; keep the previous material
 /// (and log) on a bad one. Reading is file I/O, so it runs off the async worker threads.
-pub async fn reload_loop<W: Watched>(mut watched: W, interval: Duration, mut apply: impl FnMut(&W, W::Loaded)) {
+pub async fn reload_loop<W: Watched>(
+    mut watched: W,
+    interval: Duration,
+    mut apply: impl FnMut(&W, W::Loaded),
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut read_error_logged = false;

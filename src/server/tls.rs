@@ -28,7 +28,8 @@ pub struct CertResolver {
 
 impl CertResolver {
     pub fn new(key: Arc<CertifiedKey>) -> Self {
-        let resolver = CertResolver { current: ArcSwap::new(Arc::clone(&key)), not_after: AtomicI64::new(i64::MAX) };
+        let resolver =
+            CertResolver { current: ArcSwap::new(Arc::clone(&key)), not_after: AtomicI64::new(i64::MAX) };
         resolver.set(key);
         resolver
     }
@@ -92,7 +93,9 @@ impl CertFiles {
     }
 
     fn read(&self) -> Result<(Vec<u8>, Vec<u8>), PairError> {
-        let read = |path: &PathBuf| std::fs::read(path).map_err(|error| PairError::Read { path: path.clone(), error });
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|error| PairError::Read { path: path.clone(), error })
+        };
         Ok((read(&self.cert)?, read(&self.key)?))
     }
 
@@ -132,7 +135,12 @@ impl Watched for CertFiles {
 
 /// Poll the files every `interval`, swap the resolver's key on a good change, keep the old one
 /// (and log) on a bad one.
-pub async fn reload_loop(files: CertFiles, resolver: Arc<CertResolver>, metrics: Arc<Metrics>, interval: Duration) {
+pub async fn reload_loop(
+    files: CertFiles,
+    resolver: Arc<CertResolver>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+) {
     reload::reload_loop(files, interval, |files, (key, not_after)| {
         let sha256 = fingerprint(&key);
         resolver.set(key);

@@ -76,7 +76,9 @@ impl WorkQueue {
     pub async fn admit(&self, webhook: &Webhook, wait: Duration) -> Result<Worker, Shed> {
         let share = self.shares.get(webhook.path).cloned().unwrap_or_else(|| Arc::new(Semaphore::new(1)));
         // The fast path: a free worker within the webhook's share, without queueing.
-        if let (Ok(share), Ok(worker)) = (share.clone().try_acquire_owned(), self.workers.clone().try_acquire_owned()) {
+        if let (Ok(share), Ok(worker)) =
+            (share.clone().try_acquire_owned(), self.workers.clone().try_acquire_owned())
+        {
             return Ok(Worker { _share: share, _worker: worker });
         }
         let _waiting = Waiting::enter(&self.waiting, self.max_waiting).ok_or(Shed::QueueFull)?;
@@ -94,7 +96,10 @@ struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
     fn enter(count: &'a AtomicUsize, max: usize) -> Option<Self> {
-        count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).ok().map(|_| Waiting(count))
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| Waiting(count))
     }
 }
 
@@ -116,7 +121,11 @@ mod tests {
         let short = Duration::from_millis(20);
         let a = queue.admit(pods, short).await.unwrap();
         let _b = queue.admit(pods, short).await.unwrap();
-        assert_eq!(queue.admit(pods, short).await.unwrap_err(), Shed::NoWorker(short), "a webhook's share is half");
+        assert_eq!(
+            queue.admit(pods, short).await.unwrap_err(),
+            Shed::NoWorker(short),
+            "a webhook's share is half"
+        );
         let _c = queue.admit(other, short).await.unwrap();
         drop(a);
         let _d = queue.admit(pods, short).await.unwrap();

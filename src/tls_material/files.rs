@@ -25,7 +25,12 @@ pub struct CertPaths {
 
 impl CertPaths {
     pub fn in_dir(dir: &Path) -> Self {
-        CertPaths { ca_cert: dir.join(CA_CRT), ca_key: dir.join(CA_KEY), cert: dir.join(TLS_CRT), key: dir.join(TLS_KEY) }
+        CertPaths {
+            ca_cert: dir.join(CA_CRT),
+            ca_key: dir.join(CA_KEY),
+            cert: dir.join(TLS_CRT),
+            key: dir.join(TLS_KEY),
+        }
     }
 }
 
@@ -41,11 +46,14 @@ pub fn create_new_with_mode(path: &Path, mode: u32) -> std::io::Result<std::fs::
 /// reads half a file. Private keys are created readable by the owner only.
 pub fn replace_file(path: &Path, contents: &[u8], private: bool) -> anyhow::Result<()> {
     let Some(dir) = path.parent() else { bail!("{} has no parent folder", path.display()) };
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().map_or_else(Default::default, |n| n.to_string_lossy())));
+    let tmp =
+        dir.join(format!(".{}.tmp", path.file_name().map_or_else(Default::default, |n| n.to_string_lossy())));
     // A leftover temporary file (an earlier run killed mid-write) would keep its old mode if
     // opened again: remove it so the file is created, with its mode, from the start.
     match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).with_context(|| format!("removing {}", tmp.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", tmp.display()));
+        }
         _ => {}
     }
     let mode = if private { 0o600 } else { 0o644 };
@@ -134,7 +142,11 @@ mod tests {
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let (seen, open_modes) = watcher.join().unwrap();
         assert!(seen > 0, "the watcher never saw a key file");
-        assert!(open_modes.is_empty(), "key files seen with modes {open_modes:?} (decimal; {} of {seen} looks)", open_modes.len());
+        assert!(
+            open_modes.is_empty(),
+            "key files seen with modes {open_modes:?} (decimal; {} of {seen} looks)",
+            open_modes.len()
+        );
     }
 
     #[test]
@@ -146,8 +158,10 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("tls.crt")).unwrap(), b"c");
         assert!(std::fs::symlink_metadata(dir.path().join("tls.key")).unwrap().file_type().is_symlink());
         // Only the current data folder is left.
-        let hidden =
-            std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("..")).count();
+        let hidden = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".."))
+            .count();
         assert_eq!(hidden, 2, "..data and one data folder");
     }
 }

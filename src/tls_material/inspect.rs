@@ -51,7 +51,11 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCert, String> {
         subject: cert.subject().as_raw().to_vec(),
         issuer: cert.issuer().as_raw().to_vec(),
         spki: cert.public_key().raw.to_vec(),
-        common_names: cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect(),
+        common_names: cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|cn| cn.as_str().ok().map(str::to_owned))
+            .collect(),
         dns_names,
         is_ca: cert.is_ca(),
         not_before: cert.validity().not_before.to_datetime(),
@@ -61,7 +65,10 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCert, String> {
 
 /// Every certificate in a PEM bundle that parses, in order.
 pub fn parse_pem(pem: &str) -> Vec<ParsedCert> {
-    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()).filter_map(Result::ok).filter_map(|p| parse_der(&p.contents).ok()).collect()
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter_map(|p| parse_der(&p.contents).ok())
+        .collect()
 }
 
 /// Whether `key` is the private half of `cert`'s public key.
@@ -114,14 +121,20 @@ pub enum PairError {
 
 /// Parse a PEM certificate chain and private key into a rustls key, checking that they belong
 /// together (a half-written rotation must not replace a good pair).
-pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> Result<CertifiedKey, PairError> {
-    let chain =
-        CertificateDer::pem_slice_iter(cert_pem).collect::<Result<Vec<_>, _>>().map_err(|e| PairError::NoCertificate(e.to_string()))?;
+pub fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, PairError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PairError::NoCertificate(e.to_string()))?;
     if chain.is_empty() {
         return Err(PairError::NoCertificate("empty".into()));
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| PairError::BadKey(e.to_string()))?;
-    let signing_key = provider.key_provider.load_private_key(key).map_err(|e| PairError::BadKey(e.to_string()))?;
+    let signing_key =
+        provider.key_provider.load_private_key(key).map_err(|e| PairError::BadKey(e.to_string()))?;
     let certified = CertifiedKey::new(chain, signing_key);
     certified.keys_match().map_err(|e| PairError::Mismatch(e.to_string()))?;
     Ok(certified)

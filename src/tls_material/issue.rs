@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyPair, KeyUsagePurpose, SerialNumber,
 };
 use time::OffsetDateTime;
 
@@ -30,12 +30,20 @@ pub struct CaProfile {
 }
 
 /// The embedded CA of `serve` and `kruise-admission certs`.
-pub const EMBEDDED: CaProfile =
-    CaProfile { common_name: "kruise-admission-ca", path_len: Some(0), random_serials: true, authority_key_id: true };
+pub const EMBEDDED: CaProfile = CaProfile {
+    common_name: "kruise-admission-ca",
+    path_len: Some(0),
+    random_serials: true,
+    authority_key_id: true,
+};
 
 /// The CA of `--cert-mode self-managed`, shaped like the one Kruise keeps in its Secret.
-pub const SELF_MANAGED: CaProfile =
-    CaProfile { common_name: "kruise-admission-webhook-ca", path_len: None, random_serials: false, authority_key_id: false };
+pub const SELF_MANAGED: CaProfile = CaProfile {
+    common_name: "kruise-admission-webhook-ca",
+    path_len: None,
+    random_serials: false,
+    authority_key_id: false,
+};
 
 /// Issuing failed at `step` (rcgen's error is the source).
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +74,10 @@ impl Ca {
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, profile.common_name);
         params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(profile.path_len.map_or(BasicConstraints::Unconstrained, BasicConstraints::Constrained));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.is_ca =
+            IsCa::Ca(profile.path_len.map_or(BasicConstraints::Unconstrained, BasicConstraints::Constrained));
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         params.not_before = now - BACKDATE;
         params.not_after = now + CA_LIFETIME;
         params.serial_number = profile.serial();
@@ -86,7 +96,8 @@ impl Ca {
     ) -> Result<(String, String), IssueError> {
         // The issuer's subject and key identifier come from the CA certificate itself, so a CA
         // made elsewhere (a Secret's) signs certificates that chain to it.
-        let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, &self.key).map_err(at("parsing the CA certificate"))?;
+        let issuer =
+            Issuer::from_ca_cert_pem(&self.cert_pem, &self.key).map_err(at("parsing the CA certificate"))?;
         let key = KeyPair::generate().map_err(at("generating the serving key"))?;
         let mut params = CertificateParams::new(names.to_vec()).map_err(at("serving certificate names"))?;
         let mut dn = DistinguishedName::new();
@@ -125,7 +136,9 @@ mod tests {
     #[test]
     fn each_profile_issues_the_fields_it_always_had() {
         let now = OffsetDateTime::now_utc();
-        for (profile, path_len, random_serials, aki) in [(&EMBEDDED, Some(0), true, true), (&SELF_MANAGED, None, false, false)] {
+        for (profile, path_len, random_serials, aki) in
+            [(&EMBEDDED, Some(0), true, true), (&SELF_MANAGED, None, false, false)]
+        {
             let ca = Ca::new(profile, now).unwrap();
             let names = ["a.svc".to_owned(), "127.0.0.1".to_owned()];
             let (cert_pem, _) = ca.issue_serving(&names, "a.svc", Duration::from_secs(86_400), now).unwrap();
@@ -146,16 +159,26 @@ mod tests {
             assert_eq!(cert.issuer(), ca_cert.subject());
             assert_eq!(cert.subject().to_string(), "CN=a.svc");
             assert!(cert.extended_key_usage().unwrap().unwrap().value.server_auth);
-            let has_aki = cert.iter_extensions().any(|e| matches!(e.parsed_extension(), ParsedExtension::AuthorityKeyIdentifier(_)));
+            let has_aki = cert
+                .iter_extensions()
+                .any(|e| matches!(e.parsed_extension(), ParsedExtension::AuthorityKeyIdentifier(_)));
             assert_eq!(has_aki, aki, "{}", profile.common_name);
             // 16 random bytes, or 20 bytes of the public key's SHA-256 (a leading zero byte is
             // dropped from the DER integer, hence the ranges).
             for c in [&ca_cert, &cert] {
                 let serial_len = c.raw_serial().len();
-                assert_eq!(serial_len <= 16, random_serials, "{} serial of {serial_len} bytes", profile.common_name);
+                assert_eq!(
+                    serial_len <= 16,
+                    random_serials,
+                    "{} serial of {serial_len} bytes",
+                    profile.common_name
+                );
             }
             for c in [&ca_cert, &cert] {
-                assert_eq!(c.public_key().algorithm.algorithm, x509_parser::oid_registry::OID_KEY_TYPE_EC_PUBLIC_KEY);
+                assert_eq!(
+                    c.public_key().algorithm.algorithm,
+                    x509_parser::oid_registry::OID_KEY_TYPE_EC_PUBLIC_KEY
+                );
             }
         }
     }

@@ -16,9 +16,12 @@ mod inspect;
 mod issue;
 
 pub use check::{check_serving, load_ca};
-pub use files::{CA_CRT, CA_KEY, CertPaths, TLS_CRT, TLS_KEY, create_new_with_mode, replace_file, write_files};
+pub use files::{
+    CA_CRT, CA_KEY, CertPaths, TLS_CRT, TLS_KEY, create_new_with_mode, replace_file, write_files,
+};
 pub use inspect::{
-    PairError, ParsedCert, certified_key, fingerprint, key_matches, not_after, parse_der, parse_pem, pem_block, provider, roots_from_pem,
+    PairError, ParsedCert, certified_key, fingerprint, key_matches, not_after, parse_der, parse_pem,
+    pem_block, provider, roots_from_pem,
 };
 pub use issue::{CA_LIFETIME, Ca, CaProfile, EMBEDDED, IssueError, SELF_MANAGED};
 
@@ -34,5 +37,11 @@ pub(crate) fn test_pair() -> (Ca, String, String) {
 #[cfg(test)]
 pub(crate) fn test_serving(ca: &Ca) -> (String, String) {
     let names = ["localhost".to_owned(), "127.0.0.1".to_owned()];
-    ca.issue_serving(&names, "127.0.0.1", std::time::Duration::from_secs(365 * 86_400), time::OffsetDateTime::now_utc()).unwrap()
+    ca.issue_serving(
+        &names,
+        "127.0.0.1",
+        std::time::Duration::from_secs(365 * 86_400),
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap()
 }

@@ -117,11 +117,14 @@ impl TlsClient {
     /// A verified TLS stream with nothing spoken on it yet, for tests that write raw bytes
     /// (slow or broken HTTP clients).
     pub async fn connect_raw(&self, proto: Proto) -> std::io::Result<TlsStream<TcpStream>> {
-        let builder = rustls::ClientConfig::builder_with_protocol_versions(self.versions).with_root_certificates(self.roots.clone());
+        let builder = rustls::ClientConfig::builder_with_protocol_versions(self.versions)
+            .with_root_certificates(self.roots.clone());
         let mut config = match &self.client_cert {
             None => builder.with_no_client_auth(),
             Some(pair) => {
-                let chain = CertificateDer::pem_slice_iter(&pair.0).collect::<Result<Vec<_>, _>>().expect("client certificate PEM");
+                let chain = CertificateDer::pem_slice_iter(&pair.0)
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("client certificate PEM");
                 let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&pair.1).expect("client key PEM");
                 builder.with_client_auth_cert(chain, key).map_err(std::io::Error::other)?
             }
@@ -139,17 +142,23 @@ impl TlsClient {
         let tls = self.connect_raw(proto).await?;
         let (_, session) = tls.get_ref();
         assert_eq!(session.alpn_protocol(), Some(proto.alpn()), "ALPN did not agree on {proto:?}");
-        let peer_cert = session.peer_certificates().and_then(|c| c.first()).cloned().expect("server presented a certificate");
+        let peer_cert = session
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .cloned()
+            .expect("server presented a certificate");
         let io = TokioIo::new(tls);
         let sender = match proto {
             Proto::Http1 => {
-                let (sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(std::io::Error::other)?;
+                let (sender, conn) =
+                    hyper::client::conn::http1::handshake(io).await.map_err(std::io::Error::other)?;
                 tokio::spawn(conn);
                 Sender::H1(sender)
             }
             Proto::Http2 => {
-                let (sender, conn) =
-                    hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.map_err(std::io::Error::other)?;
+                let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(std::io::Error::other)?;
                 tokio::spawn(conn);
                 Sender::H2(sender)
             }
@@ -197,8 +206,12 @@ impl Conn {
     /// HTTP/1.1, absolute for HTTP/2).
     pub fn builder(&self, method: Method, path: &str) -> hyper::http::request::Builder {
         match self.proto {
-            Proto::Http1 => Request::builder().method(method).uri(path).header(hyper::header::HOST, &self.authority),
-            Proto::Http2 => Request::builder().method(method).uri(format!("https://{}{}", self.authority, path)),
+            Proto::Http1 => {
+                Request::builder().method(method).uri(path).header(hyper::header::HOST, &self.authority)
+            }
+            Proto::Http2 => {
+                Request::builder().method(method).uri(format!("https://{}{}", self.authority, path))
+            }
         }
     }
 
@@ -220,7 +233,13 @@ impl Conn {
     }
 
     /// A request with a complete body and an optional Content-Type.
-    pub async fn request(&mut self, method: Method, path: &str, content_type: Option<&str>, body: Bytes) -> hyper::Result<Reply> {
+    pub async fn request(
+        &mut self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> hyper::Result<Reply> {
         let mut builder = self.builder(method, path);
         if let Some(ct) = content_type {
             builder = builder.header(hyper::header::CONTENT_TYPE, ct);
@@ -245,7 +264,10 @@ impl Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.poll_recv(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
     }
 }
@@ -260,7 +282,8 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("response is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("response is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
@@ -271,7 +294,11 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
 
 /// GET over plain HTTP/1.1 on a new connection from `source` (another loopback address is another
 /// peer to the server): status and body text, or what went wrong.
-pub async fn try_http_get(addr: SocketAddr, source: Option<IpAddr>, path: &str) -> Result<(StatusCode, String), String> {
+pub async fn try_http_get(
+    addr: SocketAddr,
+    source: Option<IpAddr>,
+    path: &str,
+) -> Result<(StatusCode, String), String> {
     let tcp = match source {
         None => TcpStream::connect(addr).await,
         Some(ip) => {
@@ -281,10 +308,14 @@ pub async fn try_http_get(addr: SocketAddr, source: Option<IpAddr>, path: &str) 
         }
     }
     .map_err(|e| format!("connect: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake::<_, ClientBody>(TokioIo::new(tcp)).await.map_err(|e| format!("handshake: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, ClientBody>(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn);
-    let request = Request::get(path).header(hyper::header::HOST, addr.to_string()).body(full(Bytes::new())).expect("request");
+    let request = Request::get(path)
+        .header(hyper::header::HOST, addr.to_string())
+        .body(full(Bytes::new()))
+        .expect("request");
     let response = sender.send_request(request).await.map_err(|e| format!("request: {e}"))?;
     let status = response.status();
     let body = response.into_body().collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();

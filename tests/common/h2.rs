@@ -57,17 +57,23 @@ pub struct Frame {
 
 impl Frame {
     pub fn goaway_code(&self) -> Option<u32> {
-        (self.kind == GOAWAY && self.payload.len() >= 8).then(|| u32::from_be_bytes(self.payload[4..8].try_into().unwrap()))
+        (self.kind == GOAWAY && self.payload.len() >= 8)
+            .then(|| u32::from_be_bytes(self.payload[4..8].try_into().unwrap()))
     }
 
     pub fn rst_code(&self) -> Option<u32> {
-        (self.kind == RST_STREAM && self.payload.len() == 4).then(|| u32::from_be_bytes(self.payload[..4].try_into().unwrap()))
+        (self.kind == RST_STREAM && self.payload.len() == 4)
+            .then(|| u32::from_be_bytes(self.payload[..4].try_into().unwrap()))
     }
 }
 
 /// Open a raw HTTP/2 connection, write each step's bytes then wait its pause, and listen for
 /// `listen` in all: the server's frames and whether it closed the connection.
-pub async fn session(client: &TlsClient, steps: Vec<(Vec<u8>, Duration)>, listen: Duration) -> (Vec<Frame>, bool) {
+pub async fn session(
+    client: &TlsClient,
+    steps: Vec<(Vec<u8>, Duration)>,
+    listen: Duration,
+) -> (Vec<Frame>, bool) {
     let Ok(tls) = client.connect_raw(Proto::Http2).await else { return (Vec::new(), true) };
     let (mut reader, mut writer) = tokio::io::split(tls);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
@@ -93,7 +99,9 @@ pub async fn session(client: &TlsClient, steps: Vec<(Vec<u8>, Duration)>, listen
     let deadline = Instant::now() + listen;
     let (mut pending, mut frames, mut closed) = (Vec::new(), Vec::new(), false);
     let mut buf = [0u8; 16 * 1024];
-    while let Ok(read) = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), reader.read(&mut buf)).await {
+    while let Ok(read) =
+        tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), reader.read(&mut buf)).await
+    {
         let n = match read {
             Ok(0) | Err(_) => {
                 closed = true;
@@ -108,7 +116,8 @@ pub async fn session(client: &TlsClient, steps: Vec<(Vec<u8>, Duration)>, listen
                 break;
             }
             let stream = u32::from_be_bytes(pending[5..9].try_into().unwrap()) & 0x7FFF_FFFF;
-            let f = Frame { kind: pending[3], flags: pending[4], stream, payload: pending[9..9 + len].to_vec() };
+            let f =
+                Frame { kind: pending[3], flags: pending[4], stream, payload: pending[9..9 + len].to_vec() };
             match f.kind {
                 SETTINGS if f.flags & ACK == 0 => drop(tx.send(frame(SETTINGS, ACK, 0, &[]))),
                 PING if f.flags & ACK == 0 => drop(tx.send(frame(PING, ACK, 0, &f.payload))),

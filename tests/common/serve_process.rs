@@ -45,7 +45,15 @@ impl Serve {
         };
         let mut child = command
             .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
             .args(args)
             .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
@@ -55,7 +63,8 @@ impl Serve {
         let (send, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
                 if send.send(event).is_err() {
                     return;
                 }
@@ -68,7 +77,10 @@ impl Serve {
     pub fn until(&self, message: &str) -> Vec<Value> {
         let mut seen = Vec::new();
         loop {
-            let event = self.lines.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("no {message:?} in {seen:#?}"));
+            let event = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {message:?} in {seen:#?}"));
             let done = event["message"] == message;
             seen.push(event);
             if done {

@@ -36,8 +36,11 @@ impl TestServer {
         let (paths, _) = certs::ensure(&dir.path().join("certs"), &[]).expect("generate certificates");
         let cluster_dir = dir.path().join("cluster");
         std::fs::create_dir(&cluster_dir).expect("cluster folder");
-        std::fs::write(cluster_dir.join("namespaces.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: default\n")
-            .expect("write");
+        std::fs::write(
+            cluster_dir.join("namespaces.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: default\n",
+        )
+        .expect("write");
         let mut config = ServerConfig::new(paths.cert.clone(), paths.key.clone(), cluster_dir.clone());
         config.reload_interval = Duration::from_millis(100);
         configure(&mut config);
@@ -47,7 +50,15 @@ impl TestServer {
         let handle = tokio::spawn(server.run(async move {
             let _ = rx.await;
         }));
-        TestServer { https, metrics, certs: paths, cluster_dir, shutdown: Some(tx), handle: Some(handle), _dir: dir }
+        TestServer {
+            https,
+            metrics,
+            certs: paths,
+            cluster_dir,
+            shutdown: Some(tx),
+            handle: Some(handle),
+            _dir: dir,
+        }
     }
 
     /// A client that trusts this server's CA.

@@ -47,8 +47,22 @@ pub fn resources(kruise_versions: &[&'static str]) -> Vec<Resource> {
         r("", vec!["v1"], "Pod", "pods", true, false),
         r("", vec!["v1"], "PersistentVolumeClaim", "persistentvolumeclaims", true, false),
         r("apps", vec!["v1"], "ControllerRevision", "controllerrevisions", true, false),
-        r("admissionregistration.k8s.io", vec!["v1"], "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", false, false),
-        r("admissionregistration.k8s.io", vec!["v1"], "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", false, false),
+        r(
+            "admissionregistration.k8s.io",
+            vec!["v1"],
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+            false,
+        ),
+        r(
+            "admissionregistration.k8s.io",
+            vec!["v1"],
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+            false,
+        ),
     ];
     if !kruise_versions.is_empty() {
         out.push(r("apps.kruise.io", kruise_versions.to_vec(), "SidecarSet", "sidecarsets", false, true));
@@ -105,7 +119,9 @@ impl Inner {
     }
 
     fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&Resource> {
-        self.resources.iter().find(|r| r.group == group && r.plural == plural && r.versions.contains(&version))
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.plural == plural && r.versions.contains(&version))
     }
 }
 
@@ -137,11 +153,15 @@ impl FakeApiServer {
         let ca_cert = ca_params.self_signed(&ca_key).unwrap();
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
         let key = rcgen::KeyPair::generate().unwrap();
-        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
         let cert = params.signed_by(&key, &issuer).unwrap();
         let tls = rustls::ServerConfig::builder()
             .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
             .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -162,9 +182,10 @@ impl FakeApiServer {
                 tokio::spawn(async move {
                     let Ok(stream) = acceptor.accept(tcp).await else { return };
                     let service = hyper_util::service::TowerToHyperService::new(router);
-                    let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let _ =
+                        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
                 });
             }
         });
@@ -201,21 +222,38 @@ impl FakeApiServer {
     pub fn apply(&self, object: Value) -> Value {
         let (group, version) = split_api_version(object["apiVersion"].as_str().unwrap());
         let kind = object["kind"].as_str().unwrap();
-        let resource =
-            self.inner.resources.iter().find(|r| r.group == group && r.kind == kind && r.versions.contains(&version)).unwrap().clone();
+        let resource = self
+            .inner
+            .resources
+            .iter()
+            .find(|r| r.group == group && r.kind == kind && r.versions.contains(&version))
+            .unwrap()
+            .clone();
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
         let mut store = self.inner.lock();
-        let existed =
-            store.objects.get(&(resource.group, resource.plural)).is_some_and(|m| m.contains_key(&(namespace.clone(), name_of(&object))));
-        write(&self.inner, &mut store, &resource, &namespace, object, if existed { "MODIFIED" } else { "ADDED" })
+        let existed = store
+            .objects
+            .get(&(resource.group, resource.plural))
+            .is_some_and(|m| m.contains_key(&(namespace.clone(), name_of(&object))));
+        write(
+            &self.inner,
+            &mut store,
+            &resource,
+            &namespace,
+            object,
+            if existed { "MODIFIED" } else { "ADDED" },
+        )
     }
 
     /// Delete an object (DELETED event).
     pub fn delete(&self, group: &str, plural: &str, namespace: &str, name: &str) {
-        let resource = self.inner.resources.iter().find(|r| r.group == group && r.plural == plural).unwrap().clone();
+        let resource =
+            self.inner.resources.iter().find(|r| r.group == group && r.plural == plural).unwrap().clone();
         let mut store = self.inner.lock();
-        let Some(mut object) =
-            store.objects.get_mut(&(resource.group, resource.plural)).and_then(|m| m.remove(&(namespace.to_owned(), name.to_owned())))
+        let Some(mut object) = store
+            .objects
+            .get_mut(&(resource.group, resource.plural))
+            .and_then(|m| m.remove(&(namespace.to_owned(), name.to_owned())))
         else {
             return;
         };
@@ -226,7 +264,12 @@ impl FakeApiServer {
 
     pub fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
         let r = self.inner.resources.iter().find(|r| r.group == group && r.plural == plural)?;
-        self.inner.lock().objects.get(&(r.group, r.plural)).and_then(|m| m.get(&(namespace.to_owned(), name.to_owned()))).cloned()
+        self.inner
+            .lock()
+            .objects
+            .get(&(r.group, r.plural))
+            .and_then(|m| m.get(&(namespace.to_owned(), name.to_owned())))
+            .cloned()
     }
 
     /// Forget history: a watch from any resourceVersion seen so far now gets `410 Gone`.
@@ -295,11 +338,21 @@ fn api_version(group: &str, version: &str) -> String {
 }
 
 /// Store `object` with a new resourceVersion and record the event.
-fn write(inner: &Inner, store: &mut Store, resource: &Resource, namespace: &str, mut object: Value, event: &str) -> Value {
+fn write(
+    inner: &Inner,
+    store: &mut Store,
+    resource: &Resource,
+    namespace: &str,
+    mut object: Value,
+    event: &str,
+) -> Value {
     store.rv += 1;
     let rv = store.rv;
-    let existing =
-        store.objects.get(&(resource.group, resource.plural)).and_then(|m| m.get(&(namespace.to_owned(), name_of(&object)))).cloned();
+    let existing = store
+        .objects
+        .get(&(resource.group, resource.plural))
+        .and_then(|m| m.get(&(namespace.to_owned(), name_of(&object))))
+        .cloned();
     let meta = object["metadata"].as_object_mut().unwrap();
     meta.insert("resourceVersion".into(), json!(rv.to_string()));
     if resource.namespaced {
@@ -316,12 +369,23 @@ fn write(inner: &Inner, store: &mut Store, resource: &Resource, namespace: &str,
             meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
         }
     }
-    store.objects.entry((resource.group, resource.plural)).or_default().insert((namespace.to_owned(), name_of(&object)), object.clone());
+    store
+        .objects
+        .entry((resource.group, resource.plural))
+        .or_default()
+        .insert((namespace.to_owned(), name_of(&object)), object.clone());
     record(inner, store, resource, namespace, object.clone(), event);
     object
 }
 
-fn record(inner: &Inner, store: &mut Store, resource: &Resource, namespace: &str, object: Value, event_type: &str) {
+fn record(
+    inner: &Inner,
+    store: &mut Store,
+    resource: &Resource,
+    namespace: &str,
+    object: Value,
+    event_type: &str,
+) {
     let event = WatchEvent {
         rv: store.rv,
         group: resource.group,
@@ -337,7 +401,8 @@ fn record(inner: &Inner, store: &mut Store, resource: &Resource, namespace: &str
 
 fn status(code: u16, reason: &str, message: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code});
-    (StatusCode::from_u16(code).unwrap(), [("content-type", "application/json")], body.to_string()).into_response()
+    (StatusCode::from_u16(code).unwrap(), [("content-type", "application/json")], body.to_string())
+        .into_response()
 }
 
 fn ok_json(value: Value) -> Response {
@@ -364,7 +429,12 @@ fn url_decode(text: &str) -> String {
 }
 
 fn query_params(uri: &Uri) -> BTreeMap<String, String> {
-    uri.query().unwrap_or_default().split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (url_decode(k), url_decode(v))).collect()
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (url_decode(k), url_decode(v)))
+        .collect()
 }
 
 fn query_param(uri: &Uri, key: &str) -> Option<String> {
@@ -417,7 +487,12 @@ fn label_selector_matches(selector: Option<&str>, object: &Value) -> bool {
     let label = |k: &str| labels[k.trim()].as_str();
     selector_terms(selector).into_iter().all(|term| {
         let set = |rest: &str| -> Vec<String> {
-            rest.trim().trim_start_matches('(').trim_end_matches(')').split(',').map(|v| v.trim().to_owned()).collect()
+            rest.trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split(',')
+                .map(|v| v.trim().to_owned())
+                .collect()
         };
         if let Some((k, rest)) = term.split_once(" notin ") {
             label(k).is_none_or(|v| !set(rest).iter().any(|x| x == v))
@@ -442,10 +517,20 @@ fn at_version(mut object: Value, resource: &Resource, version: &str) -> Value {
     object
 }
 
-async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path: Vec<&str> = uri.path().trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest) = match path.as_slice() {
-        ["api"] => return ok_json(json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})),
+        ["api"] => {
+            return ok_json(
+                json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+            );
+        }
         ["apis"] => return ok_json(group_list(&inner)),
         ["api", "v1"] => return ok_json(resource_list(&inner, "", "v1")),
         ["apis", g, v] => {
@@ -476,14 +561,21 @@ async fn handle(State(inner): State<Arc<Inner>>, method: Method, uri: Uri, heade
         (&Method::POST, None, _) => "create",
         (&Method::PUT, Some(_), _) => "update",
         (&Method::PATCH, Some(_), _) => "patch",
-        _ => return status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"),
+        _ => {
+            return status(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            );
+        }
     };
     {
         let mut store = inner.lock();
         *store.requests.entry((verb.to_owned(), plural.to_owned())).or_default() += 1;
         store.params.entry((verb.to_owned(), plural.to_owned())).or_default().push(query_params(&uri));
         if store.forbidden.contains(&(verb.to_owned(), plural.to_owned())) {
-            let scope = namespace.map_or_else(|| "at the cluster scope".to_owned(), |ns| format!("in the namespace \"{ns}\""));
+            let scope = namespace
+                .map_or_else(|| "at the cluster scope".to_owned(), |ns| format!("in the namespace \"{ns}\""));
             let message = format!(
                 "{plural} is forbidden: User \"system:serviceaccount:kruise-system:kruise-admission\" cannot {verb} resource \"{plural}\" in API group \"{group}\" {scope}"
             );
@@ -531,7 +623,9 @@ fn answer(
                 .and_then(|m| m.get(&(namespace.to_owned(), name.unwrap_or_default().to_owned())))
             {
                 Some(o) => ok_json(at_version(o.clone(), resource, version)),
-                None => status(404, "NotFound", &format!("{plural} \"{}\" not found", name.unwrap_or_default())),
+                None => {
+                    status(404, "NotFound", &format!("{plural} \"{}\" not found", name.unwrap_or_default()))
+                }
             }
         }
         _ => write_request(inner, resource, version, namespace, name, verb, headers, body),
@@ -546,7 +640,11 @@ fn group_list(inner: &Inner) -> Value {
             continue;
         }
         seen.push(r.group);
-        let versions: Vec<Value> = r.versions.iter().map(|v| json!({"groupVersion": api_version(r.group, v), "version": v})).collect();
+        let versions: Vec<Value> = r
+            .versions
+            .iter()
+            .map(|v| json!({"groupVersion": api_version(r.group, v), "version": v}))
+            .collect();
         groups.push(json!({"name": r.group, "versions": versions, "preferredVersion": versions[0]}));
     }
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -567,10 +665,18 @@ fn resource_list(inner: &Inner, group: &str, version: &str) -> Value {
 
 /// A list with `fieldSelector`, `labelSelector`, `limit` and `continue` (the token is the offset
 /// of the next item; `remainingItemCount` is left out, as the real API does with selectors).
-fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, params: &BTreeMap<String, String>) -> Response {
+fn list(
+    inner: &Inner,
+    resource: &Resource,
+    version: &str,
+    namespace: &str,
+    params: &BTreeMap<String, String>,
+) -> Response {
     let store = inner.lock();
-    let (fields, labels) = (params.get("fieldSelector").map(String::as_str), params.get("labelSelector").map(String::as_str));
-    let limit: usize = params.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let (fields, labels) =
+        (params.get("fieldSelector").map(String::as_str), params.get("labelSelector").map(String::as_str));
+    let limit: usize =
+        params.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
     let offset: usize = params.get("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
     let mut matching = store
         .objects
@@ -578,7 +684,9 @@ fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, para
         .into_iter()
         .flat_map(|m| m.iter())
         .filter(|((ns, _), o)| {
-            (namespace.is_empty() || ns == namespace) && field_selector_matches(fields, ns, o) && label_selector_matches(labels, o)
+            (namespace.is_empty() || ns == namespace)
+                && field_selector_matches(fields, ns, o)
+                && label_selector_matches(labels, o)
         })
         .skip(offset)
         .peekable();
@@ -606,10 +714,17 @@ fn list(inner: &Inner, resource: &Resource, version: &str, namespace: &str, para
     }))
 }
 
-fn watch_stream(inner: &Arc<Inner>, resource: &Resource, version: &str, namespace: &str, uri: &Uri) -> Response {
+fn watch_stream(
+    inner: &Arc<Inner>,
+    resource: &Resource,
+    version: &str,
+    namespace: &str,
+    uri: &Uri,
+) -> Response {
     let from: u64 = query_param(uri, "resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
     let bookmarks = query_param(uri, "allowWatchBookmarks").is_some_and(|v| v == "true");
-    let timeout = query_param(uri, "timeoutSeconds").and_then(|v| v.parse::<u64>().ok()).map(Duration::from_secs);
+    let timeout =
+        query_param(uri, "timeoutSeconds").and_then(|v| v.parse::<u64>().ok()).map(Duration::from_secs);
     let field_selector = query_param(uri, "fieldSelector");
     let resource = resource.clone();
     let version = version.to_owned();
@@ -627,7 +742,8 @@ fn watch_stream(inner: &Arc<Inner>, resource: &Resource, version: &str, namespac
     let (backlog, mut live, current, gone) = {
         let store = inner.lock();
         let gone = from != 0 && from < store.compacted;
-        let backlog: Vec<WatchEvent> = store.history.iter().filter(|e| e.rv > from && matches(e)).cloned().collect();
+        let backlog: Vec<WatchEvent> =
+            store.history.iter().filter(|e| e.rv > from && matches(e)).cloned().collect();
         (backlog, inner.events.subscribe(), store.rv, gone)
     };
     let mut drops = inner.drops.subscribe();
@@ -679,7 +795,11 @@ fn watch_stream(inner: &Arc<Inner>, resource: &Resource, version: &str, namespac
             }
         }
     });
-    Response::builder().status(200).header("content-type", "application/json").body(Body::from_stream(stream)).unwrap()
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap()
 }
 
 type Chunk = Result<Bytes, std::io::Error>;
@@ -711,8 +831,11 @@ fn write_request(
     };
     let mut store = inner.lock();
     let key_name = name.map(str::to_owned).unwrap_or_else(|| name_of(&body));
-    let existing =
-        store.objects.get(&(resource.group, resource.plural)).and_then(|m| m.get(&(namespace.to_owned(), key_name.clone()))).cloned();
+    let existing = store
+        .objects
+        .get(&(resource.group, resource.plural))
+        .and_then(|m| m.get(&(namespace.to_owned(), key_name.clone())))
+        .cloned();
     let conflict = || {
         status(
             409,
@@ -727,7 +850,11 @@ fn write_request(
     let object = match verb {
         "create" => {
             if existing.is_some() {
-                return status(409, "AlreadyExists", &format!("{} \"{key_name}\" already exists", resource.plural));
+                return status(
+                    409,
+                    "AlreadyExists",
+                    &format!("{} \"{key_name}\" already exists", resource.plural),
+                );
             }
             write(inner, &mut store, resource, namespace, body, "ADDED")
         }
@@ -763,5 +890,6 @@ fn write_request(
         }
     };
     let code = if verb == "create" { StatusCode::CREATED } else { StatusCode::OK };
-    (code, [("content-type", "application/json")], at_version(object, resource, version).to_string()).into_response()
+    (code, [("content-type", "application/json")], at_version(object, resource, version).to_string())
+        .into_response()
 }

@@ -26,7 +26,14 @@ pub struct World {
     pub settings: Settings,
 }
 
-pub fn review(resource: &str, kind: &str, version: &str, operation: &str, object: &Value, old: Option<&Value>) -> Value {
+pub fn review(
+    resource: &str,
+    kind: &str,
+    version: &str,
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -53,13 +60,25 @@ pub fn run(path: &str, review: Value, world: &World) -> Decision {
     let clock = FixedClock(datetime!(2026-01-01 00:00 UTC));
     let random = SeededRandom::new(1);
     let no_answers = Answers::default();
-    let probe = Inputs { cluster: &snapshot, answers: &no_answers, clock: &clock, random: &random, settings: &world.settings };
+    let probe = Inputs {
+        cluster: &snapshot,
+        answers: &no_answers,
+        clock: &clock,
+        random: &random,
+        settings: &world.settings,
+    };
     let queries = webhook.queries.map(|q| q(&request, &probe)).unwrap_or_default();
     let mut answers = Answers::from_snapshot(&snapshot, &queries);
     for (query, error) in &world.failing {
         answers.insert(query.clone(), Err(error.clone()));
     }
-    let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &world.settings };
+    let inputs = Inputs {
+        cluster: &snapshot,
+        answers: &answers,
+        clock: &clock,
+        random: &random,
+        settings: &world.settings,
+    };
     webhooks::run(webhook, &request, &inputs).decision
 }
 
@@ -75,7 +94,11 @@ pub fn check(name: &str, decision: &Decision, expect: &Expect) {
             let status = decision.status.as_ref().expect("a denial carries a status");
             assert_eq!(status.code, *code, "{name}: code for {:?}", status.message);
             for fragment in *fragments {
-                assert!(status.message.contains(fragment), "{name}: {:?} must contain {fragment:?}", status.message);
+                assert!(
+                    status.message.contains(fragment),
+                    "{name}: {:?} must contain {fragment:?}",
+                    status.message
+                );
             }
             assert!(decision.patch.is_empty());
         }

@@ -61,7 +61,14 @@ fn same_scalar(a: &Value, b: &Value, ctx: Ctx) -> bool {
 
 /// Push a [`FieldDiff`] for every leaf where `ours` and `stored` differ; both are normalised.
 /// `name` is the field the values are under (it tells a keyed list, e.g. `env` by name).
-pub(super) fn diff(path: &str, name: &str, ours: Option<&Value>, stored: Option<&Value>, ctx: Ctx, out: &mut Vec<FieldDiff>) {
+pub(super) fn diff(
+    path: &str,
+    name: &str,
+    ours: Option<&Value>,
+    stored: Option<&Value>,
+    ctx: Ctx,
+    out: &mut Vec<FieldDiff>,
+) {
     match (ours, stored) {
         (None, None) => {}
         (Some(Value::Object(a)), Some(Value::Object(b))) => {
@@ -69,7 +76,11 @@ pub(super) fn diff(path: &str, name: &str, ours: Option<&Value>, stored: Option<
             for key in keys {
                 let inner = Ctx { quantities: matches!(key.as_str(), "limits" | "requests") };
                 let sub = if is_identifier(key) { format!("{path}.{key}") } else { child(path, key) };
-                let ctx = if ctx.quantities || matches!(key.as_str(), "sizeLimit" | "divisor") { Ctx { quantities: true } } else { inner };
+                let ctx = if ctx.quantities || matches!(key.as_str(), "sizeLimit" | "divisor") {
+                    Ctx { quantities: true }
+                } else {
+                    inner
+                };
                 diff(&sub, key, a.get(key), b.get(key), ctx, out);
             }
         }
@@ -90,13 +101,21 @@ pub(super) fn diff(path: &str, name: &str, ours: Option<&Value>, stored: Option<
                     }
                     let (oa, ob) = (order(&ka, &index_b), order(&kb, &index_a));
                     if oa != ob {
-                        out.push(FieldDiff { path: format!("{path}#order"), ours: json!(oa), stored: json!(ob) });
+                        out.push(FieldDiff {
+                            path: format!("{path}#order"),
+                            ours: json!(oa),
+                            stored: json!(ob),
+                        });
                     }
                 }
                 _ => {
                     let same = a.len() == b.len() && a.iter().zip(b).all(|(x, y)| equivalent(x, y, ctx));
                     if !same {
-                        out.push(FieldDiff { path: path.to_owned(), ours: Value::Array(a.clone()), stored: Value::Array(b.clone()) });
+                        out.push(FieldDiff {
+                            path: path.to_owned(),
+                            ours: Value::Array(a.clone()),
+                            stored: Value::Array(b.clone()),
+                        });
                     }
                 }
             }

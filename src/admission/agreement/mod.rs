@@ -30,8 +30,8 @@ use self::diff::{Ctx, diff};
 use self::normalize::{normalized_container, normalized_volume, token_volume};
 use super::sidecarset::annotations::{HashEntries, parse_hash_map};
 use crate::api::sidecarset::{
-    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, SidecarSet, VERSION_ALT_ANNOTATION_PREFIX,
-    VERSION_ANNOTATION_PREFIX, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, SidecarSet,
+    VERSION_ALT_ANNOTATION_PREFIX, VERSION_ANNOTATION_PREFIX, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
 };
 use crate::api::{at, field};
 
@@ -104,7 +104,9 @@ impl<'a> Side<'a> {
             injected_list: annotation(INJECTED_LIST_ANNOTATION)
                 .map(|l| l.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                 .unwrap_or_default(),
-            working_hot: annotation(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION).and_then(|w| serde_json::from_str(w).ok()).unwrap_or_default(),
+            working_hot: annotation(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION)
+                .and_then(|w| serde_json::from_str(w).ok())
+                .unwrap_or_default(),
         }
     }
 
@@ -116,7 +118,12 @@ impl<'a> Side<'a> {
     /// The sidecars `set` injected into this Pod by its own record (the hash entry's sidecar list),
     /// and the container names they became: the name itself, plus the hot-upgrade pair of a sidecar
     /// the working-container annotation lists.
-    fn recorded_sidecars(&self, set: &str, sidecars: &mut BTreeSet<String>, containers: &mut BTreeSet<String>) {
+    fn recorded_sidecars(
+        &self,
+        set: &str,
+        sidecars: &mut BTreeSet<String>,
+        containers: &mut BTreeSet<String>,
+    ) {
         for listed in self.hash.get(set).and_then(|e| e.sidecar_list.as_ref()).into_iter().flatten() {
             sidecars.insert(listed.clone());
             containers.insert(listed.clone());
@@ -157,7 +164,14 @@ fn child(path: &str, key: &str) -> String {
     format!("{path}[{key}]")
 }
 
-fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Side, stored: &Side, out: &mut Vec<FieldDiff>) {
+fn compare_set(
+    name: &str,
+    set: Option<&SidecarSet>,
+    original: &Value,
+    ours: &Side,
+    stored: &Side,
+    out: &mut Vec<FieldDiff>,
+) {
     // The sidecar names (as the SidecarSet spells them) and every container name they become.
     let mut sidecars = BTreeSet::new();
     let mut containers = BTreeSet::new();
@@ -182,7 +196,10 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
     for key in ["initContainers", "containers"] {
         let original_list = spec_list(original, key);
         for container in &containers {
-            let (a, b) = (by_name(spec_list(ours.pod, key), container), by_name(spec_list(stored.pod, key), container));
+            let (a, b) = (
+                by_name(spec_list(ours.pod, key), container),
+                by_name(spec_list(stored.pod, key), container),
+            );
             for c in a.into_iter().chain(b) {
                 for mount in list(c, "volumeMounts").iter().chain(list(c, "volumeDevices")) {
                     referenced_volumes.extend(name_of(mount).map(str::to_owned));
@@ -192,10 +209,24 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
             match (a, b) {
                 (None, None) => {}
                 (Some(a), Some(b)) => {
-                    diff(&path, "", Some(&normalized(a, ours)), Some(&normalized(b, stored)), Ctx::default(), out);
-                    let (pa, pb) = (position(ours.pod, key, container, original_list), position(stored.pod, key, container, original_list));
+                    diff(
+                        &path,
+                        "",
+                        Some(&normalized(a, ours)),
+                        Some(&normalized(b, stored)),
+                        Ctx::default(),
+                        out,
+                    );
+                    let (pa, pb) = (
+                        position(ours.pod, key, container, original_list),
+                        position(stored.pod, key, container, original_list),
+                    );
                     if pa != pb {
-                        out.push(FieldDiff { path: format!("{path}#position"), ours: json!(pa), stored: json!(pb) });
+                        out.push(FieldDiff {
+                            path: format!("{path}#position"),
+                            ours: json!(pa),
+                            stored: json!(pb),
+                        });
                     }
                 }
                 (a, b) => out.push(FieldDiff {
@@ -209,16 +240,33 @@ fn compare_set(name: &str, set: Option<&SidecarSet>, original: &Value, ours: &Si
 
     // Volumes the sidecars use that the Pod did not have before: the ones injection adds (§6.4).
     let own_volumes: HashSet<&str> = spec_list(original, "volumes").iter().filter_map(name_of).collect();
-    for volume in referenced_volumes.iter().filter(|v| !own_volumes.contains(v.as_str()) && token != Some(v.as_str())) {
+    for volume in
+        referenced_volumes.iter().filter(|v| !own_volumes.contains(v.as_str()) && token != Some(v.as_str()))
+    {
         let pick = |side: &Side| by_name(spec_list(side.pod, "volumes"), volume).map(normalized_volume);
-        diff(&child("spec.volumes", volume), "", pick(ours).as_ref(), pick(stored).as_ref(), Ctx::default(), out);
+        diff(
+            &child("spec.volumes", volume),
+            "",
+            pick(ours).as_ref(),
+            pick(stored).as_ref(),
+            Ctx::default(),
+            out,
+        );
     }
 
     if let Some(set) = set {
         let own: HashSet<&str> = spec_list(original, "imagePullSecrets").iter().filter_map(name_of).collect();
-        for secret in set.spec.image_pull_secrets.iter().map(|s| s.name.as_str()).filter(|s| !own.contains(s)) {
+        for secret in set.spec.image_pull_secrets.iter().map(|s| s.name.as_str()).filter(|s| !own.contains(s))
+        {
             let pick = |side: &Side| by_name(spec_list(side.pod, "imagePullSecrets"), secret).cloned();
-            diff(&child("spec.imagePullSecrets", secret), "", pick(ours).as_ref(), pick(stored).as_ref(), Ctx::default(), out);
+            diff(
+                &child("spec.imagePullSecrets", secret),
+                "",
+                pick(ours).as_ref(),
+                pick(stored).as_ref(),
+                Ctx::default(),
+                out,
+            );
         }
     }
 
@@ -264,11 +312,22 @@ fn compare_annotations(
                 v
             })
         };
-        diff(&child(&child(base, key), name), "", entry(in_ours).as_ref(), entry(in_stored).as_ref(), Ctx::default(), out);
+        diff(
+            &child(&child(base, key), name),
+            "",
+            entry(in_ours).as_ref(),
+            entry(in_stored).as_ref(),
+            Ctx::default(),
+            out,
+        );
     }
     let (a, b) = (ours.injected_list.contains(name), stored.injected_list.contains(name));
     if a != b {
-        out.push(FieldDiff { path: child(&child(base, INJECTED_LIST_ANNOTATION), name), ours: json!(a), stored: json!(b) });
+        out.push(FieldDiff {
+            path: child(&child(base, INJECTED_LIST_ANNOTATION), name),
+            ours: json!(a),
+            stored: json!(b),
+        });
     }
     for sidecar in sidecars {
         let (a, b) = (ours.working_hot.get(sidecar), stored.working_hot.get(sidecar));
@@ -282,13 +341,22 @@ fn compare_annotations(
     }
     let mut keys: BTreeSet<String> = containers
         .iter()
-        .flat_map(|c| [format!("{VERSION_ANNOTATION_PREFIX}{c}"), format!("{VERSION_ALT_ANNOTATION_PREFIX}{c}")])
+        .flat_map(|c| {
+            [format!("{VERSION_ANNOTATION_PREFIX}{c}"), format!("{VERSION_ALT_ANNOTATION_PREFIX}{c}")]
+        })
         .collect();
     if let Some(set) = set {
         keys.extend(set.spec.patch_pod_metadata.iter().flat_map(|p| p.annotations.keys().cloned()));
     }
     for key in keys {
-        diff(&child(base, &key), "", annotations(ours.pod).get(&key), annotations(stored.pod).get(&key), Ctx::default(), out);
+        diff(
+            &child(base, &key),
+            "",
+            annotations(ours.pod).get(&key),
+            annotations(stored.pod).get(&key),
+            Ctx::default(),
+            out,
+        );
     }
 }
 
@@ -324,8 +392,7 @@ mod tests {
                      "volumes": [{"name": "kube-api-access-x1", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]}})
     }
 
-    const HASH: &str =
-        r#"{"log-agent":{"updateTimestamp":"2024-05-01T12:00:00Z","hash":"h1","sidecarSetName":"log-agent","sidecarList":["log-agent"]}}"#;
+    const HASH: &str = r#"{"log-agent":{"updateTimestamp":"2024-05-01T12:00:00Z","hash":"h1","sidecarSetName":"log-agent","sidecarList":["log-agent"]}}"#;
 
     /// The original with the log agent injected as injection writes it (no API server defaults).
     fn ours() -> Value {
@@ -337,7 +404,10 @@ mod tests {
             "readinessProbe": {"httpGet": {"port": 2020}},
             "volumeMounts": [{"name": "agent-config", "mountPath": "/etc/agent", "readOnly": false}]});
         pod["spec"]["containers"].as_array_mut().unwrap().push(sidecar);
-        pod["spec"]["volumes"].as_array_mut().unwrap().push(json!({"name": "agent-config", "configMap": {"name": "agent"}}));
+        pod["spec"]["volumes"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "agent-config", "configMap": {"name": "agent"}}));
         pod["spec"]["imagePullSecrets"] = json!([{"name": "registry"}]);
         pod["metadata"]["annotations"] = json!({
             HASH_ANNOTATION: HASH, HASH_WITHOUT_IMAGE_ANNOTATION: HASH.replace("h1", "h2"), INJECTED_LIST_ANNOTATION: "log-agent"});
@@ -376,9 +446,11 @@ mod tests {
             "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent",
             "volumeMounts": [{"name": "agent-config", "mountPath": "/etc/agent"},
                              {"name": "kube-api-access-x1", "mountPath": TOKEN_MOUNT_PATH, "readOnly": true}]});
-        pod["spec"]["volumes"][1] = json!({"name": "agent-config", "configMap": {"name": "agent", "defaultMode": 420}});
+        pod["spec"]["volumes"][1] =
+            json!({"name": "agent-config", "configMap": {"name": "agent", "defaultMode": 420}});
         pod["spec"]["volumes"][0]["projected"]["defaultMode"] = json!(420);
-        pod["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = json!(3607);
+        pod["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] =
+            json!(3607);
         pod
     }
 
@@ -404,7 +476,10 @@ mod tests {
         let mut pod = stored();
         pod["spec"]["containers"][1]["image"] = json!("fluent/fluent-bit:3.1.0");
         let image = |i: &str| json!(format!("fluent/fluent-bit:{i}"));
-        assert_eq!(diffs(&pod), [("spec.containers[log-agent].image".to_owned(), image("3.2.4"), image("3.1.0"))]);
+        assert_eq!(
+            diffs(&pod),
+            [("spec.containers[log-agent].image".to_owned(), image("3.2.4"), image("3.1.0"))]
+        );
     }
 
     #[test]
@@ -439,10 +514,26 @@ mod tests {
                     json!("spec.nodeName"),
                     json!("metadata.name")
                 ),
-                ("spec.containers[log-agent].env[EXTRA]".to_owned(), Value::Null, json!({"name": "EXTRA", "value": "1"})),
-                ("spec.containers[log-agent].ports[2020/TCP]".to_owned(), json!({"containerPort": 2020, "protocol": "TCP"}), Value::Null),
-                ("spec.containers[log-agent].ports[2020/UDP]".to_owned(), Value::Null, json!({"containerPort": 2020, "protocol": "UDP"})),
-                ("spec.containers[log-agent].volumeMounts[/etc/agent].readOnly".to_owned(), Value::Null, json!(true)),
+                (
+                    "spec.containers[log-agent].env[EXTRA]".to_owned(),
+                    Value::Null,
+                    json!({"name": "EXTRA", "value": "1"})
+                ),
+                (
+                    "spec.containers[log-agent].ports[2020/TCP]".to_owned(),
+                    json!({"containerPort": 2020, "protocol": "TCP"}),
+                    Value::Null
+                ),
+                (
+                    "spec.containers[log-agent].ports[2020/UDP]".to_owned(),
+                    Value::Null,
+                    json!({"containerPort": 2020, "protocol": "UDP"})
+                ),
+                (
+                    "spec.containers[log-agent].volumeMounts[/etc/agent].readOnly".to_owned(),
+                    Value::Null,
+                    json!(true)
+                ),
             ]
         );
     }
@@ -453,7 +544,11 @@ mod tests {
         pod["spec"]["containers"][1]["env"].as_array_mut().unwrap().reverse();
         assert_eq!(
             diffs(&pod),
-            [("spec.containers[log-agent].env#order".to_owned(), json!(["NODE", "IS_INJECTED"]), json!(["IS_INJECTED", "NODE"]))]
+            [(
+                "spec.containers[log-agent].env#order".to_owned(),
+                json!(["NODE", "IS_INJECTED"]),
+                json!(["IS_INJECTED", "NODE"])
+            )]
         );
     }
 
@@ -462,7 +557,10 @@ mod tests {
         let mut pod = stored();
         pod["spec"]["containers"][1]["resources"]["limits"]["memory"] = json!("134217728");
         pod["spec"]["containers"][1]["securityContext"] = json!({"runAsUser": 0});
-        assert_eq!(diffs(&pod), [("spec.containers[log-agent].securityContext".to_owned(), Value::Null, json!({"runAsUser": 0}))]);
+        assert_eq!(
+            diffs(&pod),
+            [("spec.containers[log-agent].securityContext".to_owned(), Value::Null, json!({"runAsUser": 0}))]
+        );
         pod["spec"]["containers"][1]["resources"]["requests"]["cpu"] = json!("200m");
         assert_eq!(diffs(&pod)[0].0, "spec.containers[log-agent].resources.requests.cpu");
     }
@@ -494,16 +592,28 @@ mod tests {
         pod["spec"]["containers"].as_array_mut().unwrap().reverse();
         assert_eq!(
             diffs(&pod),
-            [("spec.containers[log-agent]#position".to_owned(), json!("after the pod's containers"), json!("before the pod's containers"))]
+            [(
+                "spec.containers[log-agent]#position".to_owned(),
+                json!("after the pod's containers"),
+                json!("before the pod's containers")
+            )]
         );
     }
 
     #[test]
     fn hash_entries_compare_without_the_timestamp() {
         let mut pod = stored();
-        let changed = pod["metadata"]["annotations"][HASH_ANNOTATION].as_str().unwrap().replace("\"h1\"", "\"h9\"");
+        let changed =
+            pod["metadata"]["annotations"][HASH_ANNOTATION].as_str().unwrap().replace("\"h1\"", "\"h9\"");
         pod["metadata"]["annotations"][HASH_ANNOTATION] = json!(changed);
-        assert_eq!(diffs(&pod), [("metadata.annotations[kruise.io/sidecarset-hash][log-agent].hash".to_owned(), json!("h1"), json!("h9"))]);
+        assert_eq!(
+            diffs(&pod),
+            [(
+                "metadata.annotations[kruise.io/sidecarset-hash][log-agent].hash".to_owned(),
+                json!("h1"),
+                json!("h9")
+            )]
+        );
     }
 
     #[test]
@@ -511,12 +621,22 @@ mod tests {
         // Unknown to the cluster folder: its containers come from the stored Pod's hash entry.
         let mut pod = stored();
         let hash = r#"{"tracer":{"updateTimestamp":null,"hash":"t","sidecarSetName":"tracer","sidecarList":["tracer"]}}"#;
-        pod["metadata"]["annotations"][HASH_ANNOTATION] = json!(HASH.replace("}}", &format!("}},{}", &hash[1..])).replace("}}}", "}}"));
-        pod["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "tracer", "image": "tracer:1"}));
+        pod["metadata"]["annotations"][HASH_ANNOTATION] =
+            json!(HASH.replace("}}", &format!("}},{}", &hash[1..])).replace("}}}", "}}"));
+        pod["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "tracer", "image": "tracer:1"}));
         let result = verdict(&pod);
-        assert_eq!(result.iter().map(|r| (r.name.as_str(), r.agrees())).collect::<Vec<_>>(), [("log-agent", true), ("tracer", false)]);
+        assert_eq!(
+            result.iter().map(|r| (r.name.as_str(), r.agrees())).collect::<Vec<_>>(),
+            [("log-agent", true), ("tracer", false)]
+        );
         let paths: Vec<&str> = result[1].diffs.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(paths, ["spec.containers[tracer]", "metadata.annotations[kruise.io/sidecarset-hash][tracer]"]);
+        assert_eq!(
+            paths,
+            ["spec.containers[tracer]", "metadata.annotations[kruise.io/sidecarset-hash][tracer]"]
+        );
     }
 
     /// Everything real injection writes is attributed: removing any one piece of it from the stored
@@ -551,16 +671,26 @@ mod tests {
         let request = crate::admission::review::decode_review(review).unwrap();
         let (answers, settings, random) = (Default::default(), Settings::default(), SeededRandom::new(0));
         let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
-        let inputs = Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let inputs = Inputs {
+            cluster: &cluster,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         let mut draft = crate::admission::draft::Draft::Same(&original);
         crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
         let ours = draft.into_value();
         let lookup = |name: &str| {
-            let object = cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
+            let object =
+                cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
             SidecarSet::from_value(object).ok().map(Arc::new)
         };
         let verdicts = |stored: &Value| -> Vec<(String, bool)> {
-            compare(&original, &ours, stored, &lookup).into_iter().map(|r| (r.name.clone(), r.agrees())).collect()
+            compare(&original, &ours, stored, &lookup)
+                .into_iter()
+                .map(|r| (r.name.clone(), r.agrees()))
+                .collect()
         };
         assert_eq!(verdicts(&ours), [("logs".to_owned(), true), ("mesh".to_owned(), true)]);
 
@@ -641,8 +771,10 @@ mod tests {
         let mut writable = stored();
         writable["spec"]["containers"][1]["volumeMounts"][1]["readOnly"] = json!(false);
         let result = compare(&strip(original()), &strip(ours()), &writable, &lookup);
-        let diffs: Vec<(&str, &Value, &Value)> = result[0].diffs.iter().map(|d| (d.path.as_str(), &d.ours, &d.stored)).collect();
-        let path = "spec.containers[log-agent].volumeMounts[/var/run/secrets/kubernetes.io/serviceaccount].readOnly";
+        let diffs: Vec<(&str, &Value, &Value)> =
+            result[0].diffs.iter().map(|d| (d.path.as_str(), &d.ours, &d.stored)).collect();
+        let path =
+            "spec.containers[log-agent].volumeMounts[/var/run/secrets/kubernetes.io/serviceaccount].readOnly";
         assert_eq!(diffs, [(path, &json!(true), &Value::Null)]);
     }
 
@@ -664,7 +796,10 @@ mod tests {
             json!({"spec": {"containers": [{"name": "app", "volumeMounts": [{"name": "default-token-hn7nn", "mountPath": TOKEN_MOUNT_PATH}]}],
                             "volumes": [{"name": "default-token-hn7nn", "secret": source}]}})
         };
-        assert_eq!(token_volume(&legacy(json!({"secretName": "default-token-hn7nn"}))), Some("default-token-hn7nn"));
+        assert_eq!(
+            token_volume(&legacy(json!({"secretName": "default-token-hn7nn"}))),
+            Some("default-token-hn7nn")
+        );
         // Not a secret: the user's own volume at that path, which the plugin would not add anywhere.
         let mut own = legacy(json!(null));
         own["spec"]["volumes"][0] = json!({"name": "default-token-hn7nn", "configMap": {"name": "x"}});
@@ -691,7 +826,9 @@ mod tests {
             p["metadata"].as_object_mut().unwrap().remove("name");
             p
         };
-        let mut take = |namespace: &str, name: &str, original: Value| stored.take(namespace, name, &original).map(|(label, _)| label);
+        let mut take = |namespace: &str, name: &str, original: Value| {
+            stored.take(namespace, name, &original).map(|(label, _)| label)
+        };
         // The oldest unused Pod of the same controller with the review's containers, then the next.
         assert_eq!(take("shop", "", review("rs-1", &["app"])), Some("b"));
         assert_eq!(take("shop", "", review("rs-1", &["app"])), Some("c"));

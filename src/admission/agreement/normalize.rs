@@ -67,7 +67,8 @@ pub(super) fn token_volume(pod: &Value) -> Option<&str> {
     if let Some(projected) = volumes.iter().filter_map(name_of).find(|n| n.starts_with(TOKEN_VOLUME_PREFIX)) {
         return Some(projected);
     }
-    let secret = |name: &str| volumes.iter().any(|v| name_of(v) == Some(name) && field(v, "secret").is_some());
+    let secret =
+        |name: &str| volumes.iter().any(|v| name_of(v) == Some(name) && field(v, "secret").is_some());
     ["initContainers", "containers"]
         .into_iter()
         .flat_map(|key| spec_list(pod, key))
@@ -94,7 +95,13 @@ fn requests_from_limits(c: &mut Map<String, Value>) {
 
 /// `SetDefaults_PodSpec` with `hostNetwork: true`: a port without a hostPort gets its containerPort.
 fn host_network_ports(c: &mut Map<String, Value>) {
-    for port in c.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut) {
+    for port in c
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
         if port.get("hostPort").is_none_or(|h| h.is_null() || h.as_i64() == Some(0))
             && let Some(container_port) = port.get("containerPort").cloned()
         {
@@ -118,16 +125,20 @@ fn tidy(value: &mut Value, in_pointer_struct: bool) {
                 tidy(child, in_pointer_struct || key == "securityContext");
             }
             map.retain(|key, child| {
-                let zero_scalar =
-                    matches!(child, Value::String(s) if s.is_empty()) || *child == Value::Bool(false) || child.as_f64() == Some(0.0);
+                let zero_scalar = matches!(child, Value::String(s) if s.is_empty())
+                    || *child == Value::Bool(false)
+                    || child.as_f64() == Some(0.0);
                 let empty = match child {
                     Value::Null => true,
                     Value::Array(items) => items.is_empty(),
-                    Value::Object(m) => m.is_empty() && matches!(key.as_str(), "resources" | "limits" | "requests"),
+                    Value::Object(m) => {
+                        m.is_empty() && matches!(key.as_str(), "resources" | "limits" | "requests")
+                    }
                     _ => false,
                 };
                 let keeps_zero = in_pointer_struct || POINTER_ZEROES.contains(&key.as_str());
-                let zero_divisor = key == "divisor" && quantity::from_value(child).and_then(|q| q.nanos()) == Some(0);
+                let zero_divisor =
+                    key == "divisor" && quantity::from_value(child).and_then(|q| q.nanos()) == Some(0);
                 !(empty || (zero_scalar && !keeps_zero) || zero_divisor)
             });
             if let Some(Value::Array(policies)) = map.get_mut("resizePolicy") {

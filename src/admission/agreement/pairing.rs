@@ -47,15 +47,29 @@ impl<T> StoredPods<T> {
     /// Index `pods` (each with a label of where it came from, e.g. `file#index`); objects that are
     /// not Pods are left out.
     pub fn new(pods: impl IntoIterator<Item = (T, Value)>) -> Self {
-        let mut pods: Vec<(T, Value)> = pods.into_iter().filter(|(_, p)| text(p, &["kind"]) == "Pod").collect();
+        let mut pods: Vec<(T, Value)> =
+            pods.into_iter().filter(|(_, p)| text(p, &["kind"]) == "Pod").collect();
         pods.sort_by(|(_, a), (_, b)| {
-            let key = |p: &Value| (text(p, &["metadata", "creationTimestamp"]).to_owned(), text(p, &["metadata", "name"]).to_owned());
+            let key = |p: &Value| {
+                (
+                    text(p, &["metadata", "creationTimestamp"]).to_owned(),
+                    text(p, &["metadata", "name"]).to_owned(),
+                )
+            };
             key(a).cmp(&key(b))
         });
-        let mut index = StoredPods { pods: Vec::with_capacity(pods.len()), by_name: HashMap::new(), by_generate_name: HashMap::new() };
+        let mut index = StoredPods {
+            pods: Vec::with_capacity(pods.len()),
+            by_name: HashMap::new(),
+            by_generate_name: HashMap::new(),
+        };
         for (i, (label, pod)) in pods.into_iter().enumerate() {
             let namespace = text(&pod, &["metadata", "namespace"]).to_owned();
-            index.by_name.entry((namespace.clone(), text(&pod, &["metadata", "name"]).to_owned())).or_default().push(i);
+            index
+                .by_name
+                .entry((namespace.clone(), text(&pod, &["metadata", "name"]).to_owned()))
+                .or_default()
+                .push(i);
             let generate_name = text(&pod, &["metadata", "generateName"]);
             if !generate_name.is_empty() {
                 index.by_generate_name.entry((namespace, generate_name.to_owned())).or_default().push(i);
@@ -82,7 +96,9 @@ impl<T> StoredPods<T> {
         let pods = &self.pods;
         let found = candidates.iter().copied().find(|&i| {
             pods[i].as_ref().is_some_and(|(_, stored)| {
-                by_name || (controller_uid(stored) == controller_uid(original) && has_containers_of(stored, original))
+                by_name
+                    || (controller_uid(stored) == controller_uid(original)
+                        && has_containers_of(stored, original))
             })
         })?;
         self.pods[found].take()

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::template_diff::first_offending_change;
-use super::{check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, template_spec, version};
+use super::{
+    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, template_spec,
+    version,
+};
 use crate::admission::Inputs;
 use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
@@ -39,7 +42,13 @@ fn decode_cloneset(value: &Value, v1beta1: bool) -> Result<CloneSet, AdmissionEr
 /// `spec.scaleStrategy.podsToDelete` read in place (the typed decode reports a list of the wrong
 /// shape; this only has to find names).
 fn listed(value: &Value) -> Vec<&str> {
-    value.pointer("/spec/scaleStrategy/podsToDelete").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect()
+    value
+        .pointer("/spec/scaleStrategy/podsToDelete")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 /// Up to this many newly listed pods are read one GET each (with Kruise's per-pod messages). More
@@ -69,11 +78,21 @@ fn duplicates<'a>(list: &[&'a str]) -> Vec<&'a str> {
 }
 
 fn namespace<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
-    object.pointer("/metadata/namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty()).unwrap_or(&request.namespace)
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(&request.namespace)
 }
 
 fn pod_query(namespace: &str, name: &str) -> Query {
-    Query::Get { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: namespace.into(), name: name.into() }
+    Query::Get {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
 }
 
 /// The CloneSet's pods in `namespace`, by its selector (`None` when it has no usable selector:
@@ -81,7 +100,13 @@ fn pod_query(namespace: &str, name: &str) -> Query {
 fn pods_query(namespace: &str, selector: Option<&LabelSelector>) -> Option<Query> {
     let labels = selector?.to_query()?;
     let filter = ListFilter { labels, ..ListFilter::default() };
-    Some(Query::List { group: String::new(), version: "v1".into(), kind: "Pod".into(), namespace: Some(namespace.into()), filter })
+    Some(Query::List {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some(namespace.into()),
+        filter,
+    })
 }
 
 fn selector_of(value: &Value) -> Option<LabelSelector> {
@@ -118,9 +143,11 @@ impl<'a> PodSource<'a> {
         }
         let listed = match pods_query(ns, cs.spec.selector.as_ref()) {
             None => Err("the CloneSet has no valid selector to list its pods by".to_owned()),
-            Some(query) => answers
-                .get(&query)
-                .map(|pods| pods.iter().filter_map(|pod| Some((pod.pointer("/metadata/name")?.as_str()?, pod))).collect::<HashMap<_, _>>()),
+            Some(query) => answers.get(&query).map(|pods| {
+                pods.iter()
+                    .filter_map(|pod| Some((pod.pointer("/metadata/name")?.as_str()?, pod)))
+                    .collect::<HashMap<_, _>>()
+            }),
         };
         PodSource::Listed(listed)
     }
@@ -152,10 +179,16 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         // sent.
         if !v1beta1
             && cs.spec.update_strategy.type_ == "InPlaceOnly"
-            && let Some(offence) =
-                first_offending_change(template_spec(old_value), &cs.spec.template.spec, inputs.settings.inplace_vertical_scaling)
+            && let Some(offence) = first_offending_change(
+                template_spec(old_value),
+                &cs.spec.template.spec,
+                inputs.settings.inplace_vertical_scaling,
+            )
         {
-            errors.push(field::forbidden("spec", format!("only allowed to update images in spec for InPlaceOnly, but found {offence}")));
+            errors.push(field::forbidden(
+                "spec",
+                format!("only allowed to update images in spec for InPlaceOnly, but found {offence}"),
+            ));
         }
     }
     validate_spec(request, (new_value, &cs), old_value, v1beta1, inputs, &mut errors);
@@ -182,14 +215,21 @@ fn validate_spec(
         errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in cloneset is not Supported"));
+        errors.push(field::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in cloneset is not Supported",
+        ));
     }
     scale_strategy(request, (value, cs), old, v1beta1, inputs, errors);
     update_strategy(cs, replicas, v1beta1, errors);
     if let Some(deadline) = spec.progress_deadline_seconds {
         nonnegative("spec.progressDeadlineSeconds", deadline, errors);
         if deadline != i64::from(i32::MAX) && deadline <= spec.min_ready_seconds.unwrap_or(0) {
-            errors.push(field::invalid_shown("spec.progressDeadlineSeconds", deadline.to_string(), "must be greater than minReadySeconds"));
+            errors.push(field::invalid_shown(
+                "spec.progressDeadlineSeconds",
+                deadline.to_string(),
+                "must be greater than minReadySeconds",
+            ));
         }
     }
 }
@@ -216,7 +256,11 @@ fn scale_strategy(
     let new_names = new_pods_to_delete(&names, &before, v1beta1);
     let pods = PodSource::new(inputs.answers, ns, cs, new_names.len());
     if let PodSource::Listed(Err(e)) = &pods {
-        errors.push(field::invalid_shown(PATH, format!("[{} new names]", new_names.len()), format!("find pods failed: {e}")));
+        errors.push(field::invalid_shown(
+            PATH,
+            format!("[{} new names]", new_names.len()),
+            format!("find pods failed: {e}"),
+        ));
         return;
     }
     let before_errors = errors.len();
@@ -224,7 +268,11 @@ fn scale_strategy(
         // Each refused name is one line of the message: past a hundred, say how many are left.
         if errors.len() - before_errors == MAX_REPORTED {
             let rest = new_names.len() - checked;
-            errors.push(field::invalid_shown(PATH, format!("[{rest} more names]"), "not checked one by one: fix the names above first"));
+            errors.push(field::invalid_shown(
+                PATH,
+                format!("[{rest} more names]"),
+                "not checked one by one: fix the names above first",
+            ));
             return;
         }
         let fail = |detail: String| field::invalid_shown(PATH, field::go_quote(name), detail);
@@ -248,17 +296,26 @@ fn scale_strategy(
 
 /// The rollout knobs, wherever the version keeps them: `(path prefix, policy, partition,
 /// maxUnavailable, maxSurge)`.
-type Knobs<'a> = (&'static str, &'a str, Option<&'a IntOrString>, Option<&'a IntOrString>, Option<&'a IntOrString>);
+type Knobs<'a> =
+    (&'static str, &'a str, Option<&'a IntOrString>, Option<&'a IntOrString>, Option<&'a IntOrString>);
 
 fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec<FieldError>) {
     let strategy = &cs.spec.update_strategy;
     let knobs: Knobs = if v1beta1 {
         if !matches!(strategy.type_.as_str(), "RollingUpdate" | "OnDelete") {
-            errors.push(field::not_supported("spec.updateStrategy.type", &strategy.type_, &["RollingUpdate", "OnDelete"]));
+            errors.push(field::not_supported(
+                "spec.updateStrategy.type",
+                &strategy.type_,
+                &["RollingUpdate", "OnDelete"],
+            ));
         }
         let Some(ru) = &strategy.rolling_update else { return };
         if !ru.pod_update_policy.is_empty() && !POLICIES.contains(&ru.pod_update_policy.as_str()) {
-            errors.push(field::not_supported("spec.updateStrategy.rollingUpdate.podUpdatePolicy", &ru.pod_update_policy, &POLICIES));
+            errors.push(field::not_supported(
+                "spec.updateStrategy.rollingUpdate.podUpdatePolicy",
+                &ru.pod_update_policy,
+                &POLICIES,
+            ));
         }
         (
             "spec.updateStrategy.rollingUpdate",
@@ -288,7 +345,11 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         let Some(v) = v else { return 0 };
         v.scaled(replicas, true).unwrap_or_else(|e| {
             let detail = format!("failed GetScaledValueFromIntOrPercent for {name}: {e}");
-            errors.push(field::invalid_shown(format!("{prefix}.{name}"), field::go_quote(&v.to_string()), detail));
+            errors.push(field::invalid_shown(
+                format!("{prefix}.{name}"),
+                field::go_quote(&v.to_string()),
+                detail,
+            ));
             0
         })
     };
@@ -305,7 +366,11 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         } else {
             "can not use maxSurge with strategy type InPlaceOnly"
         };
-        errors.push(field::invalid_shown(format!("{prefix}.maxSurge"), field::go_quote(&v.to_string()), detail));
+        errors.push(field::invalid_shown(
+            format!("{prefix}.maxSurge"),
+            field::go_quote(&v.to_string()),
+            detail,
+        ));
     }
     if replicas > 0 && unavailable < 1 && surge < 1 {
         let value = max_unavailable.map_or_else(|| "null".to_owned(), int_or_string_value);

@@ -8,17 +8,25 @@
 use serde_json::Value;
 
 use super::{
-    decode, defaults, does_not_match, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, selector_value,
-    version,
+    decode, defaults, does_not_match, immutable, int_or_string_value, nonnegative, objects,
+    positive_int_or_percent, selector_value, version,
 };
 use crate::admission::Inputs;
 use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::workloads::DaemonSet;
 
-const MUTABLE_V1ALPHA1: &[&str] = &["template", "updateStrategy", "lifecycle", "burstReplicas", "minReadySeconds", "revisionHistoryLimit"];
-const MUTABLE_V1BETA1: &[&str] =
-    &["template", "updateStrategy", "lifecycle", "burstReplicas", "minReadySeconds", "revisionHistoryLimit", "scaleStrategy"];
+const MUTABLE_V1ALPHA1: &[&str] =
+    &["template", "updateStrategy", "lifecycle", "burstReplicas", "minReadySeconds", "revisionHistoryLimit"];
+const MUTABLE_V1BETA1: &[&str] = &[
+    "template",
+    "updateStrategy",
+    "lifecycle",
+    "burstReplicas",
+    "minReadySeconds",
+    "revisionHistoryLimit",
+    "scaleStrategy",
+];
 // Kruise's text, with its two spaces after 'lifecycle',.
 const IMMUTABLE_V1ALPHA1: &str = "updates to daemonset spec for fields other than 'BurstReplicas', 'template', 'lifecycle',  \
 'updateStrategy', 'minReadySeconds', and 'revisionHistoryLimit' are forbidden";
@@ -38,7 +46,11 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
     let mut errors = Vec::new();
     if let Some(old_value) = old_value {
         errors.extend(immutable::metadata_update(old_value, new_value));
-        let (mutable, message) = if v1beta1 { (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1) } else { (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1) };
+        let (mutable, message) = if v1beta1 {
+            (MUTABLE_V1BETA1, IMMUTABLE_V1BETA1)
+        } else {
+            (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1)
+        };
         if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {
             errors.push(field::forbidden("spec", message));
         }
@@ -59,9 +71,11 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
         Some(selector) => match selector.matches(&spec.template.metadata.labels) {
             Err(e) => errors.push(field::invalid_shown("spec.selector", selector_value(selector), e)),
             Ok(false) => errors.push(does_not_match(&spec.template.metadata.labels)),
-            Ok(true) if selector.is_empty() => {
-                errors.push(field::invalid_shown("spec.selector", selector_value(selector), "empty selector is invalid for daemonset"))
-            }
+            Ok(true) if selector.is_empty() => errors.push(field::invalid_shown(
+                "spec.selector",
+                selector_value(selector),
+                "empty selector is invalid for daemonset",
+            )),
             Ok(true) => {}
         },
     }
@@ -73,7 +87,10 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
         errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in DaemonSet is not Supported"));
+        errors.push(field::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in DaemonSet is not Supported",
+        ));
     }
     nonnegative("spec.minReadySeconds", spec.min_ready_seconds.unwrap_or(0), errors);
     update_strategy(ds, v1beta1, errors);
@@ -81,7 +98,10 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
         nonnegative("spec.revisionHistoryLimit", limit, errors);
     }
     if spec.lifecycle.as_ref().is_some_and(|l| l.in_place_update.as_ref().is_some_and(|h| !h.is_null())) {
-        errors.push(field::forbidden("spec.lifecycle.inPlaceUpdate", "inPlaceUpdate hook has not supported yet"));
+        errors.push(field::forbidden(
+            "spec.lifecycle.inPlaceUpdate",
+            "inPlaceUpdate hook has not supported yet",
+        ));
     }
 }
 
@@ -95,7 +115,9 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
                 errors.push(field::required(RU, ""));
                 return;
             };
-            let non_zero = |v: &Option<_>| v.as_ref().is_some_and(|v: &crate::api::workloads::IntOrString| v.int_or_percent_value() != 0);
+            let non_zero = |v: &Option<_>| {
+                v.as_ref().is_some_and(|v: &crate::api::workloads::IntOrString| v.int_or_percent_value() != 0)
+            };
             let has_unavailable = non_zero(&ru.max_unavailable);
             let has_surge = non_zero(&ru.max_surge);
             if let (true, Some(v)) = (has_unavailable, &ru.max_unavailable) {
@@ -106,25 +128,39 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
             if has_unavailable && has_surge {
                 let value = ru.max_surge.as_ref().map_or_else(|| "null".to_owned(), int_or_string_value);
-                errors.push(field::invalid_shown(format!("{RU}.maxSurge"), value, "may not be set when maxUnavailable is non-zero"));
+                errors.push(field::invalid_shown(
+                    format!("{RU}.maxSurge"),
+                    value,
+                    "may not be set when maxUnavailable is non-zero",
+                ));
             } else if !has_unavailable && !has_surge {
-                errors.push(field::required(format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
+                errors
+                    .push(field::required(format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
             }
             match ru.type_.as_str() {
                 "" | "Standard" => {}
                 "InPlaceIfPossible" => {
                     if has_surge {
-                        errors.push(field::required(format!("{RU}.maxSurge"), "must be 0 for InPlaceIfPossible type"));
+                        errors.push(field::required(
+                            format!("{RU}.maxSurge"),
+                            "must be 0 for InPlaceIfPossible type",
+                        ));
                     }
                 }
                 "Surging" if !v1beta1 => {
                     if has_unavailable {
-                        errors.push(field::required(format!("{RU}.maxUnavailable"), "must be 0 for Surging type"));
+                        errors.push(field::required(
+                            format!("{RU}.maxUnavailable"),
+                            "must be 0 for Surging type",
+                        ));
                     }
                 }
                 other => {
-                    let supported: &'static [&'static str] =
-                        if v1beta1 { &["Standard", "InPlaceIfPossible"] } else { &["Standard", "Surging", "InPlaceIfPossible"] };
+                    let supported: &'static [&'static str] = if v1beta1 {
+                        &["Standard", "InPlaceIfPossible"]
+                    } else {
+                        &["Standard", "Surging", "InPlaceIfPossible"]
+                    };
                     errors.push(field::not_supported(format!("{RU}.type"), other, supported));
                 }
             }
@@ -133,7 +169,11 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
         }
         other => {
-            errors.push(field::not_supported("spec.updateStrategy.type", other, &["RollingUpdate", "OnDelete"]));
+            errors.push(field::not_supported(
+                "spec.updateStrategy.type",
+                other,
+                &["RollingUpdate", "OnDelete"],
+            ));
         }
     }
 }

@@ -12,7 +12,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::workloads::{
-    CloneSet, CloneSetRollingUpdate, DaemonSet, DaemonSetRollingUpdate, IntOrString, StatefulSet, StatefulSetRollingUpdate,
+    CloneSet, CloneSetRollingUpdate, DaemonSet, DaemonSetRollingUpdate, IntOrString, StatefulSet,
+    StatefulSetRollingUpdate,
 };
 
 fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
@@ -26,7 +27,10 @@ fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
-fn objects_in<'a>(map: &'a mut Map<String, Value>, key: &str) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+fn objects_in<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
     map.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
 }
 
@@ -56,7 +60,9 @@ fn container_defaults(c: &mut Map<String, Value>) {
         set_default(port, "protocol", json!("TCP"));
     }
     for env in objects_in(c, "env") {
-        if let Some(field_ref) = env.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")).and_then(Value::as_object_mut) {
+        if let Some(field_ref) =
+            env.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")).and_then(Value::as_object_mut)
+        {
             set_default(field_ref, "apiVersion", json!("v1"));
         }
     }

@@ -23,11 +23,14 @@ fn is_zero(v: &Value) -> bool {
 /// Semantic equality: zero values equal absent ones at every depth, and an object whose fields
 /// are all zero equals an absent one (a Go struct field that was never set).
 pub fn semantic_eq(a: &Value, b: &Value) -> bool {
-    static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> = std::sync::LazyLock::new(serde_json::Map::new);
+    static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
+        std::sync::LazyLock::new(serde_json::Map::new);
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => objects_eq(x, y),
         (Value::Object(x), Value::Null) | (Value::Null, Value::Object(x)) => objects_eq(x, &EMPTY),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| semantic_eq(p, q)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| semantic_eq(p, q))
+        }
         _ if is_zero(a) && is_zero(b) => true,
         _ => a == b,
     }
@@ -43,8 +46,13 @@ fn objects_eq(x: &serde_json::Map<String, Value>, y: &serde_json::Map<String, Va
 /// value on either side counts as its default, so spelling the default out is no change.
 /// Walks the specs in place: no copy of the (large) template is made.
 pub fn spec_changed_outside(old: &Value, new: &Value, mutable: &[&str], defaults: &[(&str, &str)]) -> bool {
-    let (old_spec, new_spec) = (old.get("spec").and_then(Value::as_object), new.get("spec").and_then(Value::as_object));
-    let keys = old_spec.into_iter().chain(new_spec).flat_map(|m| m.keys()).filter(|k| !mutable.contains(&k.as_str()));
+    let (old_spec, new_spec) =
+        (old.get("spec").and_then(Value::as_object), new.get("spec").and_then(Value::as_object));
+    let keys = old_spec
+        .into_iter()
+        .chain(new_spec)
+        .flat_map(|m| m.keys())
+        .filter(|k| !mutable.contains(&k.as_str()));
     keys.into_iter().any(|key| !semantic_eq(&field(old_spec, key, defaults), &field(new_spec, key, defaults)))
 }
 
@@ -67,7 +75,11 @@ pub fn metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
         // The apiserver fills uid and creationTimestamp in on the stored object; only a different
         // value (not a missing one on a hand-made request) is a change.
         if before != after && (key == "name" || !is_zero(before) && !is_zero(after)) {
-            errors.push(field::invalid_shown(format!("metadata.{key}"), field::show(after), "field is immutable"));
+            errors.push(field::invalid_shown(
+                format!("metadata.{key}"),
+                field::show(after),
+                "field is immutable",
+            ));
         }
     }
     errors
@@ -92,7 +104,8 @@ mod tests {
         let reselected = json!({"spec": {"replicas": 1, "selector": {"matchLabels": {"a": "2"}}}});
         assert!(!spec_changed_outside(&old, &scaled, &["replicas"], &[]));
         assert!(spec_changed_outside(&old, &reselected, &["replicas"], &[]));
-        let defaulted = json!({"spec": {"replicas": 1, "selector": {"matchLabels": {"a": "1"}}, "policy": "P"}});
+        let defaulted =
+            json!({"spec": {"replicas": 1, "selector": {"matchLabels": {"a": "1"}}, "policy": "P"}});
         assert!(!spec_changed_outside(&old, &defaulted, &["replicas"], &[("policy", "P")]));
         assert!(spec_changed_outside(&old, &defaulted, &["replicas"], &[]));
     }
@@ -100,7 +113,10 @@ mod tests {
     #[test]
     fn immutable_metadata() {
         let old = json!({"metadata": {"name": "a", "uid": "1"}});
-        assert!(metadata_update(&old, &json!({"metadata": {"name": "a", "uid": "1", "labels": {"x": "y"}}})).is_empty());
+        assert!(
+            metadata_update(&old, &json!({"metadata": {"name": "a", "uid": "1", "labels": {"x": "y"}}}))
+                .is_empty()
+        );
         let errs = metadata_update(&old, &json!({"metadata": {"name": "b", "uid": "2"}}));
         assert_eq!(errs[0].to_string(), r#"metadata.name: Invalid value: "b": field is immutable"#);
         assert_eq!(errs.len(), 2);

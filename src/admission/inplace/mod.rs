@@ -22,19 +22,20 @@ use crate::api::workloads::{IntOrString, LabelSelector};
 /// The objects of a CREATE or UPDATE this module judges: `(new, old)`, with `old` only on UPDATE.
 /// `None` for requests these rules do not look at (other operations, subresources).
 fn objects(request: &AdmissionRequest) -> Result<Option<(&Value, Option<&Value>)>, AdmissionError> {
-    if !request.sub_resource.is_empty() || !matches!(request.operation, Operation::Create | Operation::Update) {
+    if !request.sub_resource.is_empty() || !matches!(request.operation, Operation::Create | Operation::Update)
+    {
         return Ok(None);
     }
-    let new = request
-        .object
-        .as_ref()
-        .ok_or_else(|| AdmissionError::BadRequest(format!("request.object is required for {}", request.operation.as_str())))?;
-    let old = match request.operation {
-        Operation::Update => {
-            Some(request.old_object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.oldObject is required for UPDATE".into()))?)
-        }
-        _ => None,
-    };
+    let new = request.object.as_ref().ok_or_else(|| {
+        AdmissionError::BadRequest(format!("request.object is required for {}", request.operation.as_str()))
+    })?;
+    let old =
+        match request.operation {
+            Operation::Update => Some(request.old_object.as_ref().ok_or_else(|| {
+                AdmissionError::BadRequest("request.oldObject is required for UPDATE".into())
+            })?),
+            _ => None,
+        };
     Ok(Some((new, old)))
 }
 
@@ -69,13 +70,22 @@ fn selector_value(selector: &LabelSelector) -> String {
 
 /// The selector rules CloneSet and Advanced StatefulSet share: required, well-formed, not empty,
 /// and matching the template's labels.
-fn check_selector(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>, kind: &str, errors: &mut Vec<FieldError>) {
+fn check_selector(
+    selector: Option<&LabelSelector>,
+    labels: &BTreeMap<String, String>,
+    kind: &str,
+    errors: &mut Vec<FieldError>,
+) {
     let Some(selector) = selector else {
         errors.push(field::required("spec.selector", ""));
         return;
     };
     if selector.is_empty() {
-        errors.push(field::invalid_shown("spec.selector", selector_value(selector), format!("empty selector is invalid for {kind}")));
+        errors.push(field::invalid_shown(
+            "spec.selector",
+            selector_value(selector),
+            format!("empty selector is invalid for {kind}"),
+        ));
         return;
     }
     match selector.matches(labels) {
@@ -86,7 +96,11 @@ fn check_selector(selector: Option<&LabelSelector>, labels: &BTreeMap<String, St
 }
 
 fn does_not_match(labels: &BTreeMap<String, String>) -> FieldError {
-    field::invalid_shown("spec.template.metadata.labels", labels_value(labels), "`selector` does not match template `labels`")
+    field::invalid_shown(
+        "spec.template.metadata.labels",
+        labels_value(labels),
+        "`selector` does not match template `labels`",
+    )
 }
 
 /// `ValidateNonnegativeField`.
@@ -101,15 +115,30 @@ fn int_or_string_value(v: &IntOrString) -> String {
 }
 
 /// `ValidatePositiveIntOrPercent` (zero allowed) and, when asked, `IsNotMoreThan100Percent`.
-fn positive_int_or_percent(path: &str, v: &IntOrString, at_most_100_percent: bool, errors: &mut Vec<FieldError>) {
+fn positive_int_or_percent(
+    path: &str,
+    v: &IntOrString,
+    at_most_100_percent: bool,
+    errors: &mut Vec<FieldError>,
+) {
     match v {
         IntOrString::Int(i) => nonnegative(path, *i, errors),
         IntOrString::String(_) => match v.percent() {
-            None => errors.push(field::invalid_shown(path, int_or_string_value(v), "must be an integer or percentage (e.g '5%')")),
-            Some(p) if p < 0 => errors.push(field::invalid_shown(path, int_or_string_value(v), "must be greater than or equal to 0")),
-            Some(p) if at_most_100_percent && p > 100 => {
-                errors.push(field::invalid_shown(path, int_or_string_value(v), "must not be greater than 100%"))
-            }
+            None => errors.push(field::invalid_shown(
+                path,
+                int_or_string_value(v),
+                "must be an integer or percentage (e.g '5%')",
+            )),
+            Some(p) if p < 0 => errors.push(field::invalid_shown(
+                path,
+                int_or_string_value(v),
+                "must be greater than or equal to 0",
+            )),
+            Some(p) if at_most_100_percent && p > 100 => errors.push(field::invalid_shown(
+                path,
+                int_or_string_value(v),
+                "must not be greater than 100%",
+            )),
             Some(_) => {}
         },
     }

@@ -53,12 +53,17 @@ pub fn qos_class(pod_spec: &Value) -> QosClass {
     let mut requests = [None::<Quantity>; 2];
     let mut limits = [None::<Quantity>; 2];
     let mut guaranteed = true;
-    let containers = ["initContainers", "containers"].iter().filter_map(|k| pod_spec.get(*k).and_then(Value::as_array)).flatten();
+    let containers = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| pod_spec.get(*k).and_then(Value::as_array))
+        .flatten();
     for container in containers {
         let resources = container.get("resources");
         let mut limited = [false; 2];
         for (i, name) in QOS_RESOURCES.iter().enumerate() {
-            let quantity = |kind: &str| resources.and_then(|r| r.get(kind)).and_then(|m| m.get(*name)).and_then(Quantity::parse);
+            let quantity = |kind: &str| {
+                resources.and_then(|r| r.get(kind)).and_then(|m| m.get(*name)).and_then(Quantity::parse)
+            };
             if let Some(q) = quantity("requests").filter(|q| !q.is_zero()) {
                 requests[i] = Some(Quantity(requests[i].map_or(0, |s| s.0).saturating_add(q.0)));
             }
@@ -77,7 +82,8 @@ pub fn qos_class(pod_spec: &Value) -> QosClass {
         (Some(_), None) => false,
         (None, _) => true,
     });
-    let same_keys = requests.iter().filter(|r| r.is_some()).count() == limits.iter().filter(|l| l.is_some()).count();
+    let same_keys =
+        requests.iter().filter(|r| r.is_some()).count() == limits.iter().filter(|l| l.is_some()).count();
     if guaranteed && equal && same_keys { QosClass::Guaranteed } else { QosClass::Burstable }
 }
 
@@ -134,13 +140,15 @@ mod tests {
         assert_eq!(qos_class(&guaranteed), QosClass::Guaranteed);
         let burstable = json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]});
         assert_eq!(qos_class(&burstable), QosClass::Burstable);
-        let unequal =
-            json!({"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]});
+        let unequal = json!({"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]});
         assert_eq!(qos_class(&unequal), QosClass::Burstable);
         let one_container_unlimited = json!({"containers": [
             {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}, {"name": "b"}]});
         assert_eq!(qos_class(&one_container_unlimited), QosClass::Burstable);
-        assert_eq!(qos_class(&json!({"containers": [{"resources": {"requests": {"cpu": "0"}}}]})), QosClass::BestEffort);
+        assert_eq!(
+            qos_class(&json!({"containers": [{"resources": {"requests": {"cpu": "0"}}}]})),
+            QosClass::BestEffort
+        );
         assert_eq!(qos_class(&json!({})), QosClass::BestEffort);
     }
 
@@ -158,8 +166,14 @@ mod tests {
     fn only_cpu_and_memory_replacements_resize() {
         assert_eq!(resize_refusal("replace", "/limits/cpu", Some(&json!("2"))), None);
         assert_eq!(resize_refusal("replace", "/requests/memory", Some(&json!("1Gi"))), None);
-        assert_eq!(resize_refusal("add", "/limits/cpu", Some(&json!("2"))).as_deref(), Some("can not add or remove resources"));
-        assert_eq!(resize_refusal("add", "/limits", Some(&json!({}))).as_deref(), Some("can not add or remove resources"));
+        assert_eq!(
+            resize_refusal("add", "/limits/cpu", Some(&json!("2"))).as_deref(),
+            Some("can not add or remove resources")
+        );
+        assert_eq!(
+            resize_refusal("add", "/limits", Some(&json!({}))).as_deref(),
+            Some("can not add or remove resources")
+        );
         assert_eq!(
             resize_refusal("replace", "/limits/nvidia.com~1gpu", Some(&json!("1"))).as_deref(),
             Some("disallowed inplace update resource: nvidia.com~1gpu")

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::template_diff::first_offending_change;
 use super::{
-    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, positive_int_or_percent, template_spec,
+    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
+    positive_int_or_percent, template_spec,
 };
 use crate::admission::Inputs;
 use crate::admission::field::{self, FieldError, aggregate};
@@ -58,12 +59,19 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         errors.push(field::forbidden("spec", IMMUTABLE_MESSAGE));
     }
     into_result(&errors)?;
-    let in_place_only = sts.spec.update_strategy.rolling_update.as_ref().is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
+    let in_place_only = sts
+        .spec
+        .update_strategy
+        .rolling_update
+        .as_ref()
+        .is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
     if in_place_only {
         let (mut before, mut after) = (template_spec(old_value).clone(), sts.spec.template.spec.clone());
         defaults::pod_spec(&mut before);
         defaults::pod_spec(&mut after);
-        if let Some(offence) = first_offending_change(&before, &after, inputs.settings.inplace_vertical_scaling) {
+        if let Some(offence) =
+            first_offending_change(&before, &after, inputs.settings.inplace_vertical_scaling)
+        {
             return Err(AdmissionError::Invalid(format!(
                 "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
             )));
@@ -93,7 +101,11 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
     if let Some(max) = spec.scale_strategy.as_ref().and_then(|s| s.max_unavailable.as_ref()) {
         positive_int_or_percent("spec.scaleStrategy.maxUnavailable", max, false, errors);
         if !parallel && *max != IntOrString::Int(1) {
-            errors.push(field::invalid_shown("spec.scaleStrategy.maxUnavailable", int_or_string_value(max), PARALLEL_ONLY));
+            errors.push(field::invalid_shown(
+                "spec.scaleStrategy.maxUnavailable",
+                int_or_string_value(max),
+                PARALLEL_ONLY,
+            ));
         }
     }
     nonnegative("spec.replicas", spec.replicas.unwrap_or(1), errors);
@@ -124,13 +136,17 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
         errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden("spec.template.spec.activeDeadlineSeconds", "activeDeadlineSeconds in StatefulSet is not Supported"));
+        errors.push(field::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in StatefulSet is not Supported",
+        ));
     }
 }
 
 /// `^\d+-\d+$`
 fn is_range(s: &str) -> bool {
-    s.split_once('-').is_some_and(|(a, b)| [a, b].iter().all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())))
+    s.split_once('-')
+        .is_some_and(|(a, b)| [a, b].iter().all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())))
 }
 
 fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldError>) {
@@ -140,7 +156,11 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
         "OnDelete" => {
             if let Some(ru) = &strategy.rolling_update {
                 let value = field::show(&serde_json::to_value(ru).unwrap_or(Value::Null));
-                errors.push(field::invalid_shown(RU, value, "only allowed for updateStrategy 'RollingUpdate'"));
+                errors.push(field::invalid_shown(
+                    RU,
+                    value,
+                    "only allowed for updateStrategy 'RollingUpdate'",
+                ));
             }
         }
         "RollingUpdate" => {
@@ -183,7 +203,8 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
                 "ReCreate" => {}
                 policy @ ("InPlaceIfPossible" | "InPlaceOnly") => {
                     if !sts.spec.template.has_readiness_gate(INPLACE_UPDATE_READY) {
-                        let gates = sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
+                        let gates =
+                            sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
                         errors.push(field::invalid_shown(
                             "spec.template.spec.readinessGates",
                             field::show(&gates),
@@ -205,7 +226,11 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
             }
         }
         other => {
-            errors.push(field::invalid_shown("spec.updateStrategy", field::go_quote(other), "must be 'RollingUpdate' or 'OnDelete'"));
+            errors.push(field::invalid_shown(
+                "spec.updateStrategy",
+                field::go_quote(other),
+                "must be 'RollingUpdate' or 'OnDelete'",
+            ));
         }
     }
 }

@@ -112,7 +112,10 @@ mod tests {
         assert_eq!(o.to_string(), "replace /containers/0/imagePullPolicy");
         let mut new = spec("a:1");
         new["initContainers"] = json!([{"name": "i", "image": "x"}]);
-        assert_eq!(first_offending_change(&spec("a:1"), &new, false).unwrap().to_string(), "add /initContainers");
+        assert_eq!(
+            first_offending_change(&spec("a:1"), &new, false).unwrap().to_string(),
+            "add /initContainers"
+        );
     }
 
     #[test]
@@ -126,11 +129,15 @@ mod tests {
     #[test]
     fn vertical_scaling_keeps_qos() {
         let mut new = spec("a:1");
-        new["containers"][0]["resources"] = json!({"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}});
+        new["containers"][0]["resources"] =
+            json!({"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}});
         assert!(first_offending_change(&spec("a:1"), &new, false).is_some());
         assert_eq!(first_offending_change(&spec("a:1"), &new, true), None);
         new["containers"][0]["resources"]["limits"]["cpu"] = json!("3");
         let o = first_offending_change(&spec("a:1"), &new, true).unwrap();
-        assert_eq!(o.to_string(), "replace /containers/0/resources/requests/cpu (changes the pod QoS class from Guaranteed to Burstable)");
+        assert_eq!(
+            o.to_string(),
+            "replace /containers/0/resources/requests/cpu (changes the pod QoS class from Guaranteed to Burstable)"
+        );
     }
 }

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::sidecarset::{
-    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION,
+    WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
 };
 
 /// One entry of `kruise.io/sidecarset-hash` (Kruise's `SidecarSetUpgradeSpec`). Serialised in Go's
@@ -107,11 +108,15 @@ pub struct PodAnnotations {
 impl PodAnnotations {
     pub fn read(annotations: Option<&Map<String, Value>>) -> Result<Self, String> {
         let get = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str);
-        let working_hot: Option<BTreeMap<String, String>> =
-            get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION).map(|w| serde_json::from_str(w).ok()).unwrap_or(Some(BTreeMap::new()));
+        let working_hot: Option<BTreeMap<String, String>> = get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION)
+            .map(|w| serde_json::from_str(w).ok())
+            .unwrap_or(Some(BTreeMap::new()));
         Ok(PodAnnotations {
             hash: parse_hash_map(HASH_ANNOTATION, get(HASH_ANNOTATION))?,
-            hash_without_image: parse_hash_map(HASH_WITHOUT_IMAGE_ANNOTATION, get(HASH_WITHOUT_IMAGE_ANNOTATION))?,
+            hash_without_image: parse_hash_map(
+                HASH_WITHOUT_IMAGE_ANNOTATION,
+                get(HASH_WITHOUT_IMAGE_ANNOTATION),
+            )?,
             injected: get(INJECTED_LIST_ANNOTATION)
                 .map(|l| l.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                 .unwrap_or_default(),
@@ -124,12 +129,19 @@ impl PodAnnotations {
     /// The annotations to write over the pod's (docs/sidecarset.md#6-6-annotations-written).
     pub fn write(&self, out: &mut Map<String, Value>) {
         out.insert(HASH_ANNOTATION.into(), Value::String(write_hash_map(&self.hash)));
-        out.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(write_hash_map(&self.hash_without_image)));
+        out.insert(
+            HASH_WITHOUT_IMAGE_ANNOTATION.into(),
+            Value::String(write_hash_map(&self.hash_without_image)),
+        );
         let list: Vec<&str> = self.injected.iter().map(String::as_str).collect();
         out.insert(INJECTED_LIST_ANNOTATION.into(), Value::String(list.join(",")));
         if self.hot_upgrade_used {
-            let map: Map<String, Value> = self.working_hot.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            out.insert(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION.into(), Value::String(Value::Object(map).to_string()));
+            let map: Map<String, Value> =
+                self.working_hot.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            out.insert(
+                WORKING_HOTUPGRADE_CONTAINER_ANNOTATION.into(),
+                Value::String(Value::Object(map).to_string()),
+            );
         }
     }
 }
@@ -141,7 +153,10 @@ mod tests {
     #[test]
     fn old_format_becomes_entries_with_nulls() {
         let map = parse_hash_map(HASH_ANNOTATION, Some(r#"{"s1":"abc"}"#)).unwrap();
-        assert_eq!(write_hash_map(&map), r#"{"s1":{"updateTimestamp":null,"hash":"abc","sidecarSetName":"s1","sidecarList":null}}"#);
+        assert_eq!(
+            write_hash_map(&map),
+            r#"{"s1":{"updateTimestamp":null,"hash":"abc","sidecarSetName":"s1","sidecarList":null}}"#
+        );
     }
 
     #[test]

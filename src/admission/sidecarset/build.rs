@@ -41,7 +41,9 @@ fn subpath_vars(expr: &str) -> Vec<&str> {
     let mut rest = expr;
     while let Some(start) = rest.find("$(") {
         rest = &rest[start + 2..];
-        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
+            .unwrap_or(rest.len());
         let name = &rest[..end];
         if rest[end..].starts_with(')') && name.chars().next().is_some_and(|c| !c.is_ascii_digit()) {
             out.push(name);
@@ -59,14 +61,23 @@ fn list<'v>(v: &'v Value, key: &str) -> &'v [Value] {
 }
 
 fn is_earlier_sidecar(container: &Value) -> bool {
-    list(container, "env").iter().any(|e| name_of(e) == Some(IS_INJECTED_ENV) && e.get("value").and_then(Value::as_str) == Some("true"))
+    list(container, "env").iter().any(|e| {
+        name_of(e) == Some(IS_INJECTED_ENV) && e.get("value").and_then(Value::as_str) == Some("true")
+    })
 }
 
 impl<'a> PodContext<'a> {
-    pub fn new(pod: &'a Value, annotations: Option<&'a Value>, sets: &'a [Arc<SidecarSet>], index: &'a SidecarSetIndex) -> Self {
+    pub fn new(
+        pod: &'a Value,
+        annotations: Option<&'a Value>,
+        sets: &'a [Arc<SidecarSet>],
+        index: &'a SidecarSetIndex,
+    ) -> Self {
         let spec = pod.get("spec").unwrap_or(&Value::Null);
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
-        let hot_pairs = sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
+        let hot_pairs = sidecars()
+            .filter(|c| c.is_hot_upgrade())
+            .flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
         let sidecar_names: HashSet<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
         // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
         // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A
@@ -103,7 +114,16 @@ impl<'a> PodContext<'a> {
             .filter(|d| str_field(d, "devicePath").is_some_and(|p| seen.insert(p)))
             .collect();
         let pod_volumes = list(spec, "volumes");
-        PodContext { pod, annotations, shared_mounts, subpath_env, shared_devices, sidecar_names, pod_volumes, index }
+        PodContext {
+            pod,
+            annotations,
+            shared_mounts,
+            subpath_env,
+            shared_devices,
+            sidecar_names,
+            pod_volumes,
+            index,
+        }
     }
 }
 
@@ -116,8 +136,10 @@ impl<'a> PodContext<'a> {
 fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     let name = injected.name();
-    let earlier =
-        list(spec, "containers").iter().chain(list(spec, "initContainers")).find(|c| name_of(c) == Some(name) && is_earlier_sidecar(c));
+    let earlier = list(spec, "containers")
+        .iter()
+        .chain(list(spec, "initContainers"))
+        .find(|c| name_of(c) == Some(name) && is_earlier_sidecar(c));
     let (Some(earlier), Value::Object(container)) = (earlier, &mut injected.container) else { return };
     for (key, id) in [("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"), ("env", "name")] {
         let before = list(earlier, key);
@@ -160,13 +182,29 @@ pub fn build(set: &SidecarSet, ctx: &PodContext, warnings: &mut Vec<String>) -> 
         }
         let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
-        emit(set, sidecar, composed, native && sidecar.is_hot_upgrade(), before, &mut built.init_containers, &mut built.hot_upgraded);
+        emit(
+            set,
+            sidecar,
+            composed,
+            native && sidecar.is_hot_upgrade(),
+            before,
+            &mut built.init_containers,
+            &mut built.hot_upgraded,
+        );
     }
     for sidecar in &set.spec.containers {
         built.sidecar_list.push(sidecar.name.clone());
         let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
-        emit(set, sidecar, composed, sidecar.is_hot_upgrade(), before, &mut built.containers, &mut built.hot_upgraded);
+        emit(
+            set,
+            sidecar,
+            composed,
+            sidecar.is_hot_upgrade(),
+            before,
+            &mut built.containers,
+            &mut built.hot_upgraded,
+        );
     }
     for injected in built.init_containers.iter_mut().chain(&mut built.containers) {
         keep_earlier_injection(injected, ctx.pod);
@@ -186,7 +224,8 @@ fn emit(
 ) {
     let sidecarset = set.name().to_owned();
     if hot {
-        let empty_image = sidecar.upgrade_strategy.as_ref().map_or("", |u| u.hot_upgrade_empty_image.as_str());
+        let empty_image =
+            sidecar.upgrade_strategy.as_ref().map_or("", |u| u.hot_upgrade_empty_image.as_str());
         for c in hotupgrade::pair(composed, &sidecar.name, empty_image) {
             out.push(Injected { container: Value::Object(c), before, sidecarset: sidecarset.clone() });
         }
@@ -241,10 +280,15 @@ fn compose<'a>(
         } else {
             Vec::new()
         };
-        let mount_paths: HashSet<&str> = shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
+        let mount_paths: HashSet<&str> =
+            shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
         let taken_by_mount = |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.contains(p));
         let shared_devices: Vec<Value> = if sidecar.shares_volume_devices() {
-            ctx.shared_devices.iter().filter(|d| free(d, "devicePath") && !taken_by_mount(d)).map(|d| (*d).clone()).collect()
+            ctx.shared_devices
+                .iter()
+                .filter(|d| free(d, "devicePath") && !taken_by_mount(d))
+                .map(|d| (*d).clone())
+                .collect()
         } else {
             Vec::new()
         };
@@ -295,8 +339,14 @@ fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
 
 /// docs/sidecarset.md#5-5-transferenv: env vars copied from a pod container named directly or through a
 /// label/annotation.
-fn transferred_env<'a>(set: &SidecarSet, sidecar: &SidecarContainer, ctx: &PodContext<'a>, warnings: &mut Vec<String>) -> Vec<&'a Value> {
-    let containers = at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+fn transferred_env<'a>(
+    set: &SidecarSet,
+    sidecar: &SidecarContainer,
+    ctx: &PodContext<'a>,
+    warnings: &mut Vec<String>,
+) -> Vec<&'a Value> {
+    let containers =
+        at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let mut out = Vec::new();
     for entry in &sidecar.transfer_env {
         let Some(source) = source_name(entry, ctx) else {
@@ -366,17 +416,25 @@ mod tests {
             {"name": "b", "volumeMounts": [{"name": "v3", "mountPath": "/data"}, {"name": "v4", "mountPath": "/dev/y"}],
              "volumeDevices": [{"name": "d2", "devicePath": "/dev/x"}, {"name": "d3", "devicePath": "/dev/y"}, {"name": "d4", "devicePath": "/dev/z"}]}
         ], "volumes": [{"name": "v1"}, {"name": "v2"}, {"name": "v3"}, {"name": "v4"}, {"name": "own"}]}});
-        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
+        let set =
+            SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
             "name": "side", "image": "i", "volumeMounts": [{"name": "own", "mountPath": "/own"}],
             "volumeDevices": [{"name": "own", "devicePath": "/dev/z"}],
             "shareVolumePolicy": {"type": "enabled"}, "shareVolumeDevicePolicy": {"type": "enabled"}}]}}))
-        .unwrap();
+            .unwrap();
         let sets = [Arc::new(set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
         let ctx = PodContext::new(&pod, None, &sets, &index);
         let built = build(&sets[0], &ctx, &mut Vec::new()).unwrap();
         let c = &built.containers[0].container;
-        let names = |key: &str| c[key].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        let names = |key: &str| {
+            c[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
         // /data from a (not b's v3), /own is the sidecar's, /dev/y from b's mount.
         assert_eq!(names("volumeMounts"), ["own", "v1", "v4"]);
         // /dev/x from a (not b's d2); /dev/y is a mount now; /dev/z is the sidecar's.
@@ -393,16 +451,30 @@ mod tests {
             {"name": "proxy", "env": [{"name": "POD", "value": "p"}],
              "volumeMounts": [{"name": "logs", "mountPath": "/logs", "subPathExpr": "$(POD)"}, {"name": "data2", "mountPath": "/data"}]}
         ]}});
-        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [
+        let set =
+            SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [
             {"name": "proxy", "image": "proxy:2", "shareVolumePolicy": {"type": "enabled"}},
             {"name": "agent", "image": "agent:1", "shareVolumePolicy": {"type": "enabled"}}]}}))
-        .unwrap();
+            .unwrap();
         let sets = [Arc::new(set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
         let built = build(&sets[0], &PodContext::new(&pod, None, &sets, &index), &mut Vec::new()).unwrap();
-        let mounts =
-            |c: &Value| c["volumeMounts"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
-        let env = |c: &Value| c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        let mounts = |c: &Value| {
+            c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let env = |c: &Value| {
+            c["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
         for injected in &built.containers {
             // /data from app (first of its path), /logs from the replaced proxy, with the POD env its subPathExpr reads.
             assert_eq!(mounts(&injected.container), ["data", "logs"], "{}", injected.name());
@@ -412,7 +484,8 @@ mod tests {
         let injected_pod = serde_json::json!({"spec": {"containers":
             super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().iter().map(crate::admission::draft::Draft::Same).collect(),
                 built.containers.clone()).into_iter().map(crate::admission::draft::Draft::into_value).collect::<Vec<_>>()}});
-        let again = build(&sets[0], &PodContext::new(&injected_pod, None, &sets, &index), &mut Vec::new()).unwrap();
+        let again =
+            build(&sets[0], &PodContext::new(&injected_pod, None, &sets, &index), &mut Vec::new()).unwrap();
         for (first, second) in built.containers.iter().zip(&again.containers) {
             assert_eq!(first.container, second.container, "{} changed on re-invocation", first.name());
         }

@@ -43,7 +43,9 @@ pub fn check(expr: &str, variable: &str) -> Result<(), CalcError> {
 
 /// Parse a Kubernetes quantity (`500m`, `1.5`, `128Mi`, `1e3`, `2G`) into base units.
 pub fn parse_quantity(s: &str) -> Result<f64, CalcError> {
-    quantity::parse(s).map(|q| q.as_f64()).ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
+    quantity::parse(s)
+        .map(|q| q.as_f64())
+        .ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
 }
 
 /// A parsed expression; the variable is the one it was parsed with.
@@ -75,7 +77,9 @@ impl Expr {
             Expr::Call { max, args, .. } => {
                 let mut values = args.iter().map(|a| a.eval(value));
                 let first = values.next().unwrap_or(Ok(0.0))?;
-                values.try_fold(first, |acc, v| Ok::<_, CalcError>(if *max { acc.max(v?) } else { acc.min(v?) }))?
+                values.try_fold(first, |acc, v| {
+                    Ok::<_, CalcError>(if *max { acc.max(v?) } else { acc.min(v?) })
+                })?
             }
         })
     }
@@ -85,7 +89,9 @@ impl Expr {
             Expr::Num(_) | Expr::Var => Ok(()),
             Expr::Neg(e) => e.check_calls(),
             Expr::Binary(_, l, r) => l.check_calls().and_then(|()| r.check_calls()),
-            Expr::Call { name, args, .. } if args.len() != 2 => Err(CalcError(format!("{name} needs two arguments, not {}", args.len()))),
+            Expr::Call { name, args, .. } if args.len() != 2 => {
+                Err(CalcError(format!("{name} needs two arguments, not {}", args.len())))
+            }
             Expr::Call { args, .. } => args.iter().try_for_each(Expr::check_calls),
         }
     }
@@ -131,7 +137,8 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
             }
             let suffix_start = i;
             while i < bytes.len()
-                && (bytes[i].is_ascii_alphanumeric() || (bytes[i] == b'-' && i > suffix_start && matches!(bytes[i - 1], b'e' | b'E')))
+                && (bytes[i].is_ascii_alphanumeric()
+                    || (bytes[i] == b'-' && i > suffix_start && matches!(bytes[i - 1], b'e' | b'E')))
             {
                 i += 1;
             }
@@ -139,11 +146,12 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
                 tokens.push(Token::Num(n));
             } else {
                 let text = &expr[start..i];
-                tokens.push(Token::Num(
-                    quantity::parse(text)
-                        .map(|q| q.as_f64())
-                        .ok_or_else(|| CalcError(format!("{text:?} is not a quantity (unknown suffix {:?})", &expr[suffix_start..i])))?,
-                ));
+                tokens.push(Token::Num(quantity::parse(text).map(|q| q.as_f64()).ok_or_else(|| {
+                    CalcError(format!(
+                        "{text:?} is not a quantity (unknown suffix {:?})",
+                        &expr[suffix_start..i]
+                    ))
+                })?));
             }
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
@@ -258,7 +266,11 @@ impl Parser<'_> {
                 let max = match name.as_str() {
                     "max" => true,
                     "min" => false,
-                    other => return Err(CalcError(format!("unknown function {other:?} (max and min are supported)"))),
+                    other => {
+                        return Err(CalcError(format!(
+                            "unknown function {other:?} (max and min are supported)"
+                        )));
+                    }
                 };
                 self.pos += 1;
                 self.nested(|p| {
@@ -291,8 +303,14 @@ mod tests {
         // Kruise's docs: sum of limits 600m, `max(cpu*50%, 50m)` gives 300m.
         assert!(close(evaluate("max(cpu*50%, 50m)", "cpu", 0.6).unwrap(), 0.3));
         assert!(close(evaluate("max(cpu*50%, 50m)", "cpu", 0.05).unwrap(), 0.05));
-        assert!(close(evaluate("min(max(max(max(0.5,0.5*cpu),cpu-1.0),cpu-1.0),3.0)", "cpu", 10.5).unwrap(), 3.0));
-        assert!(close(evaluate("max(memory*50%, 100Mi)", "memory", 400.0 * 1048576.0).unwrap(), 200.0 * 1048576.0));
+        assert!(close(
+            evaluate("min(max(max(max(0.5,0.5*cpu),cpu-1.0),cpu-1.0),3.0)", "cpu", 10.5).unwrap(),
+            3.0
+        ));
+        assert!(close(
+            evaluate("max(memory*50%, 100Mi)", "memory", 400.0 * 1048576.0).unwrap(),
+            200.0 * 1048576.0
+        ));
         assert!(close(evaluate("200Mi", "memory", 0.0).unwrap(), 200.0 * 1048576.0));
     }
 
@@ -337,7 +355,17 @@ mod tests {
 
     #[test]
     fn rejects_broken_expressions() {
-        for e in ["undefined_var", "cpu +", "max(cpu)", "max(cpu, 1, 2)", "(cpu", "cpu cpu", "cpu $ 2", "", "memory"] {
+        for e in [
+            "undefined_var",
+            "cpu +",
+            "max(cpu)",
+            "max(cpu, 1, 2)",
+            "(cpu",
+            "cpu cpu",
+            "cpu $ 2",
+            "",
+            "memory",
+        ] {
             assert!(check(e, "cpu").is_err(), "{e}");
         }
     }

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::sidecarset::{
-    SIDECARSET_VERSION_ALT_ENV, SIDECARSET_VERSION_ENV, VERSION_ALT_ANNOTATION_PREFIX, VERSION_ANNOTATION_PREFIX,
+    SIDECARSET_VERSION_ALT_ENV, SIDECARSET_VERSION_ENV, VERSION_ALT_ANNOTATION_PREFIX,
+    VERSION_ANNOTATION_PREFIX,
 };
 
 /// The working container's name: the one `working-hotupgrade-container` records for `N`.

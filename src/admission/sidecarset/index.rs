@@ -100,7 +100,11 @@ impl Bucket {
     }
 
     /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
-    fn collect<'a>(&'a self, labels: Option<&Map<String, Value>>, out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>) -> usize {
+    fn collect<'a>(
+        &'a self,
+        labels: Option<&Map<String, Value>>,
+        out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>,
+    ) -> usize {
         let mut lists = usize::from(!self.fallback.is_empty());
         out.extend(self.fallback.iter());
         for (k, v) in labels.into_iter().flatten() {
@@ -174,7 +178,13 @@ impl SidecarSetIndex {
     /// File (`add`) or unfile a decoded SidecarSet: its buckets and its compiled patterns.
     /// Unfiling recomputes the places from the same decoded set, so it finds what filing made.
     fn file(&mut self, key: &SetKey, set: &Arc<SidecarSet>, add: bool) {
-        for policy in set.spec.init_containers.iter().chain(&set.spec.containers).filter_map(|c| c.resources_policy.as_ref()) {
+        for policy in set
+            .spec
+            .init_containers
+            .iter()
+            .chain(&set.spec.containers)
+            .filter_map(|c| c.resources_policy.as_ref())
+        {
             let pattern = policy.target_containers_name_regex.as_str();
             match (self.name_regexes.get(pattern).map(|(_, uses)| *uses), add) {
                 (Some(1), false) => {
@@ -263,7 +273,8 @@ fn namespaces_of(selector: Option<&LabelSelector>) -> Option<Vec<&str>> {
     if let Some(ns) = selector.match_labels.get(NAMESPACE_NAME_LABEL) {
         return Some(vec![ns.as_str()]);
     }
-    let r = selector.match_expressions.iter().find(|r| r.key == NAMESPACE_NAME_LABEL && r.operator == "In")?;
+    let r =
+        selector.match_expressions.iter().find(|r| r.key == NAMESPACE_NAME_LABEL && r.operator == "In")?;
     Some(r.values.iter().map(String::as_str).collect())
 }
 
@@ -275,7 +286,11 @@ fn valid_name(set: SidecarSet) -> Result<SidecarSet, String> {
     if errors.is_empty() {
         Ok(set)
     } else {
-        Err(format!("SidecarSet {:?}: metadata.name is not a valid Kubernetes name: {}", set.name(), errors.join("; ")))
+        Err(format!(
+            "SidecarSet {:?}: metadata.name is not a valid Kubernetes name: {}",
+            set.name(),
+            errors.join("; ")
+        ))
     }
 }
 
@@ -295,7 +310,10 @@ mod tests {
     #[test]
     fn a_name_the_apiserver_would_refuse_makes_the_sidecarset_unreadable() {
         let selector = json!({"selector": {"matchLabels": {"app": "web"}}});
-        let index = SidecarSetIndex::build(&Snapshot::from_objects([set("a,b", selector.clone()), set("ok", selector)]));
+        let index = SidecarSetIndex::build(&Snapshot::from_objects([
+            set("a,b", selector.clone()),
+            set("ok", selector),
+        ]));
         let labels = json!({"app": "web"});
         assert_eq!(names(index.candidates("default", labels.as_object())), ["ok"]);
         assert_eq!(index.unreadable().len(), 1);
@@ -312,11 +330,23 @@ mod tests {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team"}}}),
             ),
             set("b-db", json!({"selector": {"matchLabels": {"app": "db"}}})),
-            set("c-exists", json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}})),
-            set("d-in", json!({"selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["x", "front"]}]}})),
+            set(
+                "c-exists",
+                json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}),
+            ),
+            set(
+                "d-in",
+                json!({"selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["x", "front"]}]}}),
+            ),
             set("e-empty", json!({"selector": {}})),
-            set("f-paused", json!({"selector": {"matchLabels": {"app": "web"}}, "injectionStrategy": {"paused": true}})),
-            set("g-invalid", json!({"selector": {"matchLabels": {"app": "nope"}, "matchExpressions": [{"key": "a", "operator": "Bad"}]}})),
+            set(
+                "f-paused",
+                json!({"selector": {"matchLabels": {"app": "web"}}, "injectionStrategy": {"paused": true}}),
+            ),
+            set(
+                "g-invalid",
+                json!({"selector": {"matchLabels": {"app": "nope"}, "matchExpressions": [{"key": "a", "operator": "Bad"}]}}),
+            ),
             set(
                 "h-ns-expr",
                 json!({"selector": {"matchLabels": {"app": "web"}},
@@ -326,7 +356,10 @@ mod tests {
         let index = SidecarSetIndex::build(&snapshot);
         let pod = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
         let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
-        assert_eq!(names(index.candidates("team", labels)), ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "z-web"]);
+        assert_eq!(
+            names(index.candidates("team", labels)),
+            ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "z-web"]
+        );
         assert_eq!(names(index.candidates("default", labels)), ["c-exists", "d-in", "g-invalid", "z-web"]);
         assert_eq!(names(index.candidates("default", None)), ["c-exists", "g-invalid"]);
     }

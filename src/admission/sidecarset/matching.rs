@@ -34,7 +34,10 @@ pub struct PodTarget<'a> {
 
 impl<'a> PodTarget<'a> {
     pub fn new(pod: &'a Value, namespace: &str, cluster: &'a Snapshot) -> Self {
-        PodTarget { labels: labels_of(pod), namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n) }
+        PodTarget {
+            labels: labels_of(pod),
+            namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n),
+        }
     }
 }
 
@@ -79,12 +82,31 @@ mod tests {
         let l = labels_of(&pod);
         assert!(selector_matches(&sel(json!({"matchLabels": {"app": "web"}})), l));
         assert!(!selector_matches(&sel(json!({"matchLabels": {"app": "web", "x": "y"}})), l));
-        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "front"]}]})), l));
-        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front2"]}]})), l));
-        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "NotIn", "values": ["x"]}]})), l));
-        assert!(selector_matches(&sel(json!({"matchExpressions": [{"key": "gone", "operator": "DoesNotExist"}]})), l));
-        assert!(!selector_matches(&sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})), l));
-        assert!(sel(json!({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]})).check().is_err());
+        assert!(selector_matches(
+            &sel(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "front"]}]})),
+            l
+        ));
+        assert!(selector_matches(
+            &sel(json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front2"]}]})),
+            l
+        ));
+        assert!(selector_matches(
+            &sel(json!({"matchExpressions": [{"key": "gone", "operator": "NotIn", "values": ["x"]}]})),
+            l
+        ));
+        assert!(selector_matches(
+            &sel(json!({"matchExpressions": [{"key": "gone", "operator": "DoesNotExist"}]})),
+            l
+        ));
+        assert!(!selector_matches(
+            &sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})),
+            l
+        ));
+        assert!(
+            sel(json!({"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}))
+                .check()
+                .is_err()
+        );
         assert!(sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]})).check().is_err());
     }
 
@@ -96,7 +118,8 @@ mod tests {
         let mut set = SidecarSet::default();
         set.spec.selector = Some(LabelSelector::default());
         assert_eq!(matches(&set, &target), Ok(false));
-        set.spec.selector = Some(sel(json!({"matchExpressions": [{"key": "app", "operator": "Like", "values": ["w"]}]})));
+        set.spec.selector =
+            Some(sel(json!({"matchExpressions": [{"key": "app", "operator": "Like", "values": ["w"]}]})));
         assert!(matches(&set, &target).is_err());
     }
 }

@@ -26,7 +26,8 @@ impl Injected {
 /// original list only; the pod's containers stay drafts (borrowed unless replaced).
 pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected>) -> Vec<Draft<'a>> {
     let name = |c: &'_ Draft<'a>| c.field("name").and_then(Value::as_str).map(str::to_owned);
-    let positions: HashMap<String, usize> = pod.iter().enumerate().filter_map(|(i, c)| Some((name(c)?, i))).collect();
+    let positions: HashMap<String, usize> =
+        pod.iter().enumerate().filter_map(|(i, c)| Some((name(c)?, i))).collect();
     let mut middle = pod;
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for item in injected {
@@ -86,7 +87,10 @@ mod tests {
     #[test]
     fn an_empty_resources_written_by_the_api_server_is_kept() {
         let pod = vec![json!({"name": "proxy", "image": "new", "resources": {}})];
-        assert_eq!(merged(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new", "resources": {}}));
+        assert_eq!(
+            merged(pod, vec![inj("proxy", false)])[0],
+            json!({"name": "proxy", "image": "new", "resources": {}})
+        );
         let pod = vec![json!({"name": "proxy", "image": "new", "resources": {"limits": {"cpu": "1"}}})];
         assert_eq!(merged(pod, vec![inj("proxy", false)])[0], json!({"name": "proxy", "image": "new"}));
     }

@@ -48,7 +48,8 @@ pub fn apply(set: &SidecarSet, annotations: &mut Map<String, Value>) -> Result<(
 /// value), the existing text is kept as it is: Kruise would re-serialise it, but then a webhook
 /// re-invoked on its own output (a verbatim first patch) would patch again.
 fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
-    let original: Value = serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
+    let original: Value =
+        serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
     let patch: Value = serde_json::from_str(patch).map_err(|e| format!("the patch is not JSON ({e})"))?;
     let mut target = original.clone();
     json_patch::merge(&mut target, &patch); // RFC 7386
@@ -61,7 +62,10 @@ mod tests {
 
     #[test]
     fn merged_output_is_sorted_and_compact() {
-        assert_eq!(merge_json(r#"{"z": 1, "a": {"y": 2}}"#, r#"{"b": true}"#).unwrap(), r#"{"a":{"y":2},"b":true,"z":1}"#);
+        assert_eq!(
+            merge_json(r#"{"z": 1, "a": {"y": 2}}"#, r#"{"b": true}"#).unwrap(),
+            r#"{"a":{"y":2},"b":true,"z":1}"#
+        );
         assert_eq!(merge_json(r#"{"z": 1, "a": 2}"#, r#"{"a": 2}"#).unwrap(), r#"{"z": 1, "a": 2}"#);
         assert!(merge_json("not json", "{}").is_err());
         assert!(merge_json("{}", "{").is_err());

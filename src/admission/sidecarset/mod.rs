@@ -44,8 +44,11 @@ pub fn inject<'a>(
         return Ok(());
     }
     let index = inputs.cluster.sidecarset_index();
-    let sets =
-        matched.iter().map(|s| revision::select(s, original, inputs)).collect::<Result<Vec<_>, _>>().map_err(AdmissionError::Internal)?;
+    let sets = matched
+        .iter()
+        .map(|s| revision::select(s, original, inputs))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(AdmissionError::Internal)?;
 
     // patchPodMetadata first, so transferEnv fieldRefs on annotations see the patched values.
     if sets.iter().any(|s| !s.spec.patch_pod_metadata.is_empty()) {
@@ -57,19 +60,27 @@ pub fn inject<'a>(
 
     // Until `apply`, only the annotations may have changed: the rest is read from the original.
     let annotations = pod.at(&["metadata", "annotations"]);
-    let mut state = PodAnnotations::read(annotations.and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
+    let mut state =
+        PodAnnotations::read(annotations.and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
         let ctx = PodContext::new(original, annotations, &sets, index);
-        sets.iter().map(|s| build::build(s, &ctx, warnings)).collect::<Result<Vec<Built>, _>>().map_err(AdmissionError::Internal)?
+        sets.iter()
+            .map(|s| build::build(s, &ctx, warnings))
+            .collect::<Result<Vec<Built>, _>>()
+            .map_err(AdmissionError::Internal)?
     };
     if !built.iter().any(Built::injects) {
         return Ok(());
     }
     check_duplicate_names(&built)?;
 
+    let timestamp = inputs
+        .clock
+        .now()
+        .to_offset(time::UtcOffset::UTC)
+        .format(format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"));
     let timestamp =
-        inputs.clock.now().to_offset(time::UtcOffset::UTC).format(format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"));
-    let timestamp = timestamp.map_err(|e| AdmissionError::Internal(format!("cannot format the current time: {e}")))?;
+        timestamp.map_err(|e| AdmissionError::Internal(format!("cannot format the current time: {e}")))?;
     for (set, b) in sets.iter().zip(&built) {
         state.injected.insert(set.name().to_owned());
         if b.injects() {
@@ -97,7 +108,11 @@ pub fn selects(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> bool
 }
 
 /// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
-fn selecting(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> Result<Vec<Arc<SidecarSet>>, AdmissionError> {
+fn selecting(
+    request: &AdmissionRequest,
+    pod: &Value,
+    inputs: &Inputs,
+) -> Result<Vec<Arc<SidecarSet>>, AdmissionError> {
     if !is_active(pod) {
         return Ok(Vec::new());
     }
@@ -120,7 +135,8 @@ fn selecting(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> Result
 /// (docs/sidecarset.md#1-when-injection-runs).
 fn is_active(pod: &Value) -> bool {
     let phase = at(pod, &["status", "phase"]).and_then(Value::as_str);
-    !matches!(phase, Some("Succeeded" | "Failed")) && at(pod, &["metadata", "deletionTimestamp"]).is_none_or(Value::is_null)
+    !matches!(phase, Some("Succeeded" | "Failed"))
+        && at(pod, &["metadata", "deletionTimestamp"]).is_none_or(Value::is_null)
 }
 
 /// The pod's namespace, else the request's, else `default` (docs/sidecarset.md#1-when-injection-runs).
@@ -131,8 +147,14 @@ fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
 }
 
 /// The object at `key` of `parent`, created empty when absent or null; its entries stay borrowed.
-fn object_mut<'d, 'a>(parent: &'d mut Draft<'a>, key: &str, what: &str) -> Result<&'d mut DraftMap<'a>, AdmissionError> {
-    let Some(map) = parent.object_mut() else { return Err(AdmissionError::BadRequest(format!("{what} must be an object"))) };
+fn object_mut<'d, 'a>(
+    parent: &'d mut Draft<'a>,
+    key: &str,
+    what: &str,
+) -> Result<&'d mut DraftMap<'a>, AdmissionError> {
+    let Some(map) = parent.object_mut() else {
+        return Err(AdmissionError::BadRequest(format!("{what} must be an object")));
+    };
     let slot = map.entry_or_insert(key, Draft::New(Value::Object(Map::new())));
     if slot.is_null() {
         *slot = Draft::New(Value::Object(Map::new()));
@@ -147,7 +169,8 @@ fn annotations_mut<'d>(pod: &'d mut Draft<'_>) -> Result<&'d mut Map<String, Val
     if slot.is_null() {
         *slot = Value::Object(Map::new());
     }
-    slot.as_object_mut().ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
+    slot.as_object_mut()
+        .ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
 }
 
 /// Our own denial (docs/sidecarset.md#6-2-merge-rule): two injected containers (init or not) with one name,
@@ -187,12 +210,21 @@ fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, ti
         controller_revision,
     };
     upsert(&mut state.hash, set.name(), entry(annotation(HASH_ANNOTATION), set.latest_revision().to_owned()));
-    upsert(&mut state.hash_without_image, set.name(), entry(annotation(HASH_WITHOUT_IMAGE_ANNOTATION), String::new()));
+    upsert(
+        &mut state.hash_without_image,
+        set.name(),
+        entry(annotation(HASH_WITHOUT_IMAGE_ANNOTATION), String::new()),
+    );
 }
 
 /// docs/sidecarset.md#6-merging-into-the-pod: merge everything collected into the pod. The pod's own
 /// containers, volumes and pull secrets stay borrowed; only what injection adds or replaces is new.
-fn apply<'a>(pod: &mut Draft<'a>, sets: &[Arc<SidecarSet>], built: Vec<Built>, state: &PodAnnotations) -> Result<(), AdmissionError> {
+fn apply<'a>(
+    pod: &mut Draft<'a>,
+    sets: &[Arc<SidecarSet>],
+    built: Vec<Built>,
+    state: &PodAnnotations,
+) -> Result<(), AdmissionError> {
     let mut init = Vec::new();
     let mut containers = Vec::new();
     let mut volumes = Vec::new();
@@ -224,7 +256,9 @@ fn apply<'a>(pod: &mut Draft<'a>, sets: &[Arc<SidecarSet>], built: Vec<Built>, s
     secrets.retain(|s| seen.insert(s.field("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
     for s in sets.iter().flat_map(|s| &s.spec.image_pull_secrets) {
         if seen.insert(s.name.clone()) {
-            secrets.push(Draft::New(serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?));
+            secrets.push(Draft::New(
+                serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?,
+            ));
         }
     }
     put_list(spec, "imagePullSecrets", secrets);

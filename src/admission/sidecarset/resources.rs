@@ -28,16 +28,24 @@ pub fn compute(
         Some(r) => r,
         None => {
             compiled_here = Pattern::compile(&policy.target_containers_name_regex).map_err(|e| {
-                context(format!("targetContainersNameRegex {:?} is not a valid regex: {e}", policy.target_containers_name_regex))
+                context(format!(
+                    "targetContainersNameRegex {:?} is not a valid regex: {e}",
+                    policy.target_containers_name_regex
+                ))
             })?;
             &compiled_here
         }
     };
-    let list = |key: &str| at(pod, &["spec", key]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    let native_init = list("initContainers").iter().filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
+    let list =
+        |key: &str| at(pod, &["spec", key]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let native_init = list("initContainers")
+        .iter()
+        .filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
     let targets: Vec<&Value> = native_init
         .chain(list("containers"))
-        .filter(|c| c.get("name").and_then(Value::as_str).is_some_and(|n| !injected.contains(n) && regex.is_match(n)))
+        .filter(|c| {
+            c.get("name").and_then(Value::as_str).is_some_and(|n| !injected.contains(n) && regex.is_match(n))
+        })
         .collect();
     if targets.is_empty() {
         return Err(context(format!(
@@ -46,7 +54,10 @@ pub fn compute(
         )));
     }
     let mut out = Map::new();
-    for (kind, exprs) in [("limits", policy.resources_expr.limits.as_ref()), ("requests", policy.resources_expr.requests.as_ref())] {
+    for (kind, exprs) in [
+        ("limits", policy.resources_expr.limits.as_ref()),
+        ("requests", policy.resources_expr.requests.as_ref()),
+    ] {
         let Some(exprs) = exprs else { continue };
         let mut values = Map::new();
         for (resource, expr) in [("cpu", exprs.cpu.as_str()), ("memory", exprs.memory.as_str())] {
@@ -54,9 +65,14 @@ pub fn compute(
                 continue;
             }
             // Limits: unlimited (not evaluated) when any target has none. Requests: missing is 0.
-            let Some(aggregate) = aggregate(&targets, kind, resource, &policy.target_containers_mode).map_err(context)? else { continue };
+            let Some(aggregate) =
+                aggregate(&targets, kind, resource, &policy.target_containers_mode).map_err(context)?
+            else {
+                continue;
+            };
             let variable = if has_word(expr, "memory") { "memory" } else { "cpu" };
-            let v = evaluate(expr, variable, aggregate).map_err(|e| context(format!("{kind}.{resource} expression {expr:?}: {e}")))?;
+            let v = evaluate(expr, variable, aggregate)
+                .map_err(|e| context(format!("{kind}.{resource} expression {expr:?}: {e}")))?;
             if v < 0.0 {
                 return Err(context(format!("{kind}.{resource} expression {expr:?} gives a negative value")));
             }
@@ -81,9 +97,9 @@ fn aggregate(targets: &[&Value], kind: &str, resource: &str, mode: &str) -> Resu
             None | Some(Value::Null) if kind == "limits" => return Ok(None),
             None | Some(Value::Null) => continue,
             Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-            Some(Value::String(s)) => {
-                parse_quantity(s).map_err(|e| format!("container {}: {e}", c.get("name").and_then(Value::as_str).unwrap_or("")))?
-            }
+            Some(Value::String(s)) => parse_quantity(s).map_err(|e| {
+                format!("container {}: {e}", c.get("name").and_then(Value::as_str).unwrap_or(""))
+            })?,
             Some(other) => return Err(format!("{kind}.{resource} {other} is not a quantity")),
         };
         acc = match mode {
@@ -108,7 +124,14 @@ fn format_quantity(resource: &str, v: f64) -> String {
     if bytes == 0 {
         return "0".into();
     }
-    for (suffix, factor) in [("Ei", 1u64 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+    for (suffix, factor) in [
+        ("Ei", 1u64 << 60),
+        ("Pi", 1 << 50),
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ] {
         if bytes.is_multiple_of(factor) {
             return format!("{}{suffix}", bytes / factor);
         }

@@ -10,13 +10,15 @@ use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
 use crate::admission::sidecarset_admission::hash::sidecarset_hashes;
 use crate::api::sidecarset::{
-    CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, IntOrString, REVISION_SIDECARSET_NAME_LABEL, SidecarSet,
-    SidecarSetSpec, SidecarSetStatus,
+    CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, IntOrString,
+    REVISION_SIDECARSET_NAME_LABEL, SidecarSet, SidecarSetSpec, SidecarSetStatus,
 };
 
 /// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (docs/sidecarset.md#10-3).
 pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
-    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else { return Ok(Arc::clone(set)) };
+    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else {
+        return Ok(Arc::clone(set));
+    };
     if revision.custom_version.is_none() && revision.revision_name.is_none() {
         return Ok(Arc::clone(set));
     }
@@ -31,7 +33,9 @@ pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc
         return Ok(pinned);
     }
     if let Some(selector) = strategy.and_then(|s| s.selector.as_ref()) {
-        selector.check().map_err(|e| format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name()))?;
+        selector.check().map_err(|e| {
+            format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name())
+        })?;
         if !selector_matches(selector, labels_of(pod)) {
             return Ok(pinned);
         }
@@ -60,11 +64,18 @@ fn restore(
     let ns = inputs.settings.kruise_namespace.as_str();
     let revision = match (revision_name, custom_version) {
         (Some(name), _) => inputs.cluster.get("apps", "ControllerRevision", ns, name).ok_or_else(|| {
-            format!("SidecarSet {} pins revision {name:?}, but ControllerRevision {ns}/{name} does not exist", set.name())
+            format!(
+                "SidecarSet {} pins revision {name:?}, but ControllerRevision {ns}/{name} does not exist",
+                set.name()
+            )
         })?,
         (None, Some(version)) => {
-            let label =
-                |r: &Value, k: &str| r.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str).map(str::to_owned);
+            let label = |r: &Value, k: &str| {
+                r.pointer("/metadata/labels")
+                    .and_then(|l| l.get(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
             inputs
                 .cluster
                 .list("apps", "ControllerRevision", Some(ns))
@@ -84,24 +95,34 @@ fn restore(
         (None, None) => return Ok(Arc::clone(set)),
     };
     let revision_name = revision.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let restore_error = |e: String| format!("SidecarSet {}: ControllerRevision {ns}/{revision_name} cannot be restored: {e}", set.name());
-    let mut spec_value = revision.pointer("/data/spec").cloned().ok_or_else(|| restore_error("it has no data.spec".into()))?;
+    let restore_error = |e: String| {
+        format!("SidecarSet {}: ControllerRevision {ns}/{revision_name} cannot be restored: {e}", set.name())
+    };
+    let mut spec_value =
+        revision.pointer("/data/spec").cloned().ok_or_else(|| restore_error("it has no data.spec".into()))?;
     if let Some(m) = spec_value.as_object_mut() {
         m.remove("$patch");
     }
-    let spec: SidecarSetSpec = serde_json::from_value(spec_value).map_err(|e| restore_error(e.to_string()))?;
+    let spec: SidecarSetSpec =
+        serde_json::from_value(spec_value).map_err(|e| restore_error(e.to_string()))?;
     let mut restored = SidecarSet { spec, ..(**set).clone() };
-    let revision_annotation =
-        |k: &str| revision.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str).map(str::to_owned);
-    let (hash, without_image) = match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
-        (Some(h), Some(w)) => (h, w),
-        // Kruise recomputes them from the restored spec (docs/sidecarset.md#3-revisions); one hash
-        // implementation serves this and the SidecarSet mutating webhook.
-        _ => {
-            let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
-            sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?
-        }
+    let revision_annotation = |k: &str| {
+        revision
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
     };
+    let (hash, without_image) =
+        match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
+            (Some(h), Some(w)) => (h, w),
+            // Kruise recomputes them from the restored spec (docs/sidecarset.md#3-revisions); one hash
+            // implementation serves this and the SidecarSet mutating webhook.
+            _ => {
+                let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
+                sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?
+            }
+        };
     restored.metadata.annotations.insert(HASH_ANNOTATION.into(), hash);
     restored.metadata.annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), without_image);
     restored.status.get_or_insert_with(SidecarSetStatus::default).latest_revision = revision_name.to_owned();
@@ -124,15 +145,23 @@ mod tests {
 
     /// The image the pod would get for `strategy` and `revision` with the random draw `u`.
     fn image(strategy: Value, revision: Value, u: f64) -> Result<String, String> {
-        let set = SidecarSet::from_value(&json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "s"},
+        let set = SidecarSet::from_value(
+            &json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "s"},
             "spec": {"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "c", "image": "latest"}],
-                     "updateStrategy": strategy, "injectionStrategy": {"revision": revision}}}))?;
+                     "updateStrategy": strategy, "injectionStrategy": {"revision": revision}}}),
+        )?;
         let cluster = Snapshot::from_objects([json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
             "metadata": {"name": "r1", "namespace": "kruise-system", "annotations": {"kruise.io/sidecarset-hash": "h", "kruise.io/sidecarset-hash-without-image": "w"}},
             "revision": 1, "data": {"spec": {"$patch": "replace", "containers": [{"name": "c", "image": "pinned"}]}}})]);
         let (answers, clock, settings, random) =
             (Answers::default(), FixedClock(time::OffsetDateTime::UNIX_EPOCH), Settings::default(), Draw(u));
-        let inputs = Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings: &settings };
+        let inputs = Inputs {
+            cluster: &cluster,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
         let pod = json!({"metadata": {"labels": {"app": "web", "track": "stable"}}});
         let chosen = select(&Arc::new(set), &pod, &inputs)?;
         Ok(chosen.spec.containers[0].container["image"].as_str().unwrap_or_default().to_owned())
@@ -150,16 +179,39 @@ mod tests {
         assert_eq!(image(json!({"partition": "100%"}), partial.clone(), 0.99).unwrap(), "pinned");
         assert_eq!(image(json!({"partition": "0%"}), partial.clone(), 0.01).unwrap(), "latest");
         assert_eq!(
-            image(json!({"selector": {"matchLabels": {"track": "canary"}}, "partition": "0%"}), partial.clone(), 0.5).unwrap(),
+            image(
+                json!({"selector": {"matchLabels": {"track": "canary"}}, "partition": "0%"}),
+                partial.clone(),
+                0.5
+            )
+            .unwrap(),
             "pinned"
         );
         assert_eq!(
-            image(json!({"selector": {"matchLabels": {"track": "stable"}}, "partition": "0%"}), partial.clone(), 0.5).unwrap(),
+            image(
+                json!({"selector": {"matchLabels": {"track": "stable"}}, "partition": "0%"}),
+                partial.clone(),
+                0.5
+            )
+            .unwrap(),
             "latest"
         );
-        assert!(image(json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}}), partial.clone(), 0.5).is_err());
+        assert!(
+            image(
+                json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}}),
+                partial.clone(),
+                0.5
+            )
+            .is_err()
+        );
         assert!(image(json!({"partition": "5"}), partial, 0.5).unwrap_err().contains("percentage"));
-        assert!(image(json!({}), json!({"revisionName": "missing"}), 0.5).unwrap_err().contains("does not exist"));
-        assert!(image(json!({}), json!({"customVersion": "v9"}), 0.5).unwrap_err().contains("no ControllerRevision"));
+        assert!(
+            image(json!({}), json!({"revisionName": "missing"}), 0.5).unwrap_err().contains("does not exist")
+        );
+        assert!(
+            image(json!({}), json!({"customVersion": "v9"}), 0.5)
+                .unwrap_err()
+                .contains("no ControllerRevision")
+        );
     }
 }

@@ -30,7 +30,8 @@ fn anchored(pattern: &str) -> Regex {
 static DNS1123_LABEL_RE: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_LABEL));
 static ENV_VAR_NAME_RE: LazyLock<Regex> = LazyLock::new(|| anchored(ENV_VAR_NAME));
 static PORT_NAME_CHARS: LazyLock<Regex> = LazyLock::new(|| anchored("[-a-z0-9]+"));
-static PORT_NAME_LETTER: LazyLock<Regex> = LazyLock::new(|| Regex::new("[a-z]").unwrap_or_else(|e| unreachable!("{e}")));
+static PORT_NAME_LETTER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("[a-z]").unwrap_or_else(|e| unreachable!("{e}")));
 
 /// `validation.IsDNS1123Label`.
 pub fn dns1123_label_errors(value: &str) -> Vec<String> {
@@ -84,8 +85,16 @@ fn str_of<'a>(m: &'a Map<String, Value>, key: &str) -> &'a str {
     m.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn objects<'a>(m: &'a Map<String, Value>, key: &str) -> impl Iterator<Item = (usize, &'a Map<String, Value>)> {
-    m.get(key).and_then(Value::as_array).into_iter().flatten().enumerate().filter_map(|(i, v)| v.as_object().map(|o| (i, o)))
+fn objects<'a>(
+    m: &'a Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = (usize, &'a Map<String, Value>)> {
+    m.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_object().map(|o| (i, o)))
 }
 
 fn set(m: &Map<String, Value>, key: &str) -> bool {
@@ -141,7 +150,11 @@ pub fn validate_volumes(volumes: &[Value]) -> (HashSet<String>, Vec<FieldError>)
         if name.is_empty() {
             errs.push(field::required(format!("{p}.name"), ""));
         } else {
-            errs.extend(dns1123_label_errors(name).into_iter().map(|m| field::invalid_str(format!("{p}.name"), name, m)));
+            errs.extend(
+                dns1123_label_errors(name)
+                    .into_iter()
+                    .map(|m| field::invalid_str(format!("{p}.name"), name, m)),
+            );
         }
         if !name.is_empty() && !names.insert(name.to_owned()) {
             errs.push(field::duplicate(format!("{p}.name"), name));
@@ -152,7 +165,10 @@ pub fn validate_volumes(volumes: &[Value]) -> (HashSet<String>, Vec<FieldError>)
             [one] => validate_volume_source(v, one, &format!("{p}.{one}"), &mut errs),
             [_, rest @ ..] => {
                 for extra in rest {
-                    errs.push(field::forbidden(format!("{p}.{extra}"), "may not specify more than 1 volume type"));
+                    errs.push(field::forbidden(
+                        format!("{p}.{extra}"),
+                        "may not specify more than 1 volume type",
+                    ));
                 }
             }
         }
@@ -164,7 +180,11 @@ fn validate_mode(source: &Map<String, Value>, key: &str, path: &str, errs: &mut 
     if let Some(mode) = source.get(key).filter(|m| !m.is_null())
         && !mode.as_i64().is_some_and(|m| (0..=0o777).contains(&m))
     {
-        errs.push(field::invalid(format!("{path}.{key}"), mode, "must be a number between 0 and 0777 (octal), both inclusive"));
+        errs.push(field::invalid(
+            format!("{path}.{key}"),
+            mode,
+            "must be a number between 0 and 0777 (octal), both inclusive",
+        ));
     }
 }
 
@@ -182,7 +202,16 @@ fn validate_volume_source(volume: &Map<String, Value>, kind: &str, path: &str, e
         "hostPath" => {
             require("path", errs);
             let t = str_of(source, "type");
-            const TYPES: &[&str] = &["", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"];
+            const TYPES: &[&str] = &[
+                "",
+                "DirectoryOrCreate",
+                "Directory",
+                "FileOrCreate",
+                "File",
+                "Socket",
+                "CharDevice",
+                "BlockDevice",
+            ];
             if !TYPES.contains(&t) {
                 errs.push(field::not_supported(format!("{path}.type"), t, TYPES));
             }
@@ -222,7 +251,8 @@ pub enum ContainerList {
 /// Validate the fake pod's init containers and containers (in that order, like Kubernetes).
 pub fn validate_containers(init: &[Value], regular: &[Value], volumes: &HashSet<String>) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let regular_names: HashSet<&str> = regular.iter().filter_map(|c| c.get("name").and_then(Value::as_str)).collect();
+    let regular_names: HashSet<&str> =
+        regular.iter().filter_map(|c| c.get("name").and_then(Value::as_str)).collect();
     let mut init_names = HashSet::new();
     for (i, c) in init.iter().enumerate() {
         let p = format!("spec.initContainers[{i}]");
@@ -253,38 +283,61 @@ pub fn validate_containers(init: &[Value], regular: &[Value], volumes: &HashSet<
     errs
 }
 
-fn validate_container(c: &Map<String, Value>, p: &str, list: ContainerList, volumes: &HashSet<String>, errs: &mut Vec<FieldError>) {
+fn validate_container(
+    c: &Map<String, Value>,
+    p: &str,
+    list: ContainerList,
+    volumes: &HashSet<String>,
+    errs: &mut Vec<FieldError>,
+) {
     let name = str_of(c, "name");
     if name.is_empty() {
         errs.push(field::required(format!("{p}.name"), ""));
     } else {
-        errs.extend(dns1123_label_errors(name).into_iter().map(|m| field::invalid_str(format!("{p}.name"), name, m)));
+        errs.extend(
+            dns1123_label_errors(name).into_iter().map(|m| field::invalid_str(format!("{p}.name"), name, m)),
+        );
     }
     let image = str_of(c, "image");
     if image.is_empty() {
         errs.push(field::required(format!("{p}.image"), ""));
     } else if image.trim() != image {
-        errs.push(field::invalid_str(format!("{p}.image"), image, "must not have leading or trailing whitespace"));
+        errs.push(field::invalid_str(
+            format!("{p}.image"),
+            image,
+            "must not have leading or trailing whitespace",
+        ));
     }
     let native_sidecar = str_of(c, "restartPolicy") == "Always";
     match (list, c.get("restartPolicy").filter(|v| !v.is_null())) {
-        (ContainerList::Regular, Some(_)) => {
-            errs.push(field::forbidden(format!("{p}.restartPolicy"), "may not be set for non-init containers"))
-        }
+        (ContainerList::Regular, Some(_)) => errs
+            .push(field::forbidden(format!("{p}.restartPolicy"), "may not be set for non-init containers")),
         (ContainerList::Init, Some(v)) if !native_sidecar => {
-            errs.push(field::not_supported(format!("{p}.restartPolicy"), v.as_str().unwrap_or_default(), &["Always"]));
+            errs.push(field::not_supported(
+                format!("{p}.restartPolicy"),
+                v.as_str().unwrap_or_default(),
+                &["Always"],
+            ));
         }
         _ => {}
     }
     match str_of(c, "imagePullPolicy") {
         "" => errs.push(field::required(format!("{p}.imagePullPolicy"), "")),
         "Always" | "IfNotPresent" | "Never" => {}
-        other => errs.push(field::not_supported(format!("{p}.imagePullPolicy"), other, &["Always", "IfNotPresent", "Never"])),
+        other => errs.push(field::not_supported(
+            format!("{p}.imagePullPolicy"),
+            other,
+            &["Always", "IfNotPresent", "Never"],
+        )),
     }
     match str_of(c, "terminationMessagePolicy") {
         "" => errs.push(field::required(format!("{p}.terminationMessagePolicy"), "")),
         "File" | "FallbackToLogsOnError" => {}
-        other => errs.push(field::not_supported(format!("{p}.terminationMessagePolicy"), other, &["File", "FallbackToLogsOnError"])),
+        other => errs.push(field::not_supported(
+            format!("{p}.terminationMessagePolicy"),
+            other,
+            &["File", "FallbackToLogsOnError"],
+        )),
     }
     validate_ports(c, p, errs);
     validate_env(c, p, errs);
@@ -296,7 +349,10 @@ fn validate_container(c: &Map<String, Value>, p: &str, list: ContainerList, volu
         let Some(v) = c.get(probe).filter(|v| !v.is_null()) else { continue };
         let pp = format!("{p}.{probe}");
         if plain_init {
-            errs.push(field::forbidden(pp, "may not be set for init containers without restartPolicy=Always"));
+            errs.push(field::forbidden(
+                pp,
+                "may not be set for init containers without restartPolicy=Always",
+            ));
             continue;
         }
         validate_probe(v, &pp, probe, errs);
@@ -304,11 +360,19 @@ fn validate_container(c: &Map<String, Value>, p: &str, list: ContainerList, volu
     if let Some(lifecycle) = c.get("lifecycle").filter(|v| !v.is_null()) {
         let lp = format!("{p}.lifecycle");
         if plain_init {
-            errs.push(field::forbidden(lp, "may not be set for init containers without restartPolicy=Always"));
+            errs.push(field::forbidden(
+                lp,
+                "may not be set for init containers without restartPolicy=Always",
+            ));
         } else if let Some(l) = lifecycle.as_object() {
             for hook in ["postStart", "preStop"] {
                 if let Some(h) = l.get(hook).and_then(Value::as_object) {
-                    validate_handler(h, &format!("{lp}.{hook}"), &["exec", "httpGet", "tcpSocket", "sleep"], errs);
+                    validate_handler(
+                        h,
+                        &format!("{lp}.{hook}"),
+                        &["exec", "httpGet", "tcpSocket", "sleep"],
+                        errs,
+                    );
                 }
             }
         }
@@ -321,24 +385,36 @@ fn validate_ports(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
         let pp = format!("{p}.ports[{i}]");
         let name = str_of(port, "name");
         if !name.is_empty() {
-            errs.extend(port_name_errors(name).into_iter().map(|m| field::invalid_str(format!("{pp}.name"), name, m)));
+            errs.extend(
+                port_name_errors(name).into_iter().map(|m| field::invalid_str(format!("{pp}.name"), name, m)),
+            );
             if !names.insert(name) {
                 errs.push(field::duplicate(format!("{pp}.name"), name));
             }
         }
         let container_port = port.get("containerPort").cloned().unwrap_or(Value::from(0));
         if !container_port.as_i64().is_some_and(|n| (1..=65535).contains(&n)) {
-            errs.push(field::invalid(format!("{pp}.containerPort"), &container_port, "must be between 1 and 65535, inclusive"));
+            errs.push(field::invalid(
+                format!("{pp}.containerPort"),
+                &container_port,
+                "must be between 1 and 65535, inclusive",
+            ));
         }
         if let Some(host_port) = port.get("hostPort").filter(|v| v.as_i64() != Some(0) && !v.is_null())
             && !host_port.as_i64().is_some_and(|n| (1..=65535).contains(&n))
         {
-            errs.push(field::invalid(format!("{pp}.hostPort"), host_port, "must be between 1 and 65535, inclusive"));
+            errs.push(field::invalid(
+                format!("{pp}.hostPort"),
+                host_port,
+                "must be between 1 and 65535, inclusive",
+            ));
         }
         match str_of(port, "protocol") {
             "" => errs.push(field::required(format!("{pp}.protocol"), "")),
             "TCP" | "UDP" | "SCTP" => {}
-            other => errs.push(field::not_supported(format!("{pp}.protocol"), other, &["SCTP", "TCP", "UDP"])),
+            other => {
+                errs.push(field::not_supported(format!("{pp}.protocol"), other, &["SCTP", "TCP", "UDP"]))
+            }
         }
     }
 }
@@ -371,12 +447,18 @@ fn validate_env(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
         if name.is_empty() {
             errs.push(field::required(format!("{ep}.name"), ""));
         } else {
-            errs.extend(env_var_name_errors(name).into_iter().map(|m| field::invalid_str(format!("{ep}.name"), name, m)));
+            errs.extend(
+                env_var_name_errors(name)
+                    .into_iter()
+                    .map(|m| field::invalid_str(format!("{ep}.name"), name, m)),
+            );
         }
         let Some(from) = env.get("valueFrom").and_then(Value::as_object) else { continue };
         let fp = format!("{ep}.valueFrom");
-        let sources: Vec<&str> =
-            ["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"].into_iter().filter(|s| set(from, s)).collect();
+        let sources: Vec<&str> = ["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"]
+            .into_iter()
+            .filter(|s| set(from, s))
+            .collect();
         if !str_of(env, "value").is_empty() && !sources.is_empty() {
             errs.push(field::invalid_str(&fp, "", "may not be specified when `value` is not empty"));
         }
@@ -387,7 +469,9 @@ fn validate_env(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
                 "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             )),
             1 => {}
-            _ => errs.push(field::invalid_str(&fp, "", "may not have more than one field specified at a time")),
+            _ => {
+                errs.push(field::invalid_str(&fp, "", "may not have more than one field specified at a time"))
+            }
         }
         if let Some(fr) = from.get("fieldRef").and_then(Value::as_object) {
             let frp = format!("{fp}.fieldRef");
@@ -398,10 +482,14 @@ fn validate_env(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
                 errs.push(field::required(format!("{frp}.fieldPath"), ""));
             } else if let Some((base, key)) = split_subscripted(path) {
                 match base {
-                    "metadata.annotations" => {
-                        errs.extend(qualified_name_errors(&key.to_lowercase()).into_iter().map(|m| field::invalid_str(&frp, key, m)))
-                    }
-                    "metadata.labels" => errs.extend(qualified_name_errors(key).into_iter().map(|m| field::invalid_str(&frp, key, m))),
+                    "metadata.annotations" => errs.extend(
+                        qualified_name_errors(&key.to_lowercase())
+                            .into_iter()
+                            .map(|m| field::invalid_str(&frp, key, m)),
+                    ),
+                    "metadata.labels" => errs.extend(
+                        qualified_name_errors(key).into_iter().map(|m| field::invalid_str(&frp, key, m)),
+                    ),
                     _ => errs.push(field::invalid_str(&frp, base, "does not support subscript")),
                 }
             } else if !POD_FIELD_PATHS.contains(&path) {
@@ -431,11 +519,19 @@ fn validate_env_from(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>
         let ep = format!("{p}.envFrom[{i}]");
         let prefix = str_of(from, "prefix");
         if !prefix.is_empty() {
-            errs.extend(env_var_name_errors(prefix).into_iter().map(|m| field::invalid_str(format!("{ep}.prefix"), prefix, m)));
+            errs.extend(
+                env_var_name_errors(prefix)
+                    .into_iter()
+                    .map(|m| field::invalid_str(format!("{ep}.prefix"), prefix, m)),
+            );
         }
         match (set(from, "configMapRef"), set(from, "secretRef")) {
-            (false, false) => errs.push(field::invalid_str(&ep, "", "must specify one of: `configMapRef` or `secretRef`")),
-            (true, true) => errs.push(field::invalid_str(&ep, "", "may not have more than one field specified at a time")),
+            (false, false) => {
+                errs.push(field::invalid_str(&ep, "", "must specify one of: `configMapRef` or `secretRef`"))
+            }
+            (true, true) => {
+                errs.push(field::invalid_str(&ep, "", "may not have more than one field specified at a time"))
+            }
             _ => {}
         }
     }
@@ -486,7 +582,11 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
         if path.is_empty() {
             errs.push(field::required(format!("{dp}.devicePath"), ""));
         } else if paths.contains(path) {
-            errs.push(field::invalid_str(format!("{dp}.devicePath"), path, "must not already exist as a path in volumeMounts"));
+            errs.push(field::invalid_str(
+                format!("{dp}.devicePath"),
+                path,
+                "must not already exist as a path in volumeMounts",
+            ));
         }
     }
 }
@@ -499,7 +599,9 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
         let Some(map) = res.get(list).and_then(Value::as_object) else { continue };
         for (name, q) in map {
             let rp = format!("{p}.resources.{list}[{name}]");
-            let Some(value) = quantity::go_text(q, false).and_then(|t| quantity::parse(&t)).map(|q| q.as_f64()) else {
+            let Some(value) =
+                quantity::go_text(q, false).and_then(|t| quantity::parse(&t)).map(|q| q.as_f64())
+            else {
                 errs.push(field::invalid(rp, q, "must be a quantity"));
                 continue;
             };
@@ -544,8 +646,11 @@ fn validate_handler(h: &Map<String, Value>, p: &str, kinds: &[&str], errs: &mut 
                 _ => false,
             };
             if !ok {
-                let detail =
-                    if port.is_string() { "must contain at least one letter (a-z)" } else { "must be between 1 and 65535, inclusive" };
+                let detail = if port.is_string() {
+                    "must contain at least one letter (a-z)"
+                } else {
+                    "must be between 1 and 65535, inclusive"
+                };
                 errs.push(field::invalid(format!("{p}.{kind}.port"), &port, detail));
             }
         }
@@ -553,7 +658,9 @@ fn validate_handler(h: &Map<String, Value>, p: &str, kinds: &[&str], errs: &mut 
     if let Some(get) = h.get("httpGet").and_then(Value::as_object) {
         match str_of(get, "scheme") {
             "" | "HTTP" | "HTTPS" => {}
-            other => errs.push(field::not_supported(format!("{p}.httpGet.scheme"), other, &["HTTP", "HTTPS"])),
+            other => {
+                errs.push(field::not_supported(format!("{p}.httpGet.scheme"), other, &["HTTP", "HTTPS"]))
+            }
         }
     }
     if let Some(exec) = h.get("exec").and_then(Value::as_object)
@@ -569,7 +676,9 @@ fn validate_probe(probe: &Value, p: &str, kind: &str, errs: &mut Vec<FieldError>
         return;
     };
     validate_handler(pr, p, &["exec", "httpGet", "tcpSocket", "grpc"], errs);
-    for key in ["initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"] {
+    for key in
+        ["initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"]
+    {
         if let Some(v) = pr.get(key).filter(|v| v.as_i64().is_some_and(|n| n < 0)) {
             errs.push(field::invalid(format!("{p}.{key}"), v, "must be greater than or equal to 0"));
         }
@@ -636,12 +745,14 @@ mod tests {
         let mut bad = good();
         bad["imagePullPolicy"] = json!("Sometimes");
         bad["terminationMessagePolicy"] = json!("Log");
-        bad["ports"] = json!([{"containerPort": 80, "hostPort": 70000, "protocol": "TCP", "name": "Web--port"}]);
+        bad["ports"] =
+            json!([{"containerPort": 80, "hostPort": 70000, "protocol": "TCP", "name": "Web--port"}]);
         bad["env"] = json!([{"name": "A", "value": "x", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.phase"}}}]);
         bad["envFrom"] = json!([{"prefix": "P_"}]);
         bad["volumeMounts"] = json!([{"name": "v", "mountPath": "/a", "subPath": "/abs"}]);
         bad["volumeDevices"] = json!([{"name": "w", "devicePath": "/dev/x"}]);
-        bad["readinessProbe"] = json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}, "periodSeconds": -1});
+        bad["readinessProbe"] =
+            json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}, "periodSeconds": -1});
         bad["lifecycle"] = json!({"preStop": {"httpGet": {"port": 0}}});
         let m = msgs(&validate_containers(&[], &[bad], &vols));
         let expect = [
@@ -680,7 +791,10 @@ mod tests {
         let mut regular = good();
         regular["restartPolicy"] = json!("Always");
         let m = msgs(&validate_containers(&[], &[regular], &HashSet::new()));
-        assert_eq!(m, ["spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"]);
+        assert_eq!(
+            m,
+            ["spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"]
+        );
     }
 
     #[test]

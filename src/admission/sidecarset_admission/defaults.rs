@@ -56,7 +56,10 @@ fn existing<'a>(obj: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Ma
     obj.get_mut(key)?.as_object_mut()
 }
 
-fn each_object<'a>(obj: &'a mut Map<String, Value>, key: &str) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+fn each_object<'a>(
+    obj: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
     obj.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
 }
 
@@ -97,7 +100,9 @@ fn sidecar_container(c: &mut Map<String, Value>, inject_policy: &str) {
     }
     core_container(c, Probes::LivenessAndReadiness);
     for transfer in each_object(c, "transferEnv") {
-        if let Some(field_ref) = existing(transfer, "sourceContainerNameFrom").and_then(|s| existing(s, "fieldRef")) {
+        if let Some(field_ref) =
+            existing(transfer, "sourceContainerNameFrom").and_then(|s| existing(s, "fieldRef"))
+        {
             default_zero(field_ref, "apiVersion", json!("v1"));
         }
     }
@@ -219,7 +224,9 @@ static IMAGE_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
     let domain = format!(r"(?:{domain_label}(?:\.{domain_label})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?");
     let tag = r"[\w][\w.-]{0,127}";
     let digest = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}";
-    let pattern = format!(r"^(?:{domain}/)?{component}(?:/{component})*(?::(?P<tag>{tag}))?(?:@(?P<digest>{digest}))?$");
+    let pattern = format!(
+        r"^(?:{domain}/)?{component}(?:/{component})*(?::(?P<tag>{tag}))?(?:@(?P<digest>{digest}))?$"
+    );
     Regex::new(&pattern).unwrap_or_else(|e| unreachable!("the image reference pattern is valid: {e}"))
 });
 
@@ -264,7 +271,10 @@ mod tests {
         }});
         apply(&mut s);
         let spec = &s["spec"];
-        assert_eq!(spec["updateStrategy"], json!({"type": "RollingUpdate", "maxUnavailable": 1, "partition": 0}));
+        assert_eq!(
+            spec["updateStrategy"],
+            json!({"type": "RollingUpdate", "maxUnavailable": 1, "partition": 0})
+        );
         assert_eq!(
             spec["containers"][0],
             json!({"name": "dns-f", "image": "dns:1.0", "podInjectPolicy": "BeforeAppContainer",
@@ -309,7 +319,11 @@ mod tests {
             json!({"httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10,
                    "successThreshold": 1, "failureThreshold": 3})
         );
-        assert_eq!(c["startupProbe"], json!({"httpGet": {"port": 8080}}), "Kruise does not default startup probes");
+        assert_eq!(
+            c["startupProbe"],
+            json!({"httpGet": {"port": 8080}}),
+            "Kruise does not default startup probes"
+        );
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["scheme"], "HTTP");
         assert_eq!(c["transferEnv"][0]["sourceContainerNameFrom"]["fieldRef"]["apiVersion"], "v1");
         assert_eq!(c["unknown"], json!({"kept": true}));
@@ -337,7 +351,10 @@ mod tests {
         let once = s.clone();
         apply(&mut s);
         assert_eq!(s, once);
-        assert_eq!(s["spec"]["updateStrategy"], json!({"type": "NotUpdate", "partition": "50%", "maxUnavailable": "20%"}));
+        assert_eq!(
+            s["spec"]["updateStrategy"],
+            json!({"type": "NotUpdate", "partition": "50%", "maxUnavailable": "20%"})
+        );
         assert_eq!(s["spec"]["revisionHistoryLimit"], 0, "a pointer field set to 0 is not defaulted");
         assert_eq!(s["spec"]["containers"][0]["imagePullPolicy"], "Never");
         assert_eq!(s["spec"]["containers"][0]["upgradeStrategy"]["upgradeType"], "HotUpgrade");

@@ -62,11 +62,17 @@ const fn inline(fields: &'static [F]) -> F {
 use Ty::*;
 
 const LOCAL_OBJECT_REFERENCE: &[F] = &[f("name", Str)];
-const CONTAINER_PORT: &[F] = &[f("name", Str), f("hostPort", Int), req("containerPort", Int), f("protocol", Str), f("hostIP", Str)];
+const CONTAINER_PORT: &[F] =
+    &[f("name", Str), f("hostPort", Int), req("containerPort", Int), f("protocol", Str), f("hostIP", Str)];
 const ENV_SOURCE_REF: &[F] = &[inline(LOCAL_OBJECT_REFERENCE), f("optional", PtrScalar)];
-const ENV_FROM_SOURCE: &[F] = &[f("prefix", Str), f("configMapRef", PtrStruct(ENV_SOURCE_REF)), f("secretRef", PtrStruct(ENV_SOURCE_REF))];
+const ENV_FROM_SOURCE: &[F] = &[
+    f("prefix", Str),
+    f("configMapRef", PtrStruct(ENV_SOURCE_REF)),
+    f("secretRef", PtrStruct(ENV_SOURCE_REF)),
+];
 const OBJECT_FIELD_SELECTOR: &[F] = &[f("apiVersion", Str), req("fieldPath", Str)];
-const RESOURCE_FIELD_SELECTOR: &[F] = &[f("containerName", Str), req("resource", Str), f("divisor", Quantity)];
+const RESOURCE_FIELD_SELECTOR: &[F] =
+    &[f("containerName", Str), req("resource", Str), f("divisor", Quantity)];
 const KEY_SELECTOR: &[F] = &[inline(LOCAL_OBJECT_REFERENCE), req("key", Str), f("optional", PtrScalar)];
 const ENV_VAR_SOURCE: &[F] = &[
     f("fieldRef", PtrStruct(OBJECT_FIELD_SELECTOR)),
@@ -76,7 +82,8 @@ const ENV_VAR_SOURCE: &[F] = &[
 ];
 const ENV_VAR: &[F] = &[req("name", Str), f("value", Str), f("valueFrom", PtrStruct(ENV_VAR_SOURCE))];
 const RESOURCE_CLAIM: &[F] = &[req("name", Str), f("request", Str)];
-const RESOURCE_REQUIREMENTS: &[F] = &[f("limits", ResourceList), f("requests", ResourceList), f("claims", Slice(RESOURCE_CLAIM))];
+const RESOURCE_REQUIREMENTS: &[F] =
+    &[f("limits", ResourceList), f("requests", ResourceList), f("claims", Slice(RESOURCE_CLAIM))];
 const RESIZE_POLICY: &[F] = &[req("resourceName", Str), req("restartPolicy", Str)];
 const VOLUME_MOUNT: &[F] = &[
     req("name", Str),
@@ -90,8 +97,13 @@ const VOLUME_MOUNT: &[F] = &[
 const VOLUME_DEVICE: &[F] = &[req("name", Str), req("devicePath", Str)];
 const EXEC_ACTION: &[F] = &[f("command", StrSlice)];
 const HTTP_HEADER: &[F] = &[req("name", Str), req("value", Str)];
-const HTTP_GET_ACTION: &[F] =
-    &[f("path", Str), req("port", IntOrString), f("host", Str), f("scheme", Str), f("httpHeaders", Slice(HTTP_HEADER))];
+const HTTP_GET_ACTION: &[F] = &[
+    f("path", Str),
+    req("port", IntOrString),
+    f("host", Str),
+    f("scheme", Str),
+    f("httpHeaders", Slice(HTTP_HEADER)),
+];
 const TCP_SOCKET_ACTION: &[F] = &[req("port", IntOrString), f("host", Str)];
 const GRPC_ACTION: &[F] = &[req("port", Int), req("service", PtrScalar)];
 const PROBE_HANDLER: &[F] = &[
@@ -116,7 +128,8 @@ const LIFECYCLE_HANDLER: &[F] = &[
     f("tcpSocket", PtrStruct(TCP_SOCKET_ACTION)),
     f("sleep", PtrStruct(SLEEP_ACTION)),
 ];
-const LIFECYCLE: &[F] = &[f("postStart", PtrStruct(LIFECYCLE_HANDLER)), f("preStop", PtrStruct(LIFECYCLE_HANDLER))];
+const LIFECYCLE: &[F] =
+    &[f("postStart", PtrStruct(LIFECYCLE_HANDLER)), f("preStop", PtrStruct(LIFECYCLE_HANDLER))];
 const CAPABILITIES: &[F] = &[f("add", StrSlice), f("drop", StrSlice)];
 const SE_LINUX_OPTIONS: &[F] = &[f("user", Str), f("role", Str), f("type", Str), f("level", Str)];
 const WINDOWS_OPTIONS: &[F] = &[
@@ -179,9 +192,13 @@ const TRANSFER_ENV_VAR: &[F] = &[
     f("envNames", StrSlice),
 ];
 const RESOURCE_EXPR_VALUES: &[F] = &[f("cpu", Str), f("memory", Str)];
-const RESOURCES_EXPR: &[F] = &[f("limits", PtrStruct(RESOURCE_EXPR_VALUES)), f("requests", PtrStruct(RESOURCE_EXPR_VALUES))];
-const RESOURCES_POLICY: &[F] =
-    &[req("targetContainersMode", Str), f("targetContainersNameRegex", Str), req("resourcesExpr", Struct(RESOURCES_EXPR))];
+const RESOURCES_EXPR: &[F] =
+    &[f("limits", PtrStruct(RESOURCE_EXPR_VALUES)), f("requests", PtrStruct(RESOURCE_EXPR_VALUES))];
+const RESOURCES_POLICY: &[F] = &[
+    req("targetContainersMode", Str),
+    f("targetContainersNameRegex", Str),
+    req("resourcesExpr", Struct(RESOURCES_EXPR)),
+];
 
 /// Kruise's `SidecarContainer` (v1alpha1 and v1beta1 encode alike).
 const SIDECAR_CONTAINER: &[F] = &[
@@ -225,7 +242,12 @@ impl Encoder {
         }
     }
 
-    fn fields(&mut self, obj: Option<&serde_json::Map<String, Value>>, fields: &[F], first: &mut bool) -> Result<(), EncodeError> {
+    fn fields(
+        &mut self,
+        obj: Option<&serde_json::Map<String, Value>>,
+        fields: &[F],
+        first: &mut bool,
+    ) -> Result<(), EncodeError> {
         for field in fields {
             if field.inline {
                 if let Struct(inner) = field.ty {

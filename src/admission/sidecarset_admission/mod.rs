@@ -14,14 +14,20 @@ use serde_json::{Map, Value};
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, field};
-use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet};
+use crate::api::sidecarset::{
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet,
+};
 
 /// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).
 pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
 
 fn check_version(request: &AdmissionRequest) -> Result<(), AdmissionError> {
     let version = request.resource.version.as_str();
-    if VERSIONS.contains(&version) { Ok(()) } else { Err(AdmissionError::BadRequest(format!("unsupported version: {version}"))) }
+    if VERSIONS.contains(&version) {
+        Ok(())
+    } else {
+        Err(AdmissionError::BadRequest(format!("unsupported version: {version}")))
+    }
 }
 
 /// Refuse what Kruise's decoder would refuse (400): not an object, or fields of the wrong type.
@@ -34,7 +40,11 @@ fn decode(object: &Value) -> Result<SidecarSet, AdmissionError> {
 
 /// `/mutate-apps-kruise-io-sidecarset`: the defaults of docs/sidecarset.md#9-1-defaulting, then the hash
 /// annotations (docs/sidecarset.md#8-the-sidecarset-hash), on CREATE and UPDATE.
-pub fn mutate(request: &AdmissionRequest, draft: &mut Draft<'_>, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+pub fn mutate(
+    request: &AdmissionRequest,
+    draft: &mut Draft<'_>,
+    _inputs: &Inputs,
+) -> Result<Vec<String>, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());
     }
@@ -48,8 +58,8 @@ pub fn mutate(request: &AdmissionRequest, draft: &mut Draft<'_>, _inputs: &Input
     }
     let empty = Value::Object(Map::new());
     let spec = object.get("spec").unwrap_or(&empty);
-    let (hash, without_image) =
-        hash::sidecarset_hashes(spec).map_err(|e| AdmissionError::BadRequest(format!("the SidecarSet cannot be decoded: {e}")))?;
+    let (hash, without_image) = hash::sidecarset_hashes(spec)
+        .map_err(|e| AdmissionError::BadRequest(format!("the SidecarSet cannot be decoded: {e}")))?;
     let annotations = object
         .as_object_mut()
         .and_then(|o| {
@@ -64,7 +74,9 @@ pub fn mutate(request: &AdmissionRequest, draft: &mut Draft<'_>, _inputs: &Input
             }
             m.get_mut("annotations")?.as_object_mut()
         })
-        .ok_or_else(|| AdmissionError::BadRequest("metadata.annotations of the SidecarSet must be an object".into()))?;
+        .ok_or_else(|| {
+            AdmissionError::BadRequest("metadata.annotations of the SidecarSet must be an object".into())
+        })?;
     annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
     annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
     Ok(Vec::new())
@@ -76,7 +88,11 @@ pub fn mutate(request: &AdmissionRequest, draft: &mut Draft<'_>, _inputs: &Input
 /// meaning when it is stored or read as v1beta1 (whose schema has no `namespace`).
 fn namespace_to_selector(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    let Some(namespace) = spec.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_owned) else { return };
+    let Some(namespace) =
+        spec.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_owned)
+    else {
+        return;
+    };
     let selector = serde_json::json!({"matchLabels": {NAMESPACE_NAME_LABEL: namespace}});
     spec.insert("namespaceSelector".into(), selector);
 }
@@ -89,12 +105,16 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         return Ok(Vec::new());
     }
     check_version(request)?;
-    let object = request.object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.object is required".into()))?;
+    let object = request
+        .object
+        .as_ref()
+        .ok_or_else(|| AdmissionError::BadRequest("request.object is required".into()))?;
     let set = decode(object)?;
     let old = match request.operation {
         Operation::Update => {
-            let old =
-                request.old_object.as_ref().ok_or_else(|| AdmissionError::BadRequest("request.oldObject is required for UPDATE".into()))?;
+            let old = request.old_object.as_ref().ok_or_else(|| {
+                AdmissionError::BadRequest("request.oldObject is required for UPDATE".into())
+            })?;
             Some(decode(old)?)
         }
         _ => None,

@@ -118,15 +118,27 @@ pub fn validate(selector: &LabelSelector, path: &str) -> Vec<FieldError> {
         let p = format!("{path}.matchExpressions[{i}]");
         match req.operator.as_str() {
             "In" | "NotIn" if req.values.is_empty() => {
-                errs.push(field::required(format!("{p}.values"), "must be specified when `operator` is 'In' or 'NotIn'"));
+                errs.push(field::required(
+                    format!("{p}.values"),
+                    "must be specified when `operator` is 'In' or 'NotIn'",
+                ));
             }
             "Exists" | "DoesNotExist" if !req.values.is_empty() => {
-                errs.push(field::forbidden(format!("{p}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"));
+                errs.push(field::forbidden(
+                    format!("{p}.values"),
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                ));
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errs.push(field::invalid_str(format!("{p}.operator"), other, "not a valid selector operator")),
+            other => {
+                errs.push(field::invalid_str(format!("{p}.operator"), other, "not a valid selector operator"))
+            }
         }
-        errs.extend(qualified_name_errors(&req.key).into_iter().map(|m| field::invalid_str(format!("{p}.key"), &req.key, m)));
+        errs.extend(
+            qualified_name_errors(&req.key)
+                .into_iter()
+                .map(|m| field::invalid_str(format!("{p}.key"), &req.key, m)),
+        );
     }
     errs.extend(validate_labels(&selector.match_labels, &format!("{path}.matchLabels")));
     if let Err(e) = as_requirements(selector) {
@@ -224,10 +236,22 @@ mod tests {
         assert!(!overlapping(&a, &sel(json!({"matchLabels": {"app": "b"}}))));
         assert!(overlapping(&a, &sel(json!({"matchLabels": {"app": "a", "tier": "x"}}))));
         assert!(overlapping(&a, &sel(json!({"matchLabels": {"tier": "x"}}))));
-        assert!(!overlapping(&a, &sel(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["b", "c"]}]}))));
-        assert!(overlapping(&a, &sel(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "c"]}]}))));
-        assert!(!overlapping(&a, &sel(json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]}))));
-        assert!(!overlapping(&a, &sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}))));
+        assert!(!overlapping(
+            &a,
+            &sel(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["b", "c"]}]}))
+        ));
+        assert!(overlapping(
+            &a,
+            &sel(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "c"]}]}))
+        ));
+        assert!(!overlapping(
+            &a,
+            &sel(json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]}))
+        ));
+        assert!(!overlapping(
+            &a,
+            &sel(json!({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}))
+        ));
         // The known blind spot: `Exists` on a key the other does not mention counts as disjoint.
         assert!(!overlapping(&a, &sel(json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}))));
         let exists = sel(json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}));
@@ -236,22 +260,22 @@ mod tests {
 
     #[test]
     fn validation_messages() {
-        let errs = validate(&sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]})), "spec.selector");
+        let errs =
+            validate(&sel(json!({"matchExpressions": [{"key": "app", "operator": "In"}]})), "spec.selector");
         assert_eq!(
             errs[0].to_string(),
             "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
         );
-        let errs = validate(&sel(json!({"matchExpressions": [{"key": "app", "operator": "Has"}]})), "spec.selector");
+        let errs =
+            validate(&sel(json!({"matchExpressions": [{"key": "app", "operator": "Has"}]})), "spec.selector");
         assert_eq!(
             errs[0].to_string(),
             r#"spec.selector.matchExpressions[0].operator: Invalid value: "Has": not a valid selector operator"#
         );
         let errs = validate(&sel(json!({"matchLabels": {"app": "bad value"}})), "spec.selector");
-        assert!(
-            errs[0]
-                .to_string()
-                .starts_with(r#"spec.selector.matchLabels: Invalid value: "bad value": a valid label must be an empty string"#)
-        );
+        assert!(errs[0].to_string().starts_with(
+            r#"spec.selector.matchLabels: Invalid value: "bad value": a valid label must be an empty string"#
+        ));
         assert!(validate(&sel(json!({"matchLabels": {"example.com/app": "ok"}})), "s").is_empty());
     }
 
@@ -260,9 +284,15 @@ mod tests {
         let labels = BTreeMap::from([("team".to_owned(), "a".to_owned())]);
         assert_eq!(matches(&sel(json!({"matchLabels": {"team": "a"}})), &labels), Some(true));
         assert_eq!(
-            matches(&sel(json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]})), &labels),
+            matches(
+                &sel(json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]})),
+                &labels
+            ),
             Some(false)
         );
-        assert_eq!(matches(&sel(json!({"matchExpressions": [{"key": "x", "operator": "Bad"}]})), &labels), None);
+        assert_eq!(
+            matches(&sel(json!({"matchExpressions": [{"key": "x", "operator": "Bad"}]})), &labels),
+            None
+        );
     }
 }

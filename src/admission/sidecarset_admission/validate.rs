@@ -19,8 +19,8 @@ use crate::admission::field::{self, FieldError};
 use crate::admission::pattern::Pattern;
 use crate::admission::sidecarset::index::SidecarSetIndex;
 use crate::api::sidecarset::{
-    BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector, REVISION_SIDECARSET_NAME_LABEL, SidecarContainer,
-    SidecarSet,
+    BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector,
+    REVISION_SIDECARSET_NAME_LABEL, SidecarContainer, SidecarSet,
 };
 
 const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
@@ -31,12 +31,15 @@ pub const WHITELIST_KEY: &str = "SidecarSet_PatchPodMetadata_WhiteList";
 /// `metadata.annotations` may hold at most this many bytes (keys plus values).
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
-static NAME_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NAME_PATTERN).unwrap_or_else(|e| unreachable!("{e}")));
-static PERCENT_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new("^[0-9]+%$").unwrap_or_else(|e| unreachable!("{e}")));
+static NAME_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(NAME_PATTERN).unwrap_or_else(|e| unreachable!("{e}")));
+static PERCENT_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("^[0-9]+%$").unwrap_or_else(|e| unreachable!("{e}")));
 
 /// Go's `%#v` of a `map[string]string` (keys sorted), as Kruise's canary messages show annotations.
 fn go_map(map: &BTreeMap<String, String>) -> String {
-    let entries: Vec<String> = map.iter().map(|(k, v)| format!("{}:{}", field::go_quote(k), field::go_quote(v))).collect();
+    let entries: Vec<String> =
+        map.iter().map(|(k, v)| format!("{}:{}", field::go_quote(k), field::go_quote(v))).collect();
     format!("map[string]string{{{}}}", entries.join(", "))
 }
 
@@ -74,7 +77,9 @@ fn metadata(set: &SidecarSet) -> Vec<FieldError> {
         errs.push(field::required("metadata.name", "name or generateName is required"));
     }
     if !meta.name.is_empty() {
-        errs.extend(name_errors(&meta.name).into_iter().map(|m| field::invalid_str("metadata.name", &meta.name, m)));
+        errs.extend(
+            name_errors(&meta.name).into_iter().map(|m| field::invalid_str("metadata.name", &meta.name, m)),
+        );
     }
     if !meta.namespace.is_empty() {
         errs.push(field::forbidden("metadata.namespace", "not allowed on this type"));
@@ -87,7 +92,11 @@ fn metadata(set: &SidecarSet) -> Vec<FieldError> {
 fn name_errors(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     if !NAME_RE.is_match(name) {
-        out.push(field::regex_error("sidecarset name must consist of alphanumeric characters or '-'", NAME_PATTERN, &["example-com"]));
+        out.push(field::regex_error(
+            "sidecarset name must consist of alphanumeric characters or '-'",
+            NAME_PATTERN,
+            &["example-com"],
+        ));
     }
     if name.len() > NAME_MAX_LEN {
         out.push(field::max_len_error(NAME_MAX_LEN));
@@ -100,7 +109,11 @@ fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<
     let mut errs = Vec::new();
     let mut total = 0;
     for (k, v) in annotations {
-        errs.extend(selector::qualified_name_errors(&k.to_lowercase()).into_iter().map(|m| field::invalid_str(path, k, m)));
+        errs.extend(
+            selector::qualified_name_errors(&k.to_lowercase())
+                .into_iter()
+                .map(|m| field::invalid_str(path, k, m)),
+        );
         total += k.len() + v.len();
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
@@ -124,7 +137,11 @@ fn get_sidecarset(ctx: &Context, name: &str) -> Option<SidecarSet> {
 fn canary(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     let Some(base) = set.canary_base() else { return Vec::new() };
     let shown = go_map(&set.metadata.annotations);
-    let err = |detail: String| FieldError { path: "metadata".into(), kind: field::Kind::Invalid(shown.clone()), detail };
+    let err = |detail: String| FieldError {
+        path: "metadata".into(),
+        kind: field::Kind::Invalid(shown.clone()),
+        detail,
+    };
     let mut errs = Vec::new();
     if base == set.name() {
         errs.push(err("base sidecarSet cannot be itself".into()));
@@ -135,9 +152,10 @@ fn canary(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         errs.push(err(format!("annotations[{BASE_ANNOTATION}] is immutable")));
     }
     match get_sidecarset(ctx, base) {
-        None => {
-            errs.push(err(format!("fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io {} not found", field::go_quote(base))))
-        }
+        None => errs.push(err(format!(
+            "fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io {} not found",
+            field::go_quote(base)
+        ))),
         Some(b) if b.canary_base().is_some() => errs.push(err("base sidecarSet cannot be canary".into())),
         Some(_) => {}
     }
@@ -157,7 +175,10 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for c in &spec.init_containers {
         if c.is_native_sidecar() && update_type(set) == "RollingUpdate" {
-            errs.push(field::required("spec.updateStrategy", "The initContainer in-place upgrade is not currently supported."));
+            errs.push(field::required(
+                "spec.updateStrategy",
+                "The initContainer in-place upgrade is not currently supported.",
+            ));
         }
     }
     match &spec.selector {
@@ -185,11 +206,17 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
             errs.extend(annotation_errors(&patch.annotations, "patchPodMetadata.annotations"));
         }
         if patch.patch_policy.is_empty() {
-            errs.push(field::required("spec.patchPodMetadata", "no patchPolicy defined for patchPodMetadata"));
+            errs.push(field::required(
+                "spec.patchPodMetadata",
+                "no patchPolicy defined for patchPodMetadata",
+            ));
         }
         for k in patch.annotations.keys() {
             if !keys.insert(k.as_str()) {
-                errs.push(field::required("spec.patchPodMetadata", format!("patch annotation[{k}] already exist")));
+                errs.push(field::required(
+                    "spec.patchPodMetadata",
+                    format!("patch annotation[{k}] already exist"),
+                ));
             }
         }
     }
@@ -207,11 +234,23 @@ fn validate_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
 
 fn injection_strategy(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else { return errs };
+    let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else {
+        return errs;
+    };
     if revision.revision_name.is_none() && revision.custom_version.is_none() {
-        errs.push(field::invalid("revision", &to_json(revision), "revisionName and customVersion cannot be empty simultaneously"));
-    } else if let Err(e) = find_revision(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), ctx) {
-        errs.push(field::invalid_str("revision", "null", format!("Cannot find specific ControllerRevision, err: {e}")));
+        errs.push(field::invalid(
+            "revision",
+            &to_json(revision),
+            "revisionName and customVersion cannot be empty simultaneously",
+        ));
+    } else if let Err(e) =
+        find_revision(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), ctx)
+    {
+        errs.push(field::invalid_str(
+            "revision",
+            "null",
+            format!("Cannot find specific ControllerRevision, err: {e}"),
+        ));
     }
     if !matches!(revision.policy.as_str(), "" | "Always" | "Partial") {
         errs.push(field::invalid(
@@ -225,7 +264,12 @@ fn injection_strategy(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
 
 /// The pinned ControllerRevision (in the Kruise namespace): by name, else the newest with the
 /// custom-version label of this SidecarSet.
-fn find_revision(set: &SidecarSet, name: Option<&str>, custom_version: Option<&str>, ctx: &Context) -> Result<(), String> {
+fn find_revision(
+    set: &SidecarSet,
+    name: Option<&str>,
+    custom_version: Option<&str>,
+    ctx: &Context,
+) -> Result<(), String> {
     let ns = ctx.inputs.settings.kruise_namespace.as_str();
     if let Some(name) = name {
         return match ctx.inputs.cluster.get("apps", "ControllerRevision", ns, name) {
@@ -234,11 +278,18 @@ fn find_revision(set: &SidecarSet, name: Option<&str>, custom_version: Option<&s
         };
     }
     let Some(version) = custom_version else { return Ok(()) };
-    let label = |r: &Value, key: &str| r.pointer(&format!("/metadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))).cloned();
+    let label = |r: &Value, key: &str| {
+        r.pointer(&format!("/metadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))).cloned()
+    };
     let found = ctx.inputs.cluster.list("apps", "ControllerRevision", Some(ns)).any(|r| {
-        label(r, REVISION_SIDECARSET_NAME_LABEL) == Some(json!(set.name())) && label(r, CUSTOM_VERSION_LABEL) == Some(json!(version))
+        label(r, REVISION_SIDECARSET_NAME_LABEL) == Some(json!(set.name()))
+            && label(r, CUSTOM_VERSION_LABEL) == Some(json!(version))
     });
-    if found { Ok(()) } else { Err(format!("ControllerRevision.apps {} not found", field::go_quote(set.name()))) }
+    if found {
+        Ok(())
+    } else {
+        Err(format!("ControllerRevision.apps {} not found", field::go_quote(set.name())))
+    }
 }
 
 /// `ValidatePositiveIntOrPercent`.
@@ -247,23 +298,35 @@ fn int_or_percent(v: &IntOrString, path: &str) -> Vec<FieldError> {
         IntOrString::String(s) if !PERCENT_RE.is_match(s) => vec![field::invalid_str(
             path,
             s,
-            field::regex_error("a valid percent string must be a numeric string followed by an ending '%'", "[0-9]+%", &["1%", "93%"]),
+            field::regex_error(
+                "a valid percent string must be a numeric string followed by an ending '%'",
+                "[0-9]+%",
+                &["1%", "93%"],
+            ),
         )],
-        IntOrString::Int(n) if *n < 0 => vec![field::invalid(path, &json!(n), "must be greater than or equal to 0")],
+        IntOrString::Int(n) if *n < 0 => {
+            vec![field::invalid(path, &json!(n), "must be greater than or equal to 0")]
+        }
         _ => Vec::new(),
     }
 }
 
 fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let Some(s) = set.spec.update_strategy.as_ref().filter(|s| s.type_ == "RollingUpdate") else { return errs };
+    let Some(s) = set.spec.update_strategy.as_ref().filter(|s| s.type_ == "RollingUpdate") else {
+        return errs;
+    };
     let partition_set = match &s.partition {
         Some(IntOrString::String(_)) => true,
         Some(IntOrString::Int(n)) => *n != 0,
         None => false,
     };
     if partition_set && s.selector.is_some() {
-        errs.push(field::invalid_str("updateStrategy", &to_json(s).to_string(), "Partition and Selector cannot be used together"));
+        errs.push(field::invalid_str(
+            "updateStrategy",
+            &to_json(s).to_string(),
+            "Partition and Selector cannot be used together",
+        ));
     }
     if let Some(sel) = &s.selector {
         errs.extend(validate_selector(sel, "spec.updateStrategy.selector"));
@@ -308,13 +371,20 @@ fn priority_strategy(p: &Value) -> Result<(), String> {
         if !(0..=100).contains(&weight) {
             return Err("weight must be valid number in the range 1-100".into());
         }
-        let sel: LabelSelector = w.get("matchSelector").cloned().and_then(|s| serde_json::from_value(s).ok()).unwrap_or_default();
+        let sel: LabelSelector =
+            w.get("matchSelector").cloned().and_then(|s| serde_json::from_value(s).ok()).unwrap_or_default();
         if sel.is_empty() {
             return Err("selector can not be empty".into());
         }
-        if let Some(bad) = sel.match_expressions.iter().find(|r| !matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist"))
+        if let Some(bad) = sel
+            .match_expressions
+            .iter()
+            .find(|r| !matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist"))
         {
-            return Err(format!("invalid selector {:?} is not a valid label selector operator", bad.operator));
+            return Err(format!(
+                "invalid selector {:?} is not a valid label selector operator",
+                bad.operator
+            ));
         }
     }
     if orders.iter().any(|o| o.get("orderedKey").and_then(Value::as_str).unwrap_or_default().is_empty()) {
@@ -358,16 +428,31 @@ fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
-        if !matches!(c.pod_inject_policy.as_str(), SidecarContainer::BEFORE_APP_CONTAINER | SidecarContainer::AFTER_APP_CONTAINER) {
-            errs.push(field::invalid_str("spec.container.podInjectPolicy", &c.pod_inject_policy, "unsupported pod inject policy"));
+        if !matches!(
+            c.pod_inject_policy.as_str(),
+            SidecarContainer::BEFORE_APP_CONTAINER | SidecarContainer::AFTER_APP_CONTAINER
+        ) {
+            errs.push(field::invalid_str(
+                "spec.container.podInjectPolicy",
+                &c.pod_inject_policy,
+                "unsupported pod inject policy",
+            ));
         }
         let share = c.share_volume_policy.as_ref().map_or("", |p| p.type_.as_str());
         if !matches!(share, "enabled" | "disabled") {
-            errs.push(field::invalid("spec.container.shareVolumePolicy", &json!({"type": share}), "unsupported share volume policy"));
+            errs.push(field::invalid(
+                "spec.container.shareVolumePolicy",
+                &json!({"type": share}),
+                "unsupported share volume policy",
+            ));
         }
         for t in &c.transfer_env {
             if let Some(fr) = t.source_container_name_from.as_ref().and_then(|s| s.field_ref.as_ref()) {
-                errs.extend(transfer_env_field_ref(&fr.api_version, &fr.field_path, &format!("spec[{i}].transferEnv.fieldRef")));
+                errs.extend(transfer_env_field_ref(
+                    &fr.api_version,
+                    &fr.field_path,
+                    &format!("spec[{i}].transferEnv.fieldRef"),
+                ));
             }
         }
         if c.resources_policy.is_some() {
@@ -405,35 +490,65 @@ fn transfer_env_field_ref(api_version: &str, field_path: &str, path: &str) -> Ve
         }
     };
     if let Err(e) = converted {
-        return vec![field::invalid_str(format!("{path}.fieldPath"), field_path, format!("error converting fieldPath: {e}"))];
+        return vec![field::invalid_str(
+            format!("{path}.fieldPath"),
+            field_path,
+            format!("error converting fieldPath: {e}"),
+        )];
     }
     match corev1::split_subscripted(field_path) {
-        Some(("metadata.annotations", key)) => {
-            selector::qualified_name_errors(&key.to_lowercase()).into_iter().map(|m| field::invalid_str(path, key, m)).collect()
-        }
-        Some((_, key)) => selector::qualified_name_errors(key).into_iter().map(|m| field::invalid_str(path, key, m)).collect(),
+        Some(("metadata.annotations", key)) => selector::qualified_name_errors(&key.to_lowercase())
+            .into_iter()
+            .map(|m| field::invalid_str(path, key, m))
+            .collect(),
+        Some((_, key)) => selector::qualified_name_errors(key)
+            .into_iter()
+            .map(|m| field::invalid_str(path, key, m))
+            .collect(),
         None => Vec::new(),
     }
 }
 
 /// resourcesPolicy: not with `resources`, a valid regex, at least one expression, each parses.
-fn resources_policy<'a>(c: &'a SidecarContainer, path: &str, patterns: &mut PatternCheck<'a>) -> Vec<FieldError> {
+fn resources_policy<'a>(
+    c: &'a SidecarContainer,
+    path: &str,
+    patterns: &mut PatternCheck<'a>,
+) -> Vec<FieldError> {
     let Some(policy) = &c.resources_policy else { return Vec::new() };
-    let has = |k: &str| c.container.get("resources").and_then(|r| r.get(k)).and_then(Value::as_object).is_some_and(|m| !m.is_empty());
+    let has = |k: &str| {
+        c.container
+            .get("resources")
+            .and_then(|r| r.get(k))
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+    };
     if has("limits") || has("requests") {
-        return vec![field::invalid(path, &to_json(policy), "resourcesPolicy and resources cannot be configured together")];
+        return vec![field::invalid(
+            path,
+            &to_json(policy),
+            "resourcesPolicy and resources cannot be configured together",
+        )];
     }
     let mut errs = Vec::new();
     let regex = &policy.target_containers_name_regex;
     if regex.is_empty() {
         errs.push(field::required(format!("{path}.targetContainersNameRegex"), "invalid empty regex"));
     } else if let Err(e) = patterns.check(regex) {
-        errs.push(field::invalid_str(format!("{path}.targetContainersNameRegex"), regex, format!("invalid regex pattern: {e}")));
+        errs.push(field::invalid_str(
+            format!("{path}.targetContainersNameRegex"),
+            regex,
+            format!("invalid regex pattern: {e}"),
+        ));
     }
     let expr = &policy.resources_expr;
     let ep = format!("{path}.resourcesExpr");
     if expr.limits.is_none() && expr.requests.is_none() {
-        errs.push(field::invalid(&ep, &to_json(expr), "at least one of limits or requests must be configured"));
+        errs.push(field::invalid(
+            &ep,
+            &to_json(expr),
+            "at least one of limits or requests must be configured",
+        ));
         return errs;
     }
     for (kind, values) in [("limits", &expr.limits), ("requests", &expr.requests)] {
@@ -442,7 +557,11 @@ fn resources_policy<'a>(c: &'a SidecarContainer, path: &str, patterns: &mut Patt
             if !text.is_empty()
                 && let Err(e) = crate::admission::sidecarset::calculator::check(text, resource)
             {
-                errs.push(field::invalid_str(format!("{ep}.{kind}.{resource}"), text, format!("invalid expression: {e}")));
+                errs.push(field::invalid_str(
+                    format!("{ep}.{kind}.{resource}"),
+                    text,
+                    format!("invalid expression: {e}"),
+                ));
             }
         }
     }
@@ -471,10 +590,15 @@ fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
         return Ok(());
     }
     let defaults_allowed = ctx.inputs.settings.sidecarset_patch_pod_metadata_defaults_allowed;
-    let config = ctx.inputs.cluster.get("", "ConfigMap", &ctx.inputs.settings.kruise_namespace, CONFIGURATION_NAME);
+    let config =
+        ctx.inputs.cluster.get("", "ConfigMap", &ctx.inputs.settings.kruise_namespace, CONFIGURATION_NAME);
     let raw = config.and_then(|c| c.pointer(&format!("/data/{WHITELIST_KEY}"))).and_then(Value::as_str);
     let Some(raw) = raw else {
-        return if defaults_allowed { Ok(()) } else { Err("SidecarSet patch metadata whitelist not found".into()) };
+        return if defaults_allowed {
+            Ok(())
+        } else {
+            Err("SidecarSet patch metadata whitelist not found".into())
+        };
     };
     let whitelist: Whitelist = serde_json::from_str(raw).map_err(|e| e.to_string())?;
     let mut allowed = Vec::new();
@@ -491,7 +615,11 @@ fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
         }
     }
     if allowed.is_empty() {
-        return if defaults_allowed { Ok(()) } else { Err("sidecarSet patch metadata annotation is not allowed".into()) };
+        return if defaults_allowed {
+            Ok(())
+        } else {
+            Err("sidecarSet patch metadata annotation is not allowed".into())
+        };
     }
     for patch in &set.spec.patch_pod_metadata {
         if let Some(key) = patch.annotations.keys().find(|k| !allowed.iter().any(|r| r.is_match(k))) {
@@ -519,7 +647,11 @@ fn container_immutability(set: &SidecarSet, old: &SidecarSet) -> Vec<FieldError>
                 format!("container {} upgradeType is immutable", c.name),
             )),
             Some(_) => {}
-            None => errs.push(field::invalid_str("spec.containers.name", &c.name, format!("container {} is not found", c.name))),
+            None => errs.push(field::invalid_str(
+                "spec.containers.name",
+                &c.name,
+                format!("container {} is not found", c.name),
+            )),
         }
     }
     errs
@@ -541,8 +673,10 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
             (Some(a), Some(b)) => selector::overlapping(a, b),
             _ => true,
         };
-        let pods_overlap =
-            selector::overlapping(set.spec.selector.as_ref().unwrap_or(&empty), other.spec.selector.as_ref().unwrap_or(&empty));
+        let pods_overlap = selector::overlapping(
+            set.spec.selector.as_ref().unwrap_or(&empty),
+            other.spec.selector.as_ref().unwrap_or(&empty),
+        );
         if !(ns_overlap && pods_overlap) {
             continue;
         }
@@ -564,10 +698,19 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         }
     }
     let mut errs = Vec::new();
-    let named = set.spec.init_containers.iter().map(|c| (c, &init_in)).chain(set.spec.containers.iter().map(|c| (c, &containers_in)));
+    let named = set
+        .spec
+        .init_containers
+        .iter()
+        .map(|c| (c, &init_in))
+        .chain(set.spec.containers.iter().map(|c| (c, &containers_in)));
     for (c, owners) in named {
         if let Some(other) = owners.get(&c.name) {
-            errs.push(field::invalid_str("spec.containers", &c.name, format!("container {} already exist in {other}", c.name)));
+            errs.push(field::invalid_str(
+                "spec.containers",
+                &c.name,
+                format!("container {} already exist in {other}", c.name),
+            ));
         }
     }
     for v in &set.spec.volumes {
@@ -575,7 +718,11 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         if let Some((other, theirs)) = volumes_in.get(vname)
             && theirs != v
         {
-            errs.push(field::invalid_str("spec.volumes", vname, format!("volume {vname} is in conflict with sidecarset {other}")));
+            errs.push(field::invalid_str(
+                "spec.volumes",
+                vname,
+                format!("volume {vname} is in conflict with sidecarset {other}"),
+            ));
         }
     }
     for patch in set.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {

@@ -43,7 +43,8 @@ pub fn classify(err: &kube::Error, verb: &str, resource: &str, namespace: Option
     let scope = namespace.map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
     match err {
         kube::Error::Api(status) => {
-            let detail = if status.message.is_empty() { status.reason.clone() } else { status.message.clone() };
+            let detail =
+                if status.message.is_empty() { status.reason.clone() } else { status.message.clone() };
             let (kind, message) = match (status.code, status.reason.as_str()) {
                 (403, _) => (
                     FailureKind::Forbidden,
@@ -58,21 +59,42 @@ pub fn classify(err: &kube::Error, verb: &str, resource: &str, namespace: Option
                         "unauthorized: the API server rejected this server's credentials; check --kubeconfig or the service account token ({detail})"
                     ),
                 ),
-                (404, _) => (FailureKind::NotFound, format!("{verb} {resource} {scope}: not found ({detail})")),
-                (410, _) => (FailureKind::Gone, format!("{verb} {resource} {scope}: resource version expired ({detail})")),
-                (409, "AlreadyExists") => (FailureKind::AlreadyExists, format!("{verb} {resource} {scope}: already exists ({detail})")),
-                (409, _) => {
-                    (FailureKind::Conflict, format!("{verb} {resource} {scope}: conflict, the object changed meanwhile ({detail})"))
+                (404, _) => {
+                    (FailureKind::NotFound, format!("{verb} {resource} {scope}: not found ({detail})"))
                 }
-                (code, reason) => (FailureKind::Other, format!("{verb} {resource} {scope} failed: HTTP {code} {reason} ({detail})")),
+                (410, _) => (
+                    FailureKind::Gone,
+                    format!("{verb} {resource} {scope}: resource version expired ({detail})"),
+                ),
+                (409, "AlreadyExists") => (
+                    FailureKind::AlreadyExists,
+                    format!("{verb} {resource} {scope}: already exists ({detail})"),
+                ),
+                (409, _) => (
+                    FailureKind::Conflict,
+                    format!("{verb} {resource} {scope}: conflict, the object changed meanwhile ({detail})"),
+                ),
+                (code, reason) => (
+                    FailureKind::Other,
+                    format!("{verb} {resource} {scope} failed: HTTP {code} {reason} ({detail})"),
+                ),
             };
             ApiFailure { kind, message }
         }
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::RustlsTls(_) | kube::Error::ReadEvents(_) => ApiFailure {
+        kube::Error::HyperError(_)
+        | kube::Error::Service(_)
+        | kube::Error::RustlsTls(_)
+        | kube::Error::ReadEvents(_) => ApiFailure {
             kind: FailureKind::Unreachable,
-            message: format!("cannot reach the API server to {verb} {resource} {scope}: {}", error_chain(err)),
+            message: format!(
+                "cannot reach the API server to {verb} {resource} {scope}: {}",
+                error_chain(err)
+            ),
         },
-        other => ApiFailure { kind: FailureKind::Other, message: format!("{verb} {resource} {scope} failed: {}", error_chain(other)) },
+        other => ApiFailure {
+            kind: FailureKind::Other,
+            message: format!("{verb} {resource} {scope} failed: {}", error_chain(other)),
+        },
     }
 }
 
@@ -122,16 +144,26 @@ mod tests {
         for path in paths {
             assert!(root.join(path).is_file(), "{path} does not exist");
         }
-        let chart = std::fs::read_to_string(root.join("charts/kruise-admission/templates/rbac.yaml")).unwrap();
-        assert!(chart.contains(".Values.liveCluster.enabled") && chart.contains(r#".Values.certs.mode "self-managed""#));
+        let chart =
+            std::fs::read_to_string(root.join("charts/kruise-admission/templates/rbac.yaml")).unwrap();
+        assert!(
+            chart.contains(".Values.liveCluster.enabled")
+                && chart.contains(r#".Values.certs.mode "self-managed""#)
+        );
         let base = std::fs::read_to_string(root.join("manifests/kustomization.yaml")).unwrap();
         assert!(base.contains("kruise-admission manifests rbac") && base.contains("rbac.yaml"));
     }
 
     #[test]
     fn conflicts_and_already_exists_are_told_apart() {
-        assert_eq!(classify(&api_error(409, "AlreadyExists"), "create", "secrets", Some("a")).kind, FailureKind::AlreadyExists);
-        assert_eq!(classify(&api_error(409, "Conflict"), "update", "secrets", Some("a")).kind, FailureKind::Conflict);
+        assert_eq!(
+            classify(&api_error(409, "AlreadyExists"), "create", "secrets", Some("a")).kind,
+            FailureKind::AlreadyExists
+        );
+        assert_eq!(
+            classify(&api_error(409, "Conflict"), "update", "secrets", Some("a")).kind,
+            FailureKind::Conflict
+        );
         assert_eq!(classify(&api_error(410, "Expired"), "watch", "namespaces", None).kind, FailureKind::Gone);
         assert_eq!(classify(&api_error(500, "InternalError"), "get", "x", None).kind, FailureKind::Other);
     }

@@ -26,7 +26,8 @@ use tokio::task::JoinHandle;
 
 use super::api_error::{FailureKind, classify};
 use crate::tls_material::{
-    CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches, parse_pem, pem_block, write_files,
+    CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches,
+    parse_pem, pem_block, write_files,
 };
 
 /// The largest `--cert-renew-before` (see [`CertSettings::check`]).
@@ -69,7 +70,12 @@ impl CertSettings {
 
     fn dns_names(&self) -> Vec<String> {
         let svc = format!("{}.{}.svc", self.service, self.namespace);
-        vec![svc.clone(), format!("{svc}.cluster.local"), format!("{}.{}", self.service, self.namespace), "localhost".into()]
+        vec![
+            svc.clone(),
+            format!("{svc}.cluster.local"),
+            format!("{}.{}", self.service, self.namespace),
+            "localhost".into(),
+        ]
     }
 
     /// `renew_before` must leave the certificates a life: above zero (a certificate renewed only
@@ -231,7 +237,10 @@ impl CertManager {
             match self.sync_once().await {
                 Ok(outcome) => break outcome,
                 Err(e) if e.is_permanent() || tokio::time::Instant::now() + backoff > deadline => {
-                    return Err(CertError { kind: e.kind, message: format!("self-managed certificates: {e}") });
+                    return Err(CertError {
+                        kind: e.kind,
+                        message: format!("self-managed certificates: {e}"),
+                    });
                 }
                 Err(e) => {
                     failures += 1;
@@ -304,8 +313,16 @@ impl CertManager {
         let (material, secret_written) = self.ensure_secret(now).await?;
         let mut configs_patched = 0;
         for (kind, plural, names) in [
-            ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations", &self.settings.mutating_configs),
-            ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations", &self.settings.validating_configs),
+            (
+                "MutatingWebhookConfiguration",
+                "mutatingwebhookconfigurations",
+                &self.settings.mutating_configs,
+            ),
+            (
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+                &self.settings.validating_configs,
+            ),
         ] {
             for name in names {
                 if self.ensure_ca_bundle(kind, plural, name, &material.ca_bundle).await? {
@@ -313,9 +330,17 @@ impl CertManager {
                 }
             }
         }
-        let files = [(TLS_CRT, material.cert.as_bytes()), (TLS_KEY, material.key.as_bytes()), (CA_CRT, material.ca_bundle.as_bytes())];
-        let files_written = write_files(&self.settings.cert_dir, &files)
-            .map_err(|e| CertError::new(format!("cannot write the certificate files to {}: {e}", self.settings.cert_dir.display())))?;
+        let files = [
+            (TLS_CRT, material.cert.as_bytes()),
+            (TLS_KEY, material.key.as_bytes()),
+            (CA_CRT, material.ca_bundle.as_bytes()),
+        ];
+        let files_written = write_files(&self.settings.cert_dir, &files).map_err(|e| {
+            CertError::new(format!(
+                "cannot write the certificate files to {}: {e}",
+                self.settings.cert_dir.display()
+            ))
+        })?;
         let not_after = parse_pem(&material.cert).first().map_or(now, |c| c.not_after);
         Ok(SyncOutcome { secret_written, files_written, configs_patched, not_after })
     }
@@ -324,7 +349,9 @@ impl CertManager {
     async fn ensure_secret(&self, now: OffsetDateTime) -> Result<(Material, bool), CertError> {
         let s = &self.settings;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
-        let err = |e: &kube::Error, verb: &str| CertError::api(e, verb, &format!("secrets ({})", s.secret_name), Some(&s.namespace));
+        let err = |e: &kube::Error, verb: &str| {
+            CertError::api(e, verb, &format!("secrets ({})", s.secret_name), Some(&s.namespace))
+        };
         for _ in 0..ATTEMPTS {
             let existing = api.get_opt(&s.secret_name).await.map_err(|e| err(&e, "get"))?;
             let Some(mut secret) = existing else {
@@ -364,13 +391,25 @@ impl CertManager {
                 Err(e) => return Err(err(&e, "update")),
             }
         }
-        Err(CertError::new(format!("secret {}/{} kept changing while this replica updated it; will retry", s.namespace, s.secret_name)))
+        Err(CertError::new(format!(
+            "secret {}/{} kept changing while this replica updated it; will retry",
+            s.namespace, s.secret_name
+        )))
     }
 
     /// Set `clientConfig.caBundle` on every webhook of one configuration; write only if something
     /// differs. Returns whether it wrote.
-    async fn ensure_ca_bundle(&self, kind: &str, plural: &str, name: &str, ca_bundle: &str) -> Result<bool, CertError> {
-        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind), plural);
+    async fn ensure_ca_bundle(
+        &self,
+        kind: &str,
+        plural: &str,
+        name: &str,
+        ca_bundle: &str,
+    ) -> Result<bool, CertError> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        );
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let rbac = format!("{plural}.admissionregistration.k8s.io ({name})");
         let encoded = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(ca_bundle));
@@ -391,7 +430,10 @@ impl CertManager {
             let mut changed = false;
             if let Some(webhooks) = config.data.get_mut("webhooks").and_then(|w| w.as_array_mut()) {
                 for webhook in webhooks {
-                    let Some(client_config) = webhook.get_mut("clientConfig").and_then(|c| c.as_object_mut()) else { continue };
+                    let Some(client_config) = webhook.get_mut("clientConfig").and_then(|c| c.as_object_mut())
+                    else {
+                        continue;
+                    };
                     if client_config.get("caBundle") != Some(&encoded) {
                         client_config.insert("caBundle".into(), encoded.clone());
                         changed = true;
@@ -411,7 +453,9 @@ impl CertManager {
                 }
             }
         }
-        Err(CertError::new(format!("{kind} {name:?} kept changing while this replica updated its caBundle; will retry")))
+        Err(CertError::new(format!(
+            "{kind} {name:?} kept changing while this replica updated its caBundle; will retry"
+        )))
     }
 }
 
@@ -425,7 +469,12 @@ fn secret_data(m: &Material) -> BTreeMap<String, ByteString> {
 fn stored_material(secret: &Secret) -> Option<Material> {
     let data = secret.data.as_ref()?;
     let text = |key: &str| data.get(key).and_then(|b| String::from_utf8(b.0.clone()).ok());
-    Some(Material { ca_bundle: text(CA_CRT)?, ca_key: text(CA_KEY)?, cert: text(TLS_CRT)?, key: text(TLS_KEY)? })
+    Some(Material {
+        ca_bundle: text(CA_CRT)?,
+        ca_key: text(CA_KEY)?,
+        cert: text(TLS_CRT)?,
+        key: text(TLS_KEY)?,
+    })
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -472,7 +521,11 @@ fn issue_err(e: IssueError) -> CertError {
 
 /// New material. `previous`: `(material, keep_ca)`: with `keep_ca` only the serving certificate
 /// is reissued; otherwise a new CA is made and the previous CA stays in the bundle while valid.
-fn issue(previous: Option<(&Material, bool)>, s: &CertSettings, now: OffsetDateTime) -> Result<Material, CertError> {
+fn issue(
+    previous: Option<(&Material, bool)>,
+    s: &CertSettings,
+    now: OffsetDateTime,
+) -> Result<Material, CertError> {
     let (ca_bundle, ca_key_pem) = match previous {
         Some((m, true)) => (m.ca_bundle.clone(), m.ca_key.clone()),
         _ => {
@@ -490,7 +543,11 @@ fn issue(previous: Option<(&Material, bool)>, s: &CertSettings, now: OffsetDateT
         }
     };
     let signing_ca = ca_bundle.split_inclusive("-----END CERTIFICATE-----").next().unwrap_or_default();
-    let ca = Ca { profile: &SELF_MANAGED, cert_pem: signing_ca.to_owned(), key: rcgen::KeyPair::from_pem(&ca_key_pem).map_err(gen_err)? };
+    let ca = Ca {
+        profile: &SELF_MANAGED,
+        cert_pem: signing_ca.to_owned(),
+        key: rcgen::KeyPair::from_pem(&ca_key_pem).map_err(gen_err)?,
+    };
     let names = s.dns_names();
     let (cert, key) = ca.issue_serving(&names, &names[0], s.serving_validity(), now).map_err(issue_err)?;
     Ok(Material { ca_bundle, ca_key: ca_key_pem, cert, key })
@@ -556,8 +613,14 @@ mod tests {
         let s = settings();
         let m = issue(None, &s, now).unwrap();
         let other = issue(None, &s, now).unwrap();
-        assert_eq!(verdict(&Material { key: other.key.clone(), ..m.clone() }, &s, now), Verdict::RenewServing);
-        assert_eq!(verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now), Verdict::RenewCa);
+        assert_eq!(
+            verdict(&Material { key: other.key.clone(), ..m.clone() }, &s, now),
+            Verdict::RenewServing
+        );
+        assert_eq!(
+            verdict(&Material { ca_key: other.ca_key.clone(), ..m.clone() }, &s, now),
+            Verdict::RenewCa
+        );
         let renamed = CertSettings { service: "elsewhere".into(), ..settings() };
         assert_eq!(verdict(&m, &renamed, now), Verdict::RenewServing);
     }

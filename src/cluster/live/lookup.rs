@@ -59,16 +59,21 @@ impl LiveLookups {
     async fn one(&self, query: &Query) -> (Query, Answer) {
         let answer = match tokio::time::timeout(self.timeout, self.perform(query)).await {
             Ok(answer) => answer,
-            Err(_) => Err(format!("{query}: the API server did not answer within {}ms", self.timeout.as_millis())),
+            Err(_) => {
+                Err(format!("{query}: the API server did not answer within {}ms", self.timeout.as_millis()))
+            }
         };
         (query.clone(), answer)
     }
 
     async fn perform(&self, query: &Query) -> Answer {
         let (group, version, kind) = match query {
-            Query::List { group, version, kind, .. } | Query::Get { group, version, kind, .. } => (group, version, kind),
+            Query::List { group, version, kind, .. } | Query::Get { group, version, kind, .. } => {
+                (group, version, kind)
+            }
         };
-        let (resource, scope) = self.resource(group, version, kind).await.map_err(|e| format!("{query}: {e}"))?;
+        let (resource, scope) =
+            self.resource(group, version, kind).await.map_err(|e| format!("{query}: {e}"))?;
         let rbac_name = resource_name(&resource.group, &resource.plural);
         match query {
             Query::List { namespace, filter, .. } => {
@@ -87,12 +92,13 @@ impl LiveLookups {
                 };
                 let mut objects = Vec::new();
                 loop {
-                    let page = api
-                        .list(&params)
-                        .await
-                        .map_err(|e| format!("{query}: {}", classify(&e, "list", &rbac_name, namespace.as_deref())))?;
-                    let items: Vec<Arc<Value>> = page.items.into_iter().filter_map(|o| typed_value(o, &resource)).collect();
-                    let enough = filter.until_one.is_some_and(|counted| items.iter().any(|o| counted.counts(o)));
+                    let page = api.list(&params).await.map_err(|e| {
+                        format!("{query}: {}", classify(&e, "list", &rbac_name, namespace.as_deref()))
+                    })?;
+                    let items: Vec<Arc<Value>> =
+                        page.items.into_iter().filter_map(|o| typed_value(o, &resource)).collect();
+                    let enough =
+                        filter.until_one.is_some_and(|counted| items.iter().any(|o| counted.counts(o)));
                     objects.extend(items);
                     if enough {
                         return Ok(objects);
@@ -128,14 +134,16 @@ impl LiveLookups {
             return Ok(found.clone());
         }
         let api_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-        let not_served = || format!("the API server does not serve {kind} in {api_version} (is its CRD installed?)");
-        let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk).await.map_err(|e| match e {
-            kube::Error::Discovery(_) => not_served(),
-            e => match classify(&e, "discover", &format!("API {api_version}"), None) {
-                f if f.kind == FailureKind::NotFound => not_served(),
-                f => f.message,
-            },
-        })?;
+        let not_served =
+            || format!("the API server does not serve {kind} in {api_version} (is its CRD installed?)");
+        let (resource, caps) =
+            kube::discovery::pinned_kind(&self.client, &gvk).await.map_err(|e| match e {
+                kube::Error::Discovery(_) => not_served(),
+                e => match classify(&e, "discover", &format!("API {api_version}"), None) {
+                    f if f.kind == FailureKind::NotFound => not_served(),
+                    f => f.message,
+                },
+            })?;
         let found = (resource, caps.scope);
         self.lock().insert(gvk, found.clone());
         Ok(found)

@@ -160,7 +160,10 @@ impl LiveCluster {
                 api_version: "v1".into(),
                 resource: "namespaces".into(),
                 namespace: None,
-                api: Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces")),
+                api: Api::all_with(
+                    client.clone(),
+                    &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces"),
+                ),
                 field_selector: None,
                 trim: namespace_labels_only,
             },
@@ -172,7 +175,10 @@ impl LiveCluster {
                 api: Api::namespaced_with(
                     client.clone(),
                     &ns,
-                    &ApiResource::from_gvk_with_plural(&gvk("apps", "v1", "ControllerRevision"), "controllerrevisions"),
+                    &ApiResource::from_gvk_with_plural(
+                        &gvk("apps", "v1", "ControllerRevision"),
+                        "controllerrevisions",
+                    ),
                 ),
                 field_selector: None,
                 trim: std::convert::identity,
@@ -182,7 +188,11 @@ impl LiveCluster {
                 api_version: "v1".into(),
                 resource: "configmaps".into(),
                 namespace: Some(ns.clone()),
-                api: Api::namespaced_with(client, &ns, &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps")),
+                api: Api::namespaced_with(
+                    client,
+                    &ns,
+                    &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps"),
+                ),
                 field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
                 trim: std::convert::identity,
             },
@@ -198,7 +208,9 @@ impl LiveCluster {
         let mut tasks = Vec::new();
         for (spec, cell) in specs.into_iter().zip(shared.cells.iter().cloned()) {
             let shared = Arc::clone(&shared);
-            tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || shared.dirty.notify_one())));
+            tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || {
+                shared.dirty.notify_one()
+            })));
         }
         tasks.push(tokio::spawn(publish_changes(Arc::clone(&shared), settings.coalesce)));
         Ok(LiveCluster { shared, settings, tasks })
@@ -221,13 +233,19 @@ impl LiveCluster {
                 let s = cell.lock();
                 if let Some(e) = &s.last_error
                     && !s.listed
-                    && matches!(e.kind, FailureKind::Forbidden | FailureKind::Unauthorized | FailureKind::NotFound)
+                    && matches!(
+                        e.kind,
+                        FailureKind::Forbidden | FailureKind::Unauthorized | FailureKind::NotFound
+                    )
                 {
                     return Err(LiveError::Api(format!("cannot cache {}s: {e}", cell.kind)));
                 }
             }
             if Instant::now() >= deadline {
-                return Err(LiveError::NotSynced(format!("cluster caches did not sync within {timeout:?}: {}", self.pending())));
+                return Err(LiveError::NotSynced(format!(
+                    "cluster caches did not sync within {timeout:?}: {}",
+                    self.pending()
+                )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -291,7 +309,11 @@ impl LiveCluster {
                 })
             })
             .collect();
-        if pending.is_empty() { "publishing the first snapshot".into() } else { format!("waiting for {}", pending.join(", ")) }
+        if pending.is_empty() {
+            "publishing the first snapshot".into()
+        } else {
+            format!("waiting for {}", pending.join(", "))
+        }
     }
 }
 
@@ -395,7 +417,8 @@ async fn discover_sidecarset(client: &kube::Client) -> Result<ApiResource, LiveE
         }
     };
     for version in ["v1beta1", "v1alpha1"] {
-        if let Some((resource, caps)) = group.versioned_resources(version).into_iter().find(|(r, _)| r.kind == "SidecarSet")
+        if let Some((resource, caps)) =
+            group.versioned_resources(version).into_iter().find(|(r, _)| r.kind == "SidecarSet")
             && caps.scope == Scope::Cluster
         {
             return Ok(resource);

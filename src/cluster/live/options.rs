@@ -73,9 +73,11 @@ impl LiveOptions {
                     .await
                     .map_err(|e| LiveError::Config(format!("--kubeconfig {}: {e}", path.display())))?
             }
-            None => kube::Config::infer()
-                .await
-                .map_err(|e| LiveError::Config(format!("no in-cluster service account and no kubeconfig ({e}); pass --kubeconfig")))?,
+            None => kube::Config::infer().await.map_err(|e| {
+                LiveError::Config(format!(
+                    "no in-cluster service account and no kubeconfig ({e}); pass --kubeconfig"
+                ))
+            })?,
         };
         kube::Client::try_from(config).map_err(|e| LiveError::Config(e.to_string()))
     }
@@ -86,7 +88,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().map_err(|_| format!("{text:?}: expected a number followed by s, m, h, d or y"))?;
+    let n: u64 =
+        number.parse().map_err(|_| format!("{text:?}: expected a number followed by s, m, h, d or y"))?;
     let seconds = match unit {
         "s" => 1,
         "m" => 60,

@@ -22,8 +22,13 @@ const RESOURCE: &str = "pods";
 /// Watch Pod creations cluster-wide until the task is aborted, calling `added` with each Pod
 /// stored (JSON, `apiVersion` and `kind` set, no `managedFields`). Needs `list` and `watch` on
 /// pods cluster-wide (the shadow RBAC).
-pub fn start(client: kube::Client, settings: &LiveSettings, added: impl Fn(Value) + Send + Sync + 'static) -> JoinHandle<()> {
-    let resource = ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("", "v1", "Pod"), RESOURCE);
+pub fn start(
+    client: kube::Client,
+    settings: &LiveSettings,
+    added: impl Fn(Value) + Send + Sync + 'static,
+) -> JoinHandle<()> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("", "v1", "Pod"), RESOURCE);
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     tokio::spawn(run(api, super::timing(settings), added))
 }
@@ -73,7 +78,10 @@ async fn current_resource_version(api: &Api<DynamicObject>, timing: &Timing) -> 
 fn timed_out(verb: &str, timing: &Timing) -> ApiFailure {
     ApiFailure {
         kind: FailureKind::Unreachable,
-        message: format!("{verb} {RESOURCE} cluster-wide: the API server did not answer within {}s", timing.request_timeout.as_secs()),
+        message: format!(
+            "{verb} {RESOURCE} cluster-wide: the API server did not answer within {}s",
+            timing.request_timeout.as_secs()
+        ),
     }
 }
 
@@ -85,12 +93,14 @@ async fn watch(
     resource_version: &mut String,
     added: &impl Fn(Value),
 ) -> Result<Duration, ApiFailure> {
-    let params = WatchParams { timeout: Some(timing.watch_timeout_secs), bookmarks: true, ..WatchParams::default() };
-    let stream = match tokio::time::timeout(timing.request_timeout, api.watch(&params, resource_version)).await {
-        Err(_) => return Err(timed_out("watch", timing)),
-        Ok(Err(e)) => return Err(classify(&e, "watch", RESOURCE, None)),
-        Ok(Ok(stream)) => stream,
-    };
+    let params =
+        WatchParams { timeout: Some(timing.watch_timeout_secs), bookmarks: true, ..WatchParams::default() };
+    let stream =
+        match tokio::time::timeout(timing.request_timeout, api.watch(&params, resource_version)).await {
+            Err(_) => return Err(timed_out("watch", timing)),
+            Ok(Err(e)) => return Err(classify(&e, "watch", RESOURCE, None)),
+            Ok(Ok(stream)) => stream,
+        };
     let opened = Instant::now();
     let mut stream = pin!(stream);
     loop {
@@ -111,7 +121,9 @@ async fn watch(
                 *resource_version = b.metadata.resource_version;
                 None
             }
-            WatchEvent::Error(status) => return Err(classify(&kube::Error::Api(status), "watch", RESOURCE, None)),
+            WatchEvent::Error(status) => {
+                return Err(classify(&kube::Error::Api(status), "watch", RESOURCE, None));
+            }
         };
         if let Some(object) = object {
             if let Some(rv) = &object.metadata.resource_version {

@@ -161,8 +161,9 @@ enum End {
 pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, changed: impl Fn()) {
     let mut backoff = Backoff::new(&timing);
     loop {
-        let listed =
-            tokio::time::timeout(timing.request_timeout, list(&spec)).await.unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
+        let listed = tokio::time::timeout(timing.request_timeout, list(&spec))
+            .await
+            .unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
         let mut resource_version = match listed {
             Ok((objects, rv)) => {
                 cell.replace_all(objects);
@@ -196,21 +197,28 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
 
 /// Open one watch from `resource_version` and follow it to its end, keeping `resource_version` at
 /// the last one seen.
-async fn watch(spec: &WatchSpec, cell: &WatchCell, timing: &Timing, resource_version: &mut String, changed: &impl Fn()) -> End {
+async fn watch(
+    spec: &WatchSpec,
+    cell: &WatchCell,
+    timing: &Timing,
+    resource_version: &mut String,
+    changed: &impl Fn(),
+) -> End {
     let params = WatchParams {
         field_selector: spec.field_selector.clone(),
         timeout: Some(timing.watch_timeout_secs),
         bookmarks: true,
         ..WatchParams::default()
     };
-    let stream = match tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, resource_version)).await {
-        Ok(Ok(stream)) => stream,
-        Err(_) => return End::Failed(timed_out(spec, "watch", timing)),
-        Ok(Err(e)) => {
-            let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
-            return if failure.kind == FailureKind::Gone { End::Gone } else { End::Failed(failure) };
-        }
-    };
+    let stream =
+        match tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, resource_version)).await {
+            Ok(Ok(stream)) => stream,
+            Err(_) => return End::Failed(timed_out(spec, "watch", timing)),
+            Ok(Err(e)) => {
+                let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
+                return if failure.kind == FailureKind::Gone { End::Gone } else { End::Failed(failure) };
+            }
+        };
     cell.healthy();
     let end = follow(spec, cell, timing, stream, resource_version, changed).await;
     cell.lock().reconnects += 1;
@@ -231,7 +239,9 @@ async fn follow(
     loop {
         let event = match tokio::time::timeout(timing.idle_timeout, stream.next()).await {
             Err(_) | Ok(None) => return End::Closed { lasted: opened.elapsed() },
-            Ok(Some(Err(e))) => return End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref())),
+            Ok(Some(Err(e))) => {
+                return End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref()));
+            }
             Ok(Some(Ok(event))) => event,
         };
         let (object, present) = match event {
@@ -243,7 +253,12 @@ async fn follow(
             }
             WatchEvent::Error(status) if status.code == 410 => return End::Gone,
             WatchEvent::Error(status) => {
-                return End::Failed(classify(&kube::Error::Api(status), "watch", &spec.resource, spec.namespace.as_deref()));
+                return End::Failed(classify(
+                    &kube::Error::Api(status),
+                    "watch",
+                    &spec.resource,
+                    spec.namespace.as_deref(),
+                ));
             }
         };
         if let Some(rv) = &object.metadata.resource_version {
@@ -257,19 +272,31 @@ async fn follow(
 }
 
 fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
-    let scope = spec.namespace.as_deref().map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
+    let scope = spec
+        .namespace
+        .as_deref()
+        .map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
     ApiFailure {
         kind: FailureKind::Unreachable,
-        message: format!("{verb} {} {scope}: the API server did not answer within {}s", spec.resource, timing.request_timeout.as_secs()),
+        message: format!(
+            "{verb} {} {scope}: the API server did not answer within {}s",
+            spec.resource,
+            timing.request_timeout.as_secs()
+        ),
     }
 }
 
 /// The full list, page by page, and the resourceVersion to watch from.
 async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, String), ApiFailure> {
     let mut objects = BTreeMap::new();
-    let mut params = ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
+    let mut params =
+        ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
     loop {
-        let page = spec.api.list(&params).await.map_err(|e| classify(&e, "list", &spec.resource, spec.namespace.as_deref()))?;
+        let page = spec
+            .api
+            .list(&params)
+            .await
+            .map_err(|e| classify(&e, "list", &spec.resource, spec.namespace.as_deref()))?;
         let continue_token = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         let resource_version = page.metadata.resource_version.clone().unwrap_or_default();
         for o in page.items {
