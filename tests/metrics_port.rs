@@ -23,8 +23,9 @@ fn loopback(last: u8) -> IpAddr {
 
 /// A TCP connection from `source` that sends nothing. Connecting gives up after 3 s: the kernel
 /// completes connections into the listen queue, so only a server that stopped accepting (its
-/// queue full) leaves a connect hanging. Not 1 s: a SYN the kernel drops once is sent again after
-/// its 1 s initial retransmission timeout, and that cost one full-suite run the whole test.
+/// queue full) leaves a connect hanging. Not 1 s: a connect whose first SYN goes unanswered
+/// completes only after the kernel's 1 s initial retransmission timeout, and one full-suite run
+/// here failed that way (connection 153 of 300, the server still accepting).
 async fn silent(to: SocketAddr, source: IpAddr) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(source, 0))?;
