@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
+use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed, served_within};
 use common::h2::{
     self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers,
 };
@@ -24,20 +24,6 @@ const SECOND_PEER: [u8; 4] = [127, 0, 0, 2];
 
 fn second_peer() -> IpAddr {
     IpAddr::from(SECOND_PEER)
-}
-
-/// A good review on a new connection: answered 200 within `limit`?
-async fn served_within(client: &TlsClient, proto: Proto, limit: Duration) -> Result<(), String> {
-    let attempt = async {
-        let mut conn = client.connect(proto).await.map_err(|e| format!("connect: {e}"))?;
-        let body = Bytes::from(common::good_review("good").to_string());
-        let reply = conn
-            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
-            .await
-            .map_err(|e| format!("request: {e}"))?;
-        if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
-    };
-    tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
 }
 
 /// The error codes of the GOAWAY frames the server sent in a raw HTTP/2 session, and whether it

@@ -576,13 +576,18 @@ fn crds_are_generated_by_the_binary_and_match_the_checked_in_files() {
 /// `$HELM`, else `helm` on PATH. With `KRUISE_REQUIRE_HELM` set (CI), a missing helm fails
 /// instead of skipping.
 fn helm() -> Option<PathBuf> {
-    let found = std::env::var_os("HELM").map(PathBuf::from).or_else(|| {
+    tool("HELM", "helm")
+}
+
+/// `$<variable>`, else `name` on PATH; with `KRUISE_REQUIRE_HELM` set, a missing tool fails.
+fn tool(variable: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(variable).map(PathBuf::from).or_else(|| {
         std::env::var_os("PATH")
-            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("helm")).find(|p| p.is_file()))
+            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
     });
     assert!(
         found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(),
-        "KRUISE_REQUIRE_HELM is set but helm is not found"
+        "KRUISE_REQUIRE_HELM is set but {name} is not found"
     );
     found
 }
@@ -1120,15 +1125,7 @@ fn the_chart_values_have_a_switch_for_every_capability() {
 /// `$KUBECTL`, else `kubectl` on PATH (kustomize is built in). With `KRUISE_REQUIRE_HELM` set (CI,
 /// .ci/manifests-check.sh), a missing kubectl fails instead of skipping.
 fn kubectl() -> Option<PathBuf> {
-    let found = std::env::var_os("KUBECTL").map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH")
-            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
-    });
-    assert!(
-        found.is_some() || std::env::var_os("KRUISE_REQUIRE_HELM").is_none(),
-        "KRUISE_REQUIRE_HELM is set but kubectl is not found"
-    );
-    found
+    tool("KUBECTL", "kubectl")
 }
 
 /// `kubectl kustomize <dir>` (relative to the repository), parsed.

@@ -8,11 +8,10 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use common::client::{Proto, TlsClient, read_until_closed, try_http_get};
+use common::client::{Proto, TlsClient, read_until_closed, served_within, try_http_get};
 use common::serve_process::{Serve, addr};
 use common::server::TestServer;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use kruise_admission::server::listener::ConnLimits;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpSocket, TcpStream};
@@ -82,20 +81,6 @@ async fn ready_within(metrics: SocketAddr, source: IpAddr, limit: Duration) -> R
         Ok(Err(e)) => Err(e),
         Err(_) => Err(format!("no answer within {limit:?}")),
     }
-}
-
-/// A good review on a new HTTP/2 connection from `client`, answered 200 within `limit`?
-async fn reviewed_within(client: &TlsClient, limit: Duration) -> Result<(), String> {
-    let attempt = async {
-        let mut conn = client.connect(Proto::Http2).await.map_err(|e| format!("connect: {e}"))?;
-        let body = Bytes::from(common::good_review("good").to_string());
-        let reply = conn
-            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
-            .await
-            .map_err(|e| format!("request: {e}"))?;
-        if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
-    };
-    tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
 }
 
 /// Before: `axum::serve` had no header timeout (no timer), so both connections stayed open for
@@ -182,7 +167,7 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     let (https, metrics) = (addr(&ready, "https"), addr(&ready, "metrics"));
     let good = TlsClient::new(https, &std::fs::read(dir.path().join("certs/ca.crt")).unwrap())
         .with_source(loopback(2));
-    reviewed_within(&good, Duration::from_secs(5)).await.expect("served before the flood");
+    served_within(&good, Proto::Http2, Duration::from_secs(5)).await.expect("served before the flood");
 
     let mut one = flood(metrics, [loopback(1)].into_iter(), 300).await;
     assert_eq!(one.connected, 300, "the server kept accepting (and closing) connections: {:?}", one.stopped);
@@ -197,7 +182,7 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     ready_within(metrics, loopback(2), Duration::from_secs(3))
         .await
         .expect("/readyz from 127.0.0.2 while 127.0.0.1 floods");
-    reviewed_within(&good, Duration::from_secs(5))
+    served_within(&good, Proto::Http2, Duration::from_secs(5))
         .await
         .expect("the webhook port while 127.0.0.1 floods the metrics port");
 
@@ -215,7 +200,7 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
         "the flood holds {} connections (cap {total})",
         one.open.len() + many.open.len()
     );
-    reviewed_within(&good, Duration::from_secs(5))
+    served_within(&good, Proto::Http2, Duration::from_secs(5))
         .await
         .expect("the webhook port while 60 addresses flood the metrics port");
     drop((one, many));

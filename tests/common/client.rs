@@ -336,3 +336,17 @@ pub async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Dur
         }
     }
 }
+
+/// A good review (`super::good_review`) on a new connection of `client`: answered 200 within `limit`?
+pub async fn served_within(client: &TlsClient, proto: Proto, limit: Duration) -> Result<(), String> {
+    let attempt = async {
+        let mut conn = client.connect(proto).await.map_err(|e| format!("connect: {e}"))?;
+        let body = Bytes::from(super::good_review("good").to_string());
+        let reply = conn
+            .request(Method::POST, "/mutate-pod", Some("application/json"), body)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        if reply.status == StatusCode::OK { Ok(()) } else { Err(format!("status {}", reply.status)) }
+    };
+    tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+}
