@@ -21,7 +21,7 @@ use kruise_admission::admission::webhooks::WEBHOOKS;
 use kruise_admission::admission::{Settings, SystemClock};
 use kruise_admission::cluster::Snapshot;
 use kruise_admission::server::app::{AppState, router};
-use kruise_admission::server::cluster::ClusterState;
+use kruise_admission::server::snapshot_state::ClusterState;
 use kruise_admission::server::lookups::Lookups;
 use kruise_admission::server::memory_budget::MemoryBudget;
 use kruise_admission::server::metrics::Metrics;

@@ -145,7 +145,7 @@ fn recorded_pod_creates_with_every_example_matching() {
 /// fails here.
 #[test]
 fn example_hash_annotations_follow_the_recipe() {
-    use kruise_admission::admission::sidecarset_admission::hash::sidecarset_hashes;
+    use kruise_admission::admission::sidecarset_rules::hash::sidecarset_hashes;
     use kruise_admission::api::sidecarset::SidecarSet;
     let mut checked = 0;
     for object in example_objects().iter().filter(|o| o["kind"] == "SidecarSet") {

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use super::Inputs;
 use super::draft::{Draft, DraftMap};
 use super::review::AdmissionError;
+use crate::api::json::{object_entry, object_in};
 use crate::api::keys;
 
 /// The default daemon tolerations in upstream's order (docs/workloads.md#5-3-default-tolerations); the last
@@ -132,27 +133,20 @@ fn owners(pod: &Draft<'_>) -> (bool, bool) {
 fn pin(spec: &mut DraftMap<'_>, node: &str) -> Result<(), AdmissionError> {
     let terms =
         json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
-    let affinity = object_field(spec.value_mut("affinity"), "spec.affinity")?;
+    let not_object =
+        |path: &str| AdmissionError::BadRequest(format!("request.object.{path} must be an object"));
+    let affinity = object_in(spec.value_mut("affinity")).ok_or_else(|| not_object("spec.affinity"))?;
     let node_affinity =
-        object_field(affinity.entry("nodeAffinity").or_insert(Value::Null), "spec.affinity.nodeAffinity")?;
+        object_entry(affinity, "nodeAffinity").ok_or_else(|| not_object("spec.affinity.nodeAffinity"))?;
     // Only the terms are replaced: podAffinity, podAntiAffinity, preferred terms and any field of
     // the node selector we do not know are kept.
-    let required = object_field(
-        node_affinity.entry("requiredDuringSchedulingIgnoredDuringExecution").or_insert(Value::Null),
-        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-    )?;
+    let required =
+        object_entry(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution").ok_or_else(|| {
+            not_object("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+        })?;
     required.insert("nodeSelectorTerms".into(), terms);
     spec.remove("nodeName");
     Ok(())
-}
-
-/// The object in `slot` (a map entry, `null` when it was absent), created empty when null.
-fn object_field<'a>(slot: &'a mut Value, path: &str) -> Result<&'a mut Map<String, Value>, AdmissionError> {
-    if slot.is_null() {
-        *slot = Value::Object(Map::new());
-    }
-    slot.as_object_mut()
-        .ok_or_else(|| AdmissionError::BadRequest(format!("request.object.{path} must be an object")))
 }
 
 /// `AddOrUpdateDaemonPodTolerations` (docs/workloads.md#5-3-default-tolerations): each default in table

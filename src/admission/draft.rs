@@ -52,7 +52,7 @@ impl<'a> Draft<'a> {
             (_, []) => self.value(),
             (Draft::Object(map), [key, rest @ ..]) => map.get(key)?.at(rest),
             (Draft::Array(_), _) => None,
-            (_, keys) => crate::api::at(self.value()?, keys),
+            (_, keys) => crate::api::json::at(self.value()?, keys),
         }
     }
 
@@ -170,6 +170,21 @@ impl<'a> DraftMap<'a> {
     /// `Map::entry(key).or_insert(Value::Null)`, as a plain value to change in place.
     pub fn value_mut(&mut self, key: &str) -> &mut Value {
         self.entry_or_insert(key, Draft::New(Value::Null)).to_mut()
+    }
+
+    /// The list at `key` as drafts of its elements (empty when absent or not a list); `put_list`
+    /// puts it back.
+    pub fn take_list(&mut self, key: &str) -> Vec<Draft<'a>> {
+        self.get_mut(key).map(Draft::take_items).unwrap_or_default()
+    }
+
+    /// Put a list back where it was (so an unchanged list diffs to nothing); an empty list stays absent.
+    pub fn put_list(&mut self, key: &str, items: Vec<Draft<'a>>) {
+        match self.get_mut(key) {
+            Some(slot) if slot.is_array() => *slot = Draft::Array(items),
+            _ if items.is_empty() => {}
+            _ => self.insert(key, Draft::Array(items)),
+        }
     }
 
     /// `Map::remove` with `preserve_order`: a swap-remove (the last entry takes the removed one's

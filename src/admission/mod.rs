@@ -4,18 +4,17 @@
 pub mod agreement;
 pub mod daemon;
 pub mod draft;
-pub mod field;
+pub mod injection;
 pub mod inplace;
 pub mod patch;
-pub mod pattern;
 pub mod pending_decisions;
 pub mod pod;
 pub mod protection;
 pub mod review;
 pub mod review_cost;
+pub mod route;
 pub mod shadow;
-pub mod sidecarset;
-pub mod sidecarset_admission;
+pub mod sidecarset_rules;
 pub mod webhooks;
 
 use time::OffsetDateTime;

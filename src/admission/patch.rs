@@ -343,7 +343,7 @@ fn identity(v: To<'_>) -> Option<Identity<'_>> {
         To::Object(map) => map.get("name").and_then(Draft::value).and_then(Value::as_str).map(Identity::Name),
         To::Array(_) => None,
         To::Value(v @ Value::Object(_)) => {
-            crate::api::field(v, "name").and_then(Value::as_str).map(Identity::Name)
+            crate::api::json::field(v, "name").and_then(Value::as_str).map(Identity::Name)
         }
         To::Value(Value::Array(_)) => None,
         To::Value(Value::String(s)) => Some(Identity::Scalar(format!("s{s}"))),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::agreement::StoredPods;
-use crate::api::at;
+use crate::api::json::at;
 use crate::api::sidecarset::HASH_ANNOTATION;
 
 /// How much the store may hold.

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use super::{Inputs, daemon, sidecarset};
+use super::{Inputs, daemon, injection};
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
@@ -22,7 +22,7 @@ pub fn mutate(
     };
     check_is_pod(original)?;
     let mut warnings = Vec::new();
-    sidecarset::inject(request, original, pod, inputs, &mut warnings)?;
+    injection::inject(request, original, pod, inputs, &mut warnings)?;
     daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }
@@ -34,7 +34,7 @@ pub fn may_mutate(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> b
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
         return false;
     }
-    check_is_pod(pod).is_err() || sidecarset::selects(request, pod, inputs) || daemon::triggers(pod)
+    check_is_pod(pod).is_err() || injection::selects(request, pod, inputs) || daemon::triggers(pod)
 }
 
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot

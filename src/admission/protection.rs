@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use super::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
+use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
 use super::{Inputs, Settings};
 use crate::cluster::{Answers, Counted, ListFilter, Query};
 

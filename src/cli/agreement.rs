@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::dry_run::ReviewResult;
 use super::inputs;
+use super::report::ReviewResult;
 use super::report::Table;
 use crate::admission::agreement::{self, SidecarSetAgreement, StoredPods};
 use crate::api::sidecarset::{GROUP, KIND, SidecarSet};

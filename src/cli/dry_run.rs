@@ -9,16 +9,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::agreement;
 use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
-use super::report::{self, Table, Totals};
+use super::report::{self, Call, ReviewResult, Table, Totals};
 use super::settings::DecisionArgs;
-use crate::admission::patch::{PatchOp, diff};
+use crate::admission::patch::diff;
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
@@ -436,59 +436,6 @@ struct Env<'a> {
     keep_input: bool,
 }
 
-/// One webhook call, as the summary line reports it.
-pub(crate) struct Call {
-    pub(crate) path: &'static str,
-    pub(crate) allowed: bool,
-    pub(crate) patch: Vec<PatchOp>,
-}
-
-/// The outcome of one review through every matching webhook.
-pub(crate) struct ReviewResult {
-    pub(crate) uid: Value,
-    /// `Kind namespace/name` of the request, for people (`-` when the review cannot be decoded).
-    pub(crate) subject: String,
-    pub(crate) allowed: bool,
-    /// `(code, message)` of the first denial; 200 and empty when allowed.
-    pub(crate) status: (u16, String),
-    pub(crate) warnings: Vec<String>,
-    /// Against the input object; empty on denial (nothing is admitted).
-    pub(crate) patch: Vec<PatchOp>,
-    /// The object as the request carried it, kept only for `--output diff`; null otherwise and
-    /// for requests without an object (DELETE).
-    pub(crate) input: Value,
-    /// The object as admitted; null on denial and for requests without an object (DELETE).
-    pub(crate) object: Value,
-    pub(crate) calls: Vec<Call>,
-    /// Each response as `serve` would send it.
-    pub(crate) responses: Vec<String>,
-    /// `(namespace, name)` of a Pod CREATE (name empty with generateName); `None` for any other
-    /// request.
-    pub(crate) pod_create: Option<(String, String)>,
-}
-
-impl ReviewResult {
-    /// The `json` output line.
-    pub(crate) fn summary(&self, source: &str) -> String {
-        let webhooks: Vec<Value> = self
-            .calls
-            .iter()
-            .map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch}))
-            .collect();
-        json!({
-            "source": source,
-            "uid": self.uid,
-            "allowed": self.allowed,
-            "status": {"code": self.status.0, "message": self.status.1},
-            "warnings": self.warnings,
-            "patch": self.patch,
-            "object": self.object,
-            "webhooks": webhooks,
-        })
-        .to_string()
-    }
-}
-
 fn review_one(env: &Env, document: Value) -> ReviewResult {
     // The uid as sent, for reporting even when the review is unusable.
     let sent_uid = document.pointer("/request/uid").filter(|u| u.is_string()).cloned().unwrap_or(Value::Null);
@@ -626,8 +573,10 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
 mod tests {
     use super::*;
     use crate::admission::draft::Draft;
+    use crate::admission::patch::PatchOp;
     use crate::admission::review::{AdmissionError, Operation, ReviewVersion};
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use serde_json::json;
 
     fn label(object: &Value, key: &str) -> Option<String> {
         object.pointer(&format!("/metadata/labels/{key}")).and_then(Value::as_str).map(str::to_owned)

@@ -23,6 +23,7 @@ use super::settings::DecisionArgs;
 use crate::admission::review::Decision;
 use crate::admission::webhooks;
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, SystemClock};
+use crate::api::json::object_entry;
 use crate::cluster::files::load_dir;
 use crate::cluster::{Answers, Snapshot};
 
@@ -257,11 +258,9 @@ fn write_back(template: &mut Value, mutated: &Value) {
         mutated.pointer("/metadata/annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
         && template.pointer("/metadata/annotations") != Some(annotations)
         && let Some(target) = template.as_object_mut()
+        && let Some(metadata) = object_entry(target, "metadata")
     {
-        let metadata = target.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
-        if let Some(metadata) = metadata.as_object_mut() {
-            metadata.insert("annotations".into(), annotations.clone());
-        }
+        metadata.insert("annotations".into(), annotations.clone());
     }
     let (Some(spec), Some(new_spec)) =
         (template.get_mut("spec").and_then(Value::as_object_mut), mutated.get("spec"))

@@ -6,9 +6,62 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::dry_run::ReviewResult;
 use super::inputs::Skipped;
 use super::line_diff::{Style, unified};
+use crate::admission::patch::PatchOp;
+
+/// One webhook call, as the summary line reports it.
+pub(crate) struct Call {
+    pub(crate) path: &'static str,
+    pub(crate) allowed: bool,
+    pub(crate) patch: Vec<PatchOp>,
+}
+
+/// The outcome of one review through every matching webhook.
+pub(crate) struct ReviewResult {
+    pub(crate) uid: Value,
+    /// `Kind namespace/name` of the request, for people (`-` when the review cannot be decoded).
+    pub(crate) subject: String,
+    pub(crate) allowed: bool,
+    /// `(code, message)` of the first denial; 200 and empty when allowed.
+    pub(crate) status: (u16, String),
+    pub(crate) warnings: Vec<String>,
+    /// Against the input object; empty on denial (nothing is admitted).
+    pub(crate) patch: Vec<PatchOp>,
+    /// The object as the request carried it, kept only for `--output diff`; null otherwise and
+    /// for requests without an object (DELETE).
+    pub(crate) input: Value,
+    /// The object as admitted; null on denial and for requests without an object (DELETE).
+    pub(crate) object: Value,
+    pub(crate) calls: Vec<Call>,
+    /// Each response as `serve` would send it.
+    pub(crate) responses: Vec<String>,
+    /// `(namespace, name)` of a Pod CREATE (name empty with generateName); `None` for any other
+    /// request.
+    pub(crate) pod_create: Option<(String, String)>,
+}
+
+impl ReviewResult {
+    /// The `json` output line.
+    pub(crate) fn summary(&self, source: &str) -> String {
+        let webhooks: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|c| json!({"path": c.path, "allowed": c.allowed, "patch": c.patch}))
+            .collect();
+        json!({
+            "source": source,
+            "uid": self.uid,
+            "allowed": self.allowed,
+            "status": {"code": self.status.0, "message": self.status.1},
+            "warnings": self.warnings,
+            "patch": self.patch,
+            "object": self.object,
+            "webhooks": webhooks,
+        })
+        .to_string()
+    }
+}
 
 /// Objects as YAML; a value serde-saphyr cannot render falls back to JSON (which is YAML too).
 pub fn yaml(value: &Value) -> String {

@@ -8,6 +8,7 @@ pub mod files;
 pub mod live;
 pub mod query;
 pub mod shared_map;
+pub mod sidecarset_index;
 pub mod snapshot;
 
 pub use query::{Answers, Counted, ListFilter, Query};

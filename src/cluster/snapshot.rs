@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use super::shared_map::SharedMap;
-use crate::admission::sidecarset::index::SidecarSetIndex;
 use crate::api::sidecarset::{GROUP as SIDECARSET_GROUP, KIND as SIDECARSET_KIND};
+use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 /// An object type: API group (empty for core) and kind. Versions are not part of the key: one
 /// object is one object whatever version it was written in.

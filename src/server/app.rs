@@ -29,12 +29,12 @@ use axum::response::Response;
 use axum::routing::any;
 use http_body_util::BodyExt as _;
 
-use super::cluster::ClusterState;
 use super::deadline;
 use super::live_agreement::LiveAgreement;
 use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
+use super::snapshot_state::ClusterState;
 use super::work_queue::{Shed, WorkQueue};
 use crate::admission::review::{self, AdmissionRequest, Decision, ReviewVersion};
 use crate::admission::review_cost::review_cost;

@@ -15,9 +15,9 @@ use axum::routing::get;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use super::cluster::ClusterState;
 use super::listener::{self, ConnLimits, Port};
 use super::metrics::Metrics;
+use super::snapshot_state::ClusterState;
 use super::tls::CertResolver;
 use crate::cluster::live::LiveCluster;
 use crate::cluster::live::certs::CertStatusView;

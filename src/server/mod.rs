@@ -8,7 +8,6 @@
 
 pub mod app;
 pub mod client_auth;
-pub mod cluster;
 pub mod deadline;
 pub mod health;
 pub mod listener;
@@ -17,6 +16,7 @@ pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
 pub mod reload;
+pub mod snapshot_state;
 pub mod tls;
 pub mod work_queue;
 
@@ -37,12 +37,12 @@ use crate::cluster::live::certs::CertStatusView;
 use crate::cluster::live::pod_creations;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
 use client_auth::{ClientCaFile, ClientVerifier};
-use cluster::{ClusterDir, ClusterState};
 use health::Health;
 use listener::ConnLimits;
 use live_agreement::LiveAgreement;
 use lookups::Lookups;
 use metrics::Metrics;
+use snapshot_state::{ClusterDir, ClusterState};
 use tls::{CertFiles, CertResolver};
 
 /// Everything `serve` can be told. [`ServerConfig::new`] fills in the defaults `serve` documents,
@@ -314,7 +314,7 @@ impl Server {
             Some(live) => {
                 let (state, m) = (cluster.clone(), metrics.clone());
                 let publish = move |snapshot: Arc<crate::cluster::Snapshot>| {
-                    m.record_snapshot(&snapshot, cluster::unix_now());
+                    m.record_snapshot(&snapshot, snapshot_state::unix_now());
                     state.publish(snapshot);
                 };
                 let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
@@ -394,7 +394,7 @@ impl Server {
         let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
         let (live, lookups, cluster_task) = match source {
             Source::Folder(dir) => {
-                let task = tokio::spawn(cluster::reload_loop(
+                let task = tokio::spawn(snapshot_state::reload_loop(
                     dir,
                     cluster.clone(),
                     metrics.clone(),

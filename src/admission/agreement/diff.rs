@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 
 use super::{FieldDiff, child};
-use crate::api::{field, quantity};
+use crate::api::json::field;
+use crate::api::quantity;
 
 /// What the diff knows about where it is.
 #[derive(Debug, Clone, Copy, Default)]

@@ -28,12 +28,12 @@ use serde_json::{Map, Value, json};
 
 use self::diff::{Ctx, diff};
 use self::normalize::{normalized_container, normalized_volume, token_volume};
-use super::sidecarset::annotations::{HashEntries, parse_hash_map};
+use super::injection::annotations::{HashEntries, parse_hash_map};
+use crate::api::json::{at, field};
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, SidecarSet,
     VERSION_ALT_ANNOTATION_PREFIX, VERSION_ANNOTATION_PREFIX, WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
 };
-use crate::api::{at, field};
 
 /// One field where the two Pods differ. `ours` or `stored` is `null` when the field is absent on
 /// that side (after normalisation, so a `null` in a Pod never shows up here as a value).

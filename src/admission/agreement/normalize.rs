@@ -5,8 +5,9 @@
 use serde_json::{Map, Value, json};
 
 use super::{list, name_of, spec_list};
-use crate::admission::sidecarset_admission::defaults::{self, Probes};
-use crate::api::{at, field, quantity};
+use crate::admission::sidecarset_rules::defaults::{self, Probes};
+use crate::api::json::{at, field, object_entry};
+use crate::api::quantity;
 
 /// Where the ServiceAccount admission plugin mounts the API token, and the prefix of the volume it
 /// adds (`kube-api-access-<random>`).
@@ -82,11 +83,7 @@ pub(super) fn token_volume(pod: &Value) -> Option<&str> {
 fn requests_from_limits(c: &mut Map<String, Value>) {
     let Some(Value::Object(resources)) = c.get_mut("resources") else { return };
     let Some(Value::Object(limits)) = resources.get("limits").cloned() else { return };
-    let requests = resources.entry("requests").or_insert_with(|| Value::Object(Map::new()));
-    if requests.is_null() {
-        *requests = Value::Object(Map::new());
-    }
-    if let Value::Object(requests) = requests {
+    if let Some(requests) = object_entry(resources, "requests") {
         for (k, v) in limits {
             requests.entry(k).or_insert(v);
         }

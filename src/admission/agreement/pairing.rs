@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::{name_of, spec_list};
-use crate::api::{at, field};
+use crate::api::json::{at, field};
 
 /// Stored Pods waiting to be paired with the reviews of their CREATE
 /// (docs/sidecarset.md#13-3-pairing-reviews-with-stored-pods), each used once. Reviews that name

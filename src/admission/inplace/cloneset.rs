@@ -13,8 +13,8 @@ use super::{
     version,
 };
 use crate::admission::Inputs;
-use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::workloads::{CloneSet, IntOrString, LabelSelector, PodRef};
 use crate::cluster::{Answers, ListFilter, Query};
 
@@ -172,7 +172,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     if let Some(old_value) = old_value {
         errors.extend(immutable::metadata_update(old_value, new_value));
         if immutable::spec_changed_outside(old_value, new_value, MUTABLE, &[]) {
-            errors.push(field::forbidden("spec", IMMUTABLE_MESSAGE));
+            errors.push(field_errors::forbidden("spec", IMMUTABLE_MESSAGE));
         }
         // Kruise master's v1beta1 path skips this check (docs/workloads.md#2-2-cloneset-inplaceonly); the
         // released v1alpha1 runs it. It keys off the new object's strategy only, and diffs the templates as
@@ -185,7 +185,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
                 inputs.settings.inplace_vertical_scaling,
             )
         {
-            errors.push(field::forbidden(
+            errors.push(field_errors::forbidden(
                 "spec",
                 format!("only allowed to update images in spec for InPlaceOnly, but found {offence}"),
             ));
@@ -212,10 +212,10 @@ fn validate_spec(
     check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "cloneset", errors);
     let restart = spec.template.restart_policy();
     if !restart.is_empty() && restart != "Always" {
-        errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden(
+        errors.push(field_errors::forbidden(
             "spec.template.spec.activeDeadlineSeconds",
             "activeDeadlineSeconds in cloneset is not Supported",
         ));
@@ -225,7 +225,7 @@ fn validate_spec(
     if let Some(deadline) = spec.progress_deadline_seconds {
         nonnegative("spec.progressDeadlineSeconds", deadline, errors);
         if deadline != i64::from(i32::MAX) && deadline <= spec.min_ready_seconds.unwrap_or(0) {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 "spec.progressDeadlineSeconds",
                 deadline.to_string(),
                 "must be greater than minReadySeconds",
@@ -247,8 +247,12 @@ fn scale_strategy(
     let names: Vec<&str> = list.iter().map(String::as_str).collect();
     let dup = duplicates(&names);
     if !dup.is_empty() {
-        let value = field::show(&serde_json::to_value(list).unwrap_or(Value::Null));
-        errors.push(field::invalid_shown(PATH, value, format!("duplicated items [{}]", dup.join(" "))));
+        let value = field_errors::show(&serde_json::to_value(list).unwrap_or(Value::Null));
+        errors.push(field_errors::invalid_shown(
+            PATH,
+            value,
+            format!("duplicated items [{}]", dup.join(" ")),
+        ));
         return;
     }
     let ns = namespace(request, value);
@@ -256,7 +260,7 @@ fn scale_strategy(
     let new_names = new_pods_to_delete(&names, &before, v1beta1);
     let pods = PodSource::new(inputs.answers, ns, cs, new_names.len());
     if let PodSource::Listed(Err(e)) = &pods {
-        errors.push(field::invalid_shown(
+        errors.push(field_errors::invalid_shown(
             PATH,
             format!("[{} new names]", new_names.len()),
             format!("find pods failed: {e}"),
@@ -268,17 +272,19 @@ fn scale_strategy(
         // Each refused name is one line of the message: past a hundred, say how many are left.
         if errors.len() - before_errors == MAX_REPORTED {
             let rest = new_names.len() - checked;
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 PATH,
                 format!("[{rest} more names]"),
                 "not checked one by one: fix the names above first",
             ));
             return;
         }
-        let fail = |detail: String| field::invalid_shown(PATH, field::go_quote(name), detail);
+        let fail = |detail: String| field_errors::invalid_shown(PATH, field_errors::go_quote(name), detail);
         let pod = match pods.get(ns, name) {
             Err(e) => Err(format!("find pod {name} failed: {e}")),
-            Ok(None) => Err(format!("find pod {name} failed: pods {} not found", field::go_quote(name))),
+            Ok(None) => {
+                Err(format!("find pod {name} failed: pods {} not found", field_errors::go_quote(name)))
+            }
             Ok(Some(pod)) => decode::<PodRef>(pod, "Pod").map_err(|e| format!("find pod {name} failed: {e}")),
         };
         match pod {
@@ -303,7 +309,7 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
     let strategy = &cs.spec.update_strategy;
     let knobs: Knobs = if v1beta1 {
         if !matches!(strategy.type_.as_str(), "RollingUpdate" | "OnDelete") {
-            errors.push(field::not_supported(
+            errors.push(field_errors::not_supported(
                 "spec.updateStrategy.type",
                 &strategy.type_,
                 &["RollingUpdate", "OnDelete"],
@@ -311,7 +317,7 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         }
         let Some(ru) = &strategy.rolling_update else { return };
         if !ru.pod_update_policy.is_empty() && !POLICIES.contains(&ru.pod_update_policy.as_str()) {
-            errors.push(field::not_supported(
+            errors.push(field_errors::not_supported(
                 "spec.updateStrategy.rollingUpdate.podUpdatePolicy",
                 &ru.pod_update_policy,
                 &POLICIES,
@@ -326,9 +332,9 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         )
     } else {
         if !POLICIES.contains(&strategy.type_.as_str()) {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 "spec.updateStrategy.type",
-                field::go_quote(&strategy.type_),
+                field_errors::go_quote(&strategy.type_),
                 "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
             ));
         }
@@ -345,9 +351,9 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         let Some(v) = v else { return 0 };
         v.scaled(replicas, true).unwrap_or_else(|e| {
             let detail = format!("failed GetScaledValueFromIntOrPercent for {name}: {e}");
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 format!("{prefix}.{name}"),
-                field::go_quote(&v.to_string()),
+                field_errors::go_quote(&v.to_string()),
                 detail,
             ));
             0
@@ -366,15 +372,15 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
         } else {
             "can not use maxSurge with strategy type InPlaceOnly"
         };
-        errors.push(field::invalid_shown(
+        errors.push(field_errors::invalid_shown(
             format!("{prefix}.maxSurge"),
-            field::go_quote(&v.to_string()),
+            field_errors::go_quote(&v.to_string()),
             detail,
         ));
     }
     if replicas > 0 && unavailable < 1 && surge < 1 {
         let value = max_unavailable.map_or_else(|| "null".to_owned(), int_or_string_value);
-        errors.push(field::invalid_shown(
+        errors.push(field_errors::invalid_shown(
             format!("{prefix}.maxUnavailable"),
             value,
             "maxUnavailable and maxSurge should not both be less than 1",

@@ -12,8 +12,8 @@ use super::{
     positive_int_or_percent, selector_value, version,
 };
 use crate::admission::Inputs;
-use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::workloads::DaemonSet;
 
 const MUTABLE_V1ALPHA1: &[&str] =
@@ -52,7 +52,7 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
             (MUTABLE_V1ALPHA1, IMMUTABLE_V1ALPHA1)
         };
         if immutable::spec_changed_outside(old_value, new_value, mutable, &[]) {
-            errors.push(field::forbidden("spec", message));
+            errors.push(field_errors::forbidden("spec", message));
         }
     }
     validate_spec(&ds, v1beta1, &mut errors);
@@ -69,9 +69,9 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
     match &spec.selector {
         None => errors.push(does_not_match(&spec.template.metadata.labels)),
         Some(selector) => match selector.matches(&spec.template.metadata.labels) {
-            Err(e) => errors.push(field::invalid_shown("spec.selector", selector_value(selector), e)),
+            Err(e) => errors.push(field_errors::invalid_shown("spec.selector", selector_value(selector), e)),
             Ok(false) => errors.push(does_not_match(&spec.template.metadata.labels)),
-            Ok(true) if selector.is_empty() => errors.push(field::invalid_shown(
+            Ok(true) if selector.is_empty() => errors.push(field_errors::invalid_shown(
                 "spec.selector",
                 selector_value(selector),
                 "empty selector is invalid for daemonset",
@@ -84,10 +84,10 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
     defaults::pod_spec(&mut template_spec);
     let restart = template_spec.get("restartPolicy").and_then(Value::as_str).unwrap_or_default();
     if restart != "Always" {
-        errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden(
+        errors.push(field_errors::forbidden(
             "spec.template.spec.activeDeadlineSeconds",
             "activeDeadlineSeconds in DaemonSet is not Supported",
         ));
@@ -98,7 +98,7 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
         nonnegative("spec.revisionHistoryLimit", limit, errors);
     }
     if spec.lifecycle.as_ref().is_some_and(|l| l.in_place_update.as_ref().is_some_and(|h| !h.is_null())) {
-        errors.push(field::forbidden(
+        errors.push(field_errors::forbidden(
             "spec.lifecycle.inPlaceUpdate",
             "inPlaceUpdate hook has not supported yet",
         ));
@@ -112,7 +112,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
         "OnDelete" => {}
         "RollingUpdate" => {
             let Some(ru) = &strategy.rolling_update else {
-                errors.push(field::required(RU, ""));
+                errors.push(field_errors::required(RU, ""));
                 return;
             };
             let non_zero = |v: &Option<_>| {
@@ -128,20 +128,22 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
             if has_unavailable && has_surge {
                 let value = ru.max_surge.as_ref().map_or_else(|| "null".to_owned(), int_or_string_value);
-                errors.push(field::invalid_shown(
+                errors.push(field_errors::invalid_shown(
                     format!("{RU}.maxSurge"),
                     value,
                     "may not be set when maxUnavailable is non-zero",
                 ));
             } else if !has_unavailable && !has_surge {
-                errors
-                    .push(field::required(format!("{RU}.maxUnavailable"), "cannot be 0 when maxSurge is 0"));
+                errors.push(field_errors::required(
+                    format!("{RU}.maxUnavailable"),
+                    "cannot be 0 when maxSurge is 0",
+                ));
             }
             match ru.type_.as_str() {
                 "" | "Standard" => {}
                 "InPlaceIfPossible" => {
                     if has_surge {
-                        errors.push(field::required(
+                        errors.push(field_errors::required(
                             format!("{RU}.maxSurge"),
                             "must be 0 for InPlaceIfPossible type",
                         ));
@@ -149,7 +151,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
                 }
                 "Surging" if !v1beta1 => {
                     if has_unavailable {
-                        errors.push(field::required(
+                        errors.push(field_errors::required(
                             format!("{RU}.maxUnavailable"),
                             "must be 0 for Surging type",
                         ));
@@ -161,7 +163,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
                     } else {
                         &["Standard", "Surging", "InPlaceIfPossible"]
                     };
-                    errors.push(field::not_supported(format!("{RU}.type"), other, supported));
+                    errors.push(field_errors::not_supported(format!("{RU}.type"), other, supported));
                 }
             }
             if let Some(partition) = ru.partition {
@@ -169,7 +171,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
             }
         }
         other => {
-            errors.push(field::not_supported(
+            errors.push(field_errors::not_supported(
                 "spec.updateStrategy.type",
                 other,
                 &["RollingUpdate", "OnDelete"],

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::admission::field::{self, FieldError};
+use crate::api::field_errors::{self, FieldError};
 
 /// The zero value of a field, as Go's typed decoding sees it.
 fn is_zero(v: &Value) -> bool {
@@ -75,9 +75,9 @@ pub fn metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
         // The apiserver fills uid and creationTimestamp in on the stored object; only a different
         // value (not a missing one on a hand-made request) is a change.
         if before != after && (key == "name" || !is_zero(before) && !is_zero(after)) {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 format!("metadata.{key}"),
-                field::show(after),
+                field_errors::show(after),
                 "field is immutable",
             ));
         }

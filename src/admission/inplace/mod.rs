@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use crate::admission::field::{self, FieldError};
+use crate::api::field_errors::{self, FieldError};
 use crate::api::workloads::{IntOrString, LabelSelector};
 
 /// The objects of a CREATE or UPDATE this module judges: `(new, old)`, with `old` only on UPDATE.
@@ -61,11 +61,11 @@ fn version<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
 }
 
 fn labels_value(labels: &BTreeMap<String, String>) -> String {
-    field::show(&serde_json::to_value(labels).unwrap_or(Value::Null))
+    field_errors::show(&serde_json::to_value(labels).unwrap_or(Value::Null))
 }
 
 fn selector_value(selector: &LabelSelector) -> String {
-    field::show(&serde_json::to_value(selector).unwrap_or(Value::Null))
+    field_errors::show(&serde_json::to_value(selector).unwrap_or(Value::Null))
 }
 
 /// The selector rules CloneSet and Advanced StatefulSet share: required, well-formed, not empty,
@@ -77,11 +77,11 @@ fn check_selector(
     errors: &mut Vec<FieldError>,
 ) {
     let Some(selector) = selector else {
-        errors.push(field::required("spec.selector", ""));
+        errors.push(field_errors::required("spec.selector", ""));
         return;
     };
     if selector.is_empty() {
-        errors.push(field::invalid_shown(
+        errors.push(field_errors::invalid_shown(
             "spec.selector",
             selector_value(selector),
             format!("empty selector is invalid for {kind}"),
@@ -89,14 +89,14 @@ fn check_selector(
         return;
     }
     match selector.matches(labels) {
-        Err(e) => errors.push(field::invalid_shown("spec.selector", selector_value(selector), e)),
+        Err(e) => errors.push(field_errors::invalid_shown("spec.selector", selector_value(selector), e)),
         Ok(false) => errors.push(does_not_match(labels)),
         Ok(true) => {}
     }
 }
 
 fn does_not_match(labels: &BTreeMap<String, String>) -> FieldError {
-    field::invalid_shown(
+    field_errors::invalid_shown(
         "spec.template.metadata.labels",
         labels_value(labels),
         "`selector` does not match template `labels`",
@@ -106,12 +106,16 @@ fn does_not_match(labels: &BTreeMap<String, String>) -> FieldError {
 /// `ValidateNonnegativeField`.
 fn nonnegative(path: &str, value: i64, errors: &mut Vec<FieldError>) {
     if value < 0 {
-        errors.push(field::invalid_shown(path, value.to_string(), "must be greater than or equal to 0"));
+        errors.push(field_errors::invalid_shown(
+            path,
+            value.to_string(),
+            "must be greater than or equal to 0",
+        ));
     }
 }
 
 fn int_or_string_value(v: &IntOrString) -> String {
-    field::show(&serde_json::to_value(v).unwrap_or(Value::Null))
+    field_errors::show(&serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
 /// `ValidatePositiveIntOrPercent` (zero allowed) and, when asked, `IsNotMoreThan100Percent`.
@@ -124,17 +128,17 @@ fn positive_int_or_percent(
     match v {
         IntOrString::Int(i) => nonnegative(path, *i, errors),
         IntOrString::String(_) => match v.percent() {
-            None => errors.push(field::invalid_shown(
+            None => errors.push(field_errors::invalid_shown(
                 path,
                 int_or_string_value(v),
                 "must be an integer or percentage (e.g '5%')",
             )),
-            Some(p) if p < 0 => errors.push(field::invalid_shown(
+            Some(p) if p < 0 => errors.push(field_errors::invalid_shown(
                 path,
                 int_or_string_value(v),
                 "must be greater than or equal to 0",
             )),
-            Some(p) if at_most_100_percent && p > 100 => errors.push(field::invalid_shown(
+            Some(p) if at_most_100_percent && p > 100 => errors.push(field_errors::invalid_shown(
                 path,
                 int_or_string_value(v),
                 "must not be greater than 100%",

@@ -16,8 +16,8 @@ use super::{
     positive_int_or_percent, template_spec,
 };
 use crate::admission::Inputs;
-use crate::admission::field::{self, FieldError, aggregate};
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet};
 
 const MUTABLE: &[&str] = &[
@@ -56,7 +56,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     let Some(old_value) = old_value else { return into_result(&errors) };
     errors.extend(immutable::metadata_update(old_value, new_value));
     if immutable::spec_changed_outside(old_value, new_value, MUTABLE, DEFAULTED) {
-        errors.push(field::forbidden("spec", IMMUTABLE_MESSAGE));
+        errors.push(field_errors::forbidden("spec", IMMUTABLE_MESSAGE));
     }
     into_result(&errors)?;
     let in_place_only = sts
@@ -91,9 +91,9 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
     let spec = &sts.spec;
     let parallel = spec.pod_management_policy == "Parallel";
     if !matches!(spec.pod_management_policy.as_str(), "OrderedReady" | "Parallel") {
-        errors.push(field::invalid_shown(
+        errors.push(field_errors::invalid_shown(
             "spec.podManagementPolicy",
-            field::go_quote(&spec.pod_management_policy),
+            field_errors::go_quote(&spec.pod_management_policy),
             "must be 'OrderedReady' or 'Parallel'",
         ));
     }
@@ -101,7 +101,7 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
     if let Some(max) = spec.scale_strategy.as_ref().and_then(|s| s.max_unavailable.as_ref()) {
         positive_int_or_percent("spec.scaleStrategy.maxUnavailable", max, false, errors);
         if !parallel && *max != IntOrString::Int(1) {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 "spec.scaleStrategy.maxUnavailable",
                 int_or_string_value(max),
                 PARALLEL_ONLY,
@@ -116,7 +116,7 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
             IntOrString::String(s) => is_range(s),
         };
         if !ok {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 format!("spec.reserveOrdinals[{i}]"),
                 int_or_string_value(ordinal),
                 "must be a non-negative integer or a range \"<start>-<end>\"",
@@ -127,16 +127,16 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
         for (field, value) in [("whenDeleted", &policy.when_deleted), ("whenScaled", &policy.when_scaled)] {
             if !value.is_empty() && !matches!(value.as_str(), "Retain" | "Delete") {
                 let path = format!("spec.persistentVolumeClaimRetentionPolicy.{field}");
-                errors.push(field::not_supported(&path, value, &["Retain", "Delete"]));
+                errors.push(field_errors::not_supported(&path, value, &["Retain", "Delete"]));
             }
         }
     }
     let restart = spec.template.restart_policy();
     if !restart.is_empty() && restart != "Always" {
-        errors.push(field::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
     }
     if spec.template.has_active_deadline() {
-        errors.push(field::forbidden(
+        errors.push(field_errors::forbidden(
             "spec.template.spec.activeDeadlineSeconds",
             "activeDeadlineSeconds in StatefulSet is not Supported",
         ));
@@ -155,8 +155,8 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
     match strategy.type_.as_str() {
         "OnDelete" => {
             if let Some(ru) = &strategy.rolling_update {
-                let value = field::show(&serde_json::to_value(ru).unwrap_or(Value::Null));
-                errors.push(field::invalid_shown(
+                let value = field_errors::show(&serde_json::to_value(ru).unwrap_or(Value::Null));
+                errors.push(field_errors::invalid_shown(
                     RU,
                     value,
                     "only allowed for updateStrategy 'RollingUpdate'",
@@ -169,7 +169,7 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
             let min_ready = ru.min_ready_seconds.unwrap_or(0);
             nonnegative(&format!("{RU}.minReadySeconds"), min_ready, errors);
             if min_ready > MAX_MIN_READY_SECONDS {
-                errors.push(field::invalid_shown(
+                errors.push(field_errors::invalid_shown(
                     format!("{RU}.minReadySeconds"),
                     min_ready.to_string(),
                     "must be no more than 300 seconds",
@@ -177,16 +177,16 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
             }
             let path = format!("{RU}.maxUnavailable");
             match &ru.max_unavailable {
-                None => errors.push(field::required(&path, "")),
+                None => errors.push(field_errors::required(&path, "")),
                 Some(max) => {
                     positive_int_or_percent(&path, max, false, errors);
                     match max.scaled(1, true) {
-                        Err(e) => errors.push(field::invalid_shown(
+                        Err(e) => errors.push(field_errors::invalid_shown(
                             &path,
                             int_or_string_value(max),
                             format!("failed getValueFromIntOrPercent for maxUnavailable: {e}"),
                         )),
-                        Ok(v) if v < 1 => errors.push(field::invalid_shown(
+                        Ok(v) if v < 1 => errors.push(field_errors::invalid_shown(
                             &path,
                             int_or_string_value(max),
                             "getValueFromIntOrPercent for maxUnavailable should not be less than 1",
@@ -194,41 +194,45 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
                         Ok(_) => {}
                     }
                     if !parallel && *max != IntOrString::Int(1) {
-                        errors.push(field::invalid_shown(&path, int_or_string_value(max), PARALLEL_ONLY));
+                        errors.push(field_errors::invalid_shown(
+                            &path,
+                            int_or_string_value(max),
+                            PARALLEL_ONLY,
+                        ));
                     }
                 }
             }
             match ru.pod_update_policy.as_str() {
-                "" => errors.push(field::required(format!("{RU}.podUpdatePolicy"), "")),
+                "" => errors.push(field_errors::required(format!("{RU}.podUpdatePolicy"), "")),
                 "ReCreate" => {}
                 policy @ ("InPlaceIfPossible" | "InPlaceOnly") => {
                     if !sts.spec.template.has_readiness_gate(INPLACE_UPDATE_READY) {
                         let gates =
                             sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
-                        errors.push(field::invalid_shown(
+                        errors.push(field_errors::invalid_shown(
                             "spec.template.spec.readinessGates",
-                            field::show(&gates),
+                            field_errors::show(&gates),
                             format!("must contains {INPLACE_UPDATE_READY} when podUpdatePolicy is {policy}"),
                         ));
                     }
                 }
-                other => errors.push(field::invalid_shown(
+                other => errors.push(field_errors::invalid_shown(
                     format!("{RU}.podUpdatePolicy"),
-                    field::go_quote(other),
+                    field_errors::go_quote(other),
                     "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
                 )),
             }
             if ru.unordered_update.as_ref().is_some_and(|u| !u.is_null()) && !parallel {
-                errors.push(field::required(
+                errors.push(field_errors::required(
                     format!("{RU}.unorderedUpdate"),
                     "unorderedUpdate can only work with Parallel PodManagementPolicyType",
                 ));
             }
         }
         other => {
-            errors.push(field::invalid_shown(
+            errors.push(field_errors::invalid_shown(
                 "spec.updateStrategy",
-                field::go_quote(other),
+                field_errors::go_quote(other),
                 "must be 'RollingUpdate' or 'OnDelete'",
             ));
         }

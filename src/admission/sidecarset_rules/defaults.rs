@@ -15,6 +15,7 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 
 use super::corev1::VOLUME_SOURCES;
+use crate::api::json::object_entry;
 
 /// `0644`, the default mode of secret, configMap, downwardAPI and projected volumes.
 const DEFAULT_MODE: i64 = 0o644;
@@ -42,15 +43,6 @@ fn default_nil(obj: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
-/// The object under `key`, created when absent or null. `None` when it is something else (left
-/// for the validator to report).
-fn object_at<'a>(obj: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
-    if obj.get(key).is_none_or(Value::is_null) {
-        obj.insert(key.to_owned(), Value::Object(Map::new()));
-    }
-    obj.get_mut(key)?.as_object_mut()
-}
-
 /// The existing object under `key` (no creation).
 fn existing<'a>(obj: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
     obj.get_mut(key)?.as_object_mut()
@@ -66,8 +58,8 @@ fn each_object<'a>(
 /// Apply every default of docs/sidecarset.md#9-1-defaulting to a SidecarSet object (either version).
 pub fn apply(sidecarset: &mut Value) {
     let Some(root) = sidecarset.as_object_mut() else { return };
-    let Some(spec) = object_at(root, "spec") else { return };
-    if let Some(strategy) = object_at(spec, "updateStrategy") {
+    let Some(spec) = object_entry(root, "spec") else { return };
+    if let Some(strategy) = object_entry(spec, "updateStrategy") {
         default_zero(strategy, "type", json!("RollingUpdate"));
         default_nil(strategy, "maxUnavailable", json!(1));
         default_nil(strategy, "partition", json!(0));
@@ -92,10 +84,10 @@ pub fn apply(sidecarset: &mut Value) {
 
 fn sidecar_container(c: &mut Map<String, Value>, inject_policy: &str) {
     default_zero(c, "podInjectPolicy", json!(inject_policy));
-    if let Some(upgrade) = object_at(c, "upgradeStrategy") {
+    if let Some(upgrade) = object_entry(c, "upgradeStrategy") {
         default_zero(upgrade, "upgradeType", json!("ColdUpgrade"));
     }
-    if let Some(share) = object_at(c, "shareVolumePolicy") {
+    if let Some(share) = object_entry(c, "shareVolumePolicy") {
         default_zero(share, "type", json!("disabled"));
     }
     core_container(c, Probes::LivenessAndReadiness);

@@ -11,9 +11,11 @@ pub mod validate;
 
 use serde_json::{Map, Value};
 
+use super::Inputs;
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use super::{Inputs, field};
+use crate::api::field_errors;
+use crate::api::json::object_entry;
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet,
 };
@@ -62,18 +64,8 @@ pub fn mutate(
         .map_err(|e| AdmissionError::BadRequest(format!("the SidecarSet cannot be decoded: {e}")))?;
     let annotations = object
         .as_object_mut()
-        .and_then(|o| {
-            if o.get("metadata").is_none_or(Value::is_null) {
-                o.insert("metadata".into(), Value::Object(Map::new()));
-            }
-            o.get_mut("metadata")?.as_object_mut()
-        })
-        .and_then(|m| {
-            if m.get("annotations").is_none_or(Value::is_null) {
-                m.insert("annotations".into(), Value::Object(Map::new()));
-            }
-            m.get_mut("annotations")?.as_object_mut()
-        })
+        .and_then(|o| object_entry(o, "metadata"))
+        .and_then(|m| object_entry(m, "annotations"))
         .ok_or_else(|| {
             AdmissionError::BadRequest("metadata.annotations of the SidecarSet must be an object".into())
         })?;
@@ -120,7 +112,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         _ => None,
     };
     let ctx = validate::Context { old: old.as_ref(), inputs };
-    match field::aggregate(&validate::errors(&set, &ctx)) {
+    match field_errors::aggregate(&validate::errors(&set, &ctx)) {
         Some(message) => Err(AdmissionError::Internal(message)),
         None => Ok(Vec::new()),
     }

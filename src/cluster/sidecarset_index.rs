@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::admission::pattern::Pattern;
-use crate::admission::sidecarset_admission::selector::dns1123_subdomain_errors;
+use crate::api::names::dns1123_subdomain_errors;
+use crate::api::pattern::Pattern;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
 use crate::cluster::shared_map::SharedMap;
 use crate::cluster::{ObjectKey, Snapshot};

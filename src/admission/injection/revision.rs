@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
-use crate::admission::sidecarset_admission::hash::sidecarset_hashes;
+use crate::admission::sidecarset_rules::hash::sidecarset_hashes;
 use crate::api::sidecarset::{
     CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, IntOrString,
     REVISION_SIDECARSET_NAME_LABEL, SidecarSet, SidecarSetSpec, SidecarSetStatus,

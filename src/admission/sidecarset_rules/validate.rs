@@ -15,13 +15,14 @@ use serde_json::{Value, json};
 
 use super::{corev1, selector};
 use crate::admission::Inputs;
-use crate::admission::field::{self, FieldError};
-use crate::admission::pattern::Pattern;
-use crate::admission::sidecarset::index::SidecarSetIndex;
+use crate::api::field_errors::{self, FieldError};
+use crate::api::names;
+use crate::api::pattern::Pattern;
 use crate::api::sidecarset::{
     BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector,
     REVISION_SIDECARSET_NAME_LABEL, SidecarContainer, SidecarSet,
 };
+use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
 const NAME_MAX_LEN: usize = 63;
@@ -38,8 +39,10 @@ static PERCENT_RE: LazyLock<Regex> =
 
 /// Go's `%#v` of a `map[string]string` (keys sorted), as Kruise's canary messages show annotations.
 fn go_map(map: &BTreeMap<String, String>) -> String {
-    let entries: Vec<String> =
-        map.iter().map(|(k, v)| format!("{}:{}", field::go_quote(k), field::go_quote(v))).collect();
+    let entries: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("{}:{}", field_errors::go_quote(k), field_errors::go_quote(v)))
+        .collect();
     format!("map[string]string{{{}}}", entries.join(", "))
 }
 
@@ -74,15 +77,17 @@ fn metadata(set: &SidecarSet) -> Vec<FieldError> {
     let meta = &set.metadata;
     let generate_name = meta.extra.get("generateName").and_then(Value::as_str).unwrap_or_default();
     if meta.name.is_empty() && generate_name.is_empty() {
-        errs.push(field::required("metadata.name", "name or generateName is required"));
+        errs.push(field_errors::required("metadata.name", "name or generateName is required"));
     }
     if !meta.name.is_empty() {
         errs.extend(
-            name_errors(&meta.name).into_iter().map(|m| field::invalid_str("metadata.name", &meta.name, m)),
+            name_errors(&meta.name)
+                .into_iter()
+                .map(|m| field_errors::invalid_str("metadata.name", &meta.name, m)),
         );
     }
     if !meta.namespace.is_empty() {
-        errs.push(field::forbidden("metadata.namespace", "not allowed on this type"));
+        errs.push(field_errors::forbidden("metadata.namespace", "not allowed on this type"));
     }
     errs.extend(selector::validate_labels(&meta.labels, "metadata.labels"));
     errs.extend(annotation_errors(&meta.annotations, "metadata.annotations"));
@@ -92,14 +97,14 @@ fn metadata(set: &SidecarSet) -> Vec<FieldError> {
 fn name_errors(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     if !NAME_RE.is_match(name) {
-        out.push(field::regex_error(
+        out.push(field_errors::regex_error(
             "sidecarset name must consist of alphanumeric characters or '-'",
             NAME_PATTERN,
             &["example-com"],
         ));
     }
     if name.len() > NAME_MAX_LEN {
-        out.push(field::max_len_error(NAME_MAX_LEN));
+        out.push(field_errors::max_len_error(NAME_MAX_LEN));
     }
     out
 }
@@ -110,14 +115,14 @@ fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<
     let mut total = 0;
     for (k, v) in annotations {
         errs.extend(
-            selector::qualified_name_errors(&k.to_lowercase())
+            names::qualified_name_errors(&k.to_lowercase())
                 .into_iter()
-                .map(|m| field::invalid_str(path, k, m)),
+                .map(|m| field_errors::invalid_str(path, k, m)),
         );
         total += k.len() + v.len();
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        errs.push(field::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
+        errs.push(field_errors::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
     }
     errs
 }
@@ -139,7 +144,7 @@ fn canary(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     let shown = go_map(&set.metadata.annotations);
     let err = |detail: String| FieldError {
         path: "metadata".into(),
-        kind: field::Kind::Invalid(shown.clone()),
+        kind: field_errors::Kind::Invalid(shown.clone()),
         detail,
     };
     let mut errs = Vec::new();
@@ -154,7 +159,7 @@ fn canary(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     match get_sidecarset(ctx, base) {
         None => errs.push(err(format!(
             "fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io {} not found",
-            field::go_quote(base)
+            field_errors::go_quote(base)
         ))),
         Some(b) if b.canary_base().is_some() => errs.push(err("base sidecarSet cannot be canary".into())),
         Some(_) => {}
@@ -175,14 +180,14 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for c in &spec.init_containers {
         if c.is_native_sidecar() && update_type(set) == "RollingUpdate" {
-            errs.push(field::required(
+            errs.push(field_errors::required(
                 "spec.updateStrategy",
                 "The initContainer in-place upgrade is not currently supported.",
             ));
         }
     }
     match &spec.selector {
-        None => errs.push(field::required("spec.selector", "no selector defined for SidecarSet")),
+        None => errs.push(field_errors::required("spec.selector", "no selector defined for SidecarSet")),
         Some(s) => errs.extend(validate_selector(s, "spec.selector")),
     }
     if let Some(ns) = &spec.namespace_selector {
@@ -191,29 +196,32 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     errs.extend(injection_strategy(set, ctx));
     errs.extend(update_strategy(set));
     if spec.init_containers.is_empty() && spec.containers.is_empty() {
-        errs.push(field::required("spec", "no initContainer or container defined for SidecarSet"));
+        errs.push(field_errors::required("spec", "no initContainer or container defined for SidecarSet"));
     } else {
         errs.extend(containers(set, ctx));
     }
     if let Err(e) = patch_whitelist(set, ctx) {
-        errs.push(field::required("spec.patchPodMetadata", e));
+        errs.push(field_errors::required("spec.patchPodMetadata", e));
     }
     let mut keys = HashSet::new();
     for patch in &spec.patch_pod_metadata {
         if patch.annotations.is_empty() {
-            errs.push(field::required("spec.patchPodMetadata", "no annotations defined for SidecarSet"));
+            errs.push(field_errors::required(
+                "spec.patchPodMetadata",
+                "no annotations defined for SidecarSet",
+            ));
         } else {
             errs.extend(annotation_errors(&patch.annotations, "patchPodMetadata.annotations"));
         }
         if patch.patch_policy.is_empty() {
-            errs.push(field::required(
+            errs.push(field_errors::required(
                 "spec.patchPodMetadata",
                 "no patchPolicy defined for patchPodMetadata",
             ));
         }
         for k in patch.annotations.keys() {
             if !keys.insert(k.as_str()) {
-                errs.push(field::required(
+                errs.push(field_errors::required(
                     "spec.patchPodMetadata",
                     format!("patch annotation[{k}] already exist"),
                 ));
@@ -227,7 +235,7 @@ fn spec(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
 fn validate_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
     let mut errs = selector::validate(s, path);
     if s.is_empty() {
-        errs.push(field::invalid(path, &to_json(s), "empty selector is not valid for sidecarset."));
+        errs.push(field_errors::invalid(path, &to_json(s), "empty selector is not valid for sidecarset."));
     }
     errs
 }
@@ -238,7 +246,7 @@ fn injection_strategy(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         return errs;
     };
     if revision.revision_name.is_none() && revision.custom_version.is_none() {
-        errs.push(field::invalid(
+        errs.push(field_errors::invalid(
             "revision",
             &to_json(revision),
             "revisionName and customVersion cannot be empty simultaneously",
@@ -246,14 +254,14 @@ fn injection_strategy(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     } else if let Err(e) =
         find_revision(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), ctx)
     {
-        errs.push(field::invalid_str(
+        errs.push(field_errors::invalid_str(
             "revision",
             "null",
             format!("Cannot find specific ControllerRevision, err: {e}"),
         ));
     }
     if !matches!(revision.policy.as_str(), "" | "Always" | "Partial") {
-        errs.push(field::invalid(
+        errs.push(field_errors::invalid(
             "revision.policy",
             &to_json(revision),
             format!("Invalid policy {}, supported: [Always, Partial]", revision.policy),
@@ -274,7 +282,7 @@ fn find_revision(
     if let Some(name) = name {
         return match ctx.inputs.cluster.get("apps", "ControllerRevision", ns, name) {
             Some(_) => Ok(()),
-            None => Err(format!("controllerrevisions.apps {} not found", field::go_quote(name))),
+            None => Err(format!("controllerrevisions.apps {} not found", field_errors::go_quote(name))),
         };
     }
     let Some(version) = custom_version else { return Ok(()) };
@@ -288,24 +296,24 @@ fn find_revision(
     if found {
         Ok(())
     } else {
-        Err(format!("ControllerRevision.apps {} not found", field::go_quote(set.name())))
+        Err(format!("ControllerRevision.apps {} not found", field_errors::go_quote(set.name())))
     }
 }
 
 /// `ValidatePositiveIntOrPercent`.
 fn int_or_percent(v: &IntOrString, path: &str) -> Vec<FieldError> {
     match v {
-        IntOrString::String(s) if !PERCENT_RE.is_match(s) => vec![field::invalid_str(
+        IntOrString::String(s) if !PERCENT_RE.is_match(s) => vec![field_errors::invalid_str(
             path,
             s,
-            field::regex_error(
+            field_errors::regex_error(
                 "a valid percent string must be a numeric string followed by an ending '%'",
                 "[0-9]+%",
                 &["1%", "93%"],
             ),
         )],
         IntOrString::Int(n) if *n < 0 => {
-            vec![field::invalid(path, &json!(n), "must be greater than or equal to 0")]
+            vec![field_errors::invalid(path, &json!(n), "must be greater than or equal to 0")]
         }
         _ => Vec::new(),
     }
@@ -322,7 +330,7 @@ fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
         None => false,
     };
     if partition_set && s.selector.is_some() {
-        errs.push(field::invalid_str(
+        errs.push(field_errors::invalid_str(
             "updateStrategy",
             &to_json(s).to_string(),
             "Partition and Selector cannot be used together",
@@ -340,7 +348,7 @@ fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
     if let Some(p) = &s.priority_strategy
         && let Err(e) = priority_strategy(p)
     {
-        errs.push(field::required("spec.updateStrategy.priorityStrategy", e));
+        errs.push(field_errors::required("spec.updateStrategy.priorityStrategy", e));
     }
     let mut seen = HashSet::new();
     for term in &s.scatter_strategy {
@@ -352,7 +360,7 @@ fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
             None
         };
         if let Some(e) = err {
-            errs.push(field::required("spec.updateStrategy.scatterStrategy", e));
+            errs.push(field_errors::required("spec.updateStrategy.scatterStrategy", e));
             break;
         }
     }
@@ -418,7 +426,7 @@ fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
     for (i, c) in spec.init_containers.iter().enumerate() {
         if let Some(policy) = &c.resources_policy {
             if !c.is_native_sidecar() {
-                errs.push(field::invalid(
+                errs.push(field_errors::invalid(
                     format!("spec[{i}].resourcesPolicy"),
                     &to_json(policy),
                     "resourcesPolicy is only supported for containers with RestartPolicy Always",
@@ -432,7 +440,7 @@ fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
             c.pod_inject_policy.as_str(),
             SidecarContainer::BEFORE_APP_CONTAINER | SidecarContainer::AFTER_APP_CONTAINER
         ) {
-            errs.push(field::invalid_str(
+            errs.push(field_errors::invalid_str(
                 "spec.container.podInjectPolicy",
                 &c.pod_inject_policy,
                 "unsupported pod inject policy",
@@ -440,7 +448,7 @@ fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
         }
         let share = c.share_volume_policy.as_ref().map_or("", |p| p.type_.as_str());
         if !matches!(share, "enabled" | "disabled") {
-            errs.push(field::invalid(
+            errs.push(field_errors::invalid(
                 "spec.container.shareVolumePolicy",
                 &json!({"type": share}),
                 "unsupported share volume policy",
@@ -475,10 +483,10 @@ fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
 /// annotation path (a plain `metadata.name` passes Kruise's list but fails its conversion).
 fn transfer_env_field_ref(api_version: &str, field_path: &str, path: &str) -> Vec<FieldError> {
     if api_version.is_empty() {
-        return vec![field::required(format!("{path}.apiVersion"), "")];
+        return vec![field_errors::required(format!("{path}.apiVersion"), "")];
     }
     if field_path.is_empty() {
-        return vec![field::required(format!("{path}.fieldPath"), "")];
+        return vec![field_errors::required(format!("{path}.fieldPath"), "")];
     }
     let converted = if api_version != "v1" {
         Err(format!("unsupported pod version: {api_version}"))
@@ -490,20 +498,20 @@ fn transfer_env_field_ref(api_version: &str, field_path: &str, path: &str) -> Ve
         }
     };
     if let Err(e) = converted {
-        return vec![field::invalid_str(
+        return vec![field_errors::invalid_str(
             format!("{path}.fieldPath"),
             field_path,
             format!("error converting fieldPath: {e}"),
         )];
     }
     match corev1::split_subscripted(field_path) {
-        Some(("metadata.annotations", key)) => selector::qualified_name_errors(&key.to_lowercase())
+        Some(("metadata.annotations", key)) => names::qualified_name_errors(&key.to_lowercase())
             .into_iter()
-            .map(|m| field::invalid_str(path, key, m))
+            .map(|m| field_errors::invalid_str(path, key, m))
             .collect(),
-        Some((_, key)) => selector::qualified_name_errors(key)
+        Some((_, key)) => names::qualified_name_errors(key)
             .into_iter()
-            .map(|m| field::invalid_str(path, key, m))
+            .map(|m| field_errors::invalid_str(path, key, m))
             .collect(),
         None => Vec::new(),
     }
@@ -524,7 +532,7 @@ fn resources_policy<'a>(
             .is_some_and(|m| !m.is_empty())
     };
     if has("limits") || has("requests") {
-        return vec![field::invalid(
+        return vec![field_errors::invalid(
             path,
             &to_json(policy),
             "resourcesPolicy and resources cannot be configured together",
@@ -533,9 +541,9 @@ fn resources_policy<'a>(
     let mut errs = Vec::new();
     let regex = &policy.target_containers_name_regex;
     if regex.is_empty() {
-        errs.push(field::required(format!("{path}.targetContainersNameRegex"), "invalid empty regex"));
+        errs.push(field_errors::required(format!("{path}.targetContainersNameRegex"), "invalid empty regex"));
     } else if let Err(e) = patterns.check(regex) {
-        errs.push(field::invalid_str(
+        errs.push(field_errors::invalid_str(
             format!("{path}.targetContainersNameRegex"),
             regex,
             format!("invalid regex pattern: {e}"),
@@ -544,7 +552,7 @@ fn resources_policy<'a>(
     let expr = &policy.resources_expr;
     let ep = format!("{path}.resourcesExpr");
     if expr.limits.is_none() && expr.requests.is_none() {
-        errs.push(field::invalid(
+        errs.push(field_errors::invalid(
             &ep,
             &to_json(expr),
             "at least one of limits or requests must be configured",
@@ -555,9 +563,9 @@ fn resources_policy<'a>(
         let Some(values) = values else { continue };
         for (resource, text) in [("cpu", &values.cpu), ("memory", &values.memory)] {
             if !text.is_empty()
-                && let Err(e) = crate::admission::sidecarset::calculator::check(text, resource)
+                && let Err(e) = crate::api::resource_expression::check(text, resource)
             {
-                errs.push(field::invalid_str(
+                errs.push(field_errors::invalid_str(
                     format!("{ep}.{kind}.{resource}"),
                     text,
                     format!("invalid expression: {e}"),
@@ -641,13 +649,15 @@ fn container_immutability(set: &SidecarSet, old: &SidecarSet) -> Vec<FieldError>
     for c in &set.spec.containers {
         let new_type = c.upgrade_strategy.as_ref().map_or("", |u| u.upgrade_type.as_str());
         match old_types.get(c.name.as_str()) {
-            Some(old_type) if !old_type.is_empty() && *old_type != new_type => errs.push(field::invalid_str(
-                "spec.containers.upgradeStrategy.upgradeType",
-                &c.name,
-                format!("container {} upgradeType is immutable", c.name),
-            )),
+            Some(old_type) if !old_type.is_empty() && *old_type != new_type => {
+                errs.push(field_errors::invalid_str(
+                    "spec.containers.upgradeStrategy.upgradeType",
+                    &c.name,
+                    format!("container {} upgradeType is immutable", c.name),
+                ))
+            }
             Some(_) => {}
-            None => errs.push(field::invalid_str(
+            None => errs.push(field_errors::invalid_str(
                 "spec.containers.name",
                 &c.name,
                 format!("container {} is not found", c.name),
@@ -706,7 +716,7 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         .chain(set.spec.containers.iter().map(|c| (c, &containers_in)));
     for (c, owners) in named {
         if let Some(other) = owners.get(&c.name) {
-            errs.push(field::invalid_str(
+            errs.push(field_errors::invalid_str(
                 "spec.containers",
                 &c.name,
                 format!("container {} already exist in {other}", c.name),
@@ -718,7 +728,7 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         if let Some((other, theirs)) = volumes_in.get(vname)
             && theirs != v
         {
-            errs.push(field::invalid_str(
+            errs.push(field_errors::invalid_str(
                 "spec.volumes",
                 vname,
                 format!("volume {vname} is in conflict with sidecarset {other}"),
@@ -730,7 +740,7 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
             if let Some((other, policy)) = annotations_in.get(key)
                 && (patch.patch_policy == "Overwrite" || policy == "Overwrite")
             {
-                errs.push(field::invalid_str(
+                errs.push(field_errors::invalid_str(
                     "spec.patchPodMetadata",
                     key,
                     format!("annotation {key} is in conflict with sidecarset {other}"),

@@ -5,9 +5,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::calculator::{evaluate, parse_quantity};
-use crate::admission::pattern::Pattern;
-use crate::api::at;
+use crate::api::json::at;
+use crate::api::pattern::Pattern;
+use crate::api::resource_expression::{evaluate, parse_quantity};
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.

@@ -16,8 +16,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::selector::qualified_name_errors;
-use crate::admission::field::{self, FieldError};
+use crate::api::field_errors::{self, FieldError};
+use crate::api::names::qualified_name_errors;
 use crate::api::quantity;
 
 const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
@@ -37,10 +37,10 @@ static PORT_NAME_LETTER: LazyLock<Regex> =
 pub fn dns1123_label_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
-        errs.push(field::max_len_error(63));
+        errs.push(field_errors::max_len_error(63));
     }
     if !DNS1123_LABEL_RE.is_match(value) {
-        errs.push(field::regex_error(
+        errs.push(field_errors::regex_error(
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
             DNS1123_LABEL,
             &["my-name", "123-abc"],
@@ -53,7 +53,7 @@ fn env_var_name_errors(value: &str) -> Vec<String> {
     if ENV_VAR_NAME_RE.is_match(value) {
         return Vec::new();
     }
-    vec![field::regex_error(
+    vec![field_errors::regex_error(
         "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit",
         ENV_VAR_NAME,
         &["my.env-name", "MY_ENV.NAME", "MyEnvName1"],
@@ -64,7 +64,7 @@ fn env_var_name_errors(value: &str) -> Vec<String> {
 fn port_name_errors(name: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if name.len() > 15 {
-        errs.push(field::max_len_error(15));
+        errs.push(field_errors::max_len_error(15));
     }
     if !PORT_NAME_CHARS.is_match(name) {
         errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
@@ -143,29 +143,29 @@ pub fn validate_volumes(volumes: &[Value]) -> (HashSet<String>, Vec<FieldError>)
     for (i, v) in volumes.iter().enumerate() {
         let p = format!("spec.volumes[{i}]");
         let Some(v) = v.as_object() else {
-            errs.push(field::invalid(p, v, "must be an object"));
+            errs.push(field_errors::invalid(p, v, "must be an object"));
             continue;
         };
         let name = str_of(v, "name");
         if name.is_empty() {
-            errs.push(field::required(format!("{p}.name"), ""));
+            errs.push(field_errors::required(format!("{p}.name"), ""));
         } else {
             errs.extend(
                 dns1123_label_errors(name)
                     .into_iter()
-                    .map(|m| field::invalid_str(format!("{p}.name"), name, m)),
+                    .map(|m| field_errors::invalid_str(format!("{p}.name"), name, m)),
             );
         }
         if !name.is_empty() && !names.insert(name.to_owned()) {
-            errs.push(field::duplicate(format!("{p}.name"), name));
+            errs.push(field_errors::duplicate(format!("{p}.name"), name));
         }
         let sources: Vec<&str> = VOLUME_SOURCES.iter().copied().filter(|s| set(v, s)).collect();
         match sources.as_slice() {
-            [] => errs.push(field::required(p.clone(), "must specify a volume type")),
+            [] => errs.push(field_errors::required(p.clone(), "must specify a volume type")),
             [one] => validate_volume_source(v, one, &format!("{p}.{one}"), &mut errs),
             [_, rest @ ..] => {
                 for extra in rest {
-                    errs.push(field::forbidden(
+                    errs.push(field_errors::forbidden(
                         format!("{p}.{extra}"),
                         "may not specify more than 1 volume type",
                     ));
@@ -180,7 +180,7 @@ fn validate_mode(source: &Map<String, Value>, key: &str, path: &str, errs: &mut 
     if let Some(mode) = source.get(key).filter(|m| !m.is_null())
         && !mode.as_i64().is_some_and(|m| (0..=0o777).contains(&m))
     {
-        errs.push(field::invalid(
+        errs.push(field_errors::invalid(
             format!("{path}.{key}"),
             mode,
             "must be a number between 0 and 0777 (octal), both inclusive",
@@ -190,12 +190,12 @@ fn validate_mode(source: &Map<String, Value>, key: &str, path: &str, errs: &mut 
 
 fn validate_volume_source(volume: &Map<String, Value>, kind: &str, path: &str, errs: &mut Vec<FieldError>) {
     let Some(source) = volume.get(kind).and_then(Value::as_object) else {
-        errs.push(field::invalid(path, &volume[kind], "must be an object"));
+        errs.push(field_errors::invalid(path, &volume[kind], "must be an object"));
         return;
     };
     let require = |key: &str, errs: &mut Vec<FieldError>| {
         if str_of(source, key).is_empty() {
-            errs.push(field::required(format!("{path}.{key}"), ""));
+            errs.push(field_errors::required(format!("{path}.{key}"), ""));
         }
     };
     match kind {
@@ -213,7 +213,7 @@ fn validate_volume_source(volume: &Map<String, Value>, kind: &str, path: &str, e
                 "BlockDevice",
             ];
             if !TYPES.contains(&t) {
-                errs.push(field::not_supported(format!("{path}.type"), t, TYPES));
+                errs.push(field_errors::not_supported(format!("{path}.type"), t, TYPES));
             }
         }
         "secret" => {
@@ -234,7 +234,7 @@ fn validate_volume_source(volume: &Map<String, Value>, kind: &str, path: &str, e
             if let Some(limit) = source.get("sizeLimit").filter(|v| !v.is_null())
                 && quantity::go_text(limit, false).is_none()
             {
-                errs.push(field::invalid(format!("{path}.sizeLimit"), limit, "must be a quantity"));
+                errs.push(field_errors::invalid(format!("{path}.sizeLimit"), limit, "must be a quantity"));
             }
         }
         _ => {}
@@ -257,13 +257,13 @@ pub fn validate_containers(init: &[Value], regular: &[Value], volumes: &HashSet<
     for (i, c) in init.iter().enumerate() {
         let p = format!("spec.initContainers[{i}]");
         let Some(c) = c.as_object() else {
-            errs.push(field::invalid(p, c, "must be an object"));
+            errs.push(field_errors::invalid(p, c, "must be an object"));
             continue;
         };
         let name = str_of(c, "name");
         // An init container may not share a name with a regular container or another init container.
         if !name.is_empty() && (regular_names.contains(name) || !init_names.insert(name)) {
-            errs.push(field::duplicate(format!("{p}.name"), name));
+            errs.push(field_errors::duplicate(format!("{p}.name"), name));
         }
         validate_container(c, &p, ContainerList::Init, volumes, &mut errs);
     }
@@ -271,12 +271,12 @@ pub fn validate_containers(init: &[Value], regular: &[Value], volumes: &HashSet<
     for (i, c) in regular.iter().enumerate() {
         let p = format!("spec.containers[{i}]");
         let Some(c) = c.as_object() else {
-            errs.push(field::invalid(p, c, "must be an object"));
+            errs.push(field_errors::invalid(p, c, "must be an object"));
             continue;
         };
         let name = str_of(c, "name");
         if !name.is_empty() && !seen.insert(name) {
-            errs.push(field::duplicate(format!("{p}.name"), name));
+            errs.push(field_errors::duplicate(format!("{p}.name"), name));
         }
         validate_container(c, &p, ContainerList::Regular, volumes, &mut errs);
     }
@@ -292,17 +292,19 @@ fn validate_container(
 ) {
     let name = str_of(c, "name");
     if name.is_empty() {
-        errs.push(field::required(format!("{p}.name"), ""));
+        errs.push(field_errors::required(format!("{p}.name"), ""));
     } else {
         errs.extend(
-            dns1123_label_errors(name).into_iter().map(|m| field::invalid_str(format!("{p}.name"), name, m)),
+            dns1123_label_errors(name)
+                .into_iter()
+                .map(|m| field_errors::invalid_str(format!("{p}.name"), name, m)),
         );
     }
     let image = str_of(c, "image");
     if image.is_empty() {
-        errs.push(field::required(format!("{p}.image"), ""));
+        errs.push(field_errors::required(format!("{p}.image"), ""));
     } else if image.trim() != image {
-        errs.push(field::invalid_str(
+        errs.push(field_errors::invalid_str(
             format!("{p}.image"),
             image,
             "must not have leading or trailing whitespace",
@@ -310,10 +312,12 @@ fn validate_container(
     }
     let native_sidecar = str_of(c, "restartPolicy") == "Always";
     match (list, c.get("restartPolicy").filter(|v| !v.is_null())) {
-        (ContainerList::Regular, Some(_)) => errs
-            .push(field::forbidden(format!("{p}.restartPolicy"), "may not be set for non-init containers")),
+        (ContainerList::Regular, Some(_)) => errs.push(field_errors::forbidden(
+            format!("{p}.restartPolicy"),
+            "may not be set for non-init containers",
+        )),
         (ContainerList::Init, Some(v)) if !native_sidecar => {
-            errs.push(field::not_supported(
+            errs.push(field_errors::not_supported(
                 format!("{p}.restartPolicy"),
                 v.as_str().unwrap_or_default(),
                 &["Always"],
@@ -322,18 +326,18 @@ fn validate_container(
         _ => {}
     }
     match str_of(c, "imagePullPolicy") {
-        "" => errs.push(field::required(format!("{p}.imagePullPolicy"), "")),
+        "" => errs.push(field_errors::required(format!("{p}.imagePullPolicy"), "")),
         "Always" | "IfNotPresent" | "Never" => {}
-        other => errs.push(field::not_supported(
+        other => errs.push(field_errors::not_supported(
             format!("{p}.imagePullPolicy"),
             other,
             &["Always", "IfNotPresent", "Never"],
         )),
     }
     match str_of(c, "terminationMessagePolicy") {
-        "" => errs.push(field::required(format!("{p}.terminationMessagePolicy"), "")),
+        "" => errs.push(field_errors::required(format!("{p}.terminationMessagePolicy"), "")),
         "File" | "FallbackToLogsOnError" => {}
-        other => errs.push(field::not_supported(
+        other => errs.push(field_errors::not_supported(
             format!("{p}.terminationMessagePolicy"),
             other,
             &["File", "FallbackToLogsOnError"],
@@ -349,7 +353,7 @@ fn validate_container(
         let Some(v) = c.get(probe).filter(|v| !v.is_null()) else { continue };
         let pp = format!("{p}.{probe}");
         if plain_init {
-            errs.push(field::forbidden(
+            errs.push(field_errors::forbidden(
                 pp,
                 "may not be set for init containers without restartPolicy=Always",
             ));
@@ -360,7 +364,7 @@ fn validate_container(
     if let Some(lifecycle) = c.get("lifecycle").filter(|v| !v.is_null()) {
         let lp = format!("{p}.lifecycle");
         if plain_init {
-            errs.push(field::forbidden(
+            errs.push(field_errors::forbidden(
                 lp,
                 "may not be set for init containers without restartPolicy=Always",
             ));
@@ -386,15 +390,17 @@ fn validate_ports(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
         let name = str_of(port, "name");
         if !name.is_empty() {
             errs.extend(
-                port_name_errors(name).into_iter().map(|m| field::invalid_str(format!("{pp}.name"), name, m)),
+                port_name_errors(name)
+                    .into_iter()
+                    .map(|m| field_errors::invalid_str(format!("{pp}.name"), name, m)),
             );
             if !names.insert(name) {
-                errs.push(field::duplicate(format!("{pp}.name"), name));
+                errs.push(field_errors::duplicate(format!("{pp}.name"), name));
             }
         }
         let container_port = port.get("containerPort").cloned().unwrap_or(Value::from(0));
         if !container_port.as_i64().is_some_and(|n| (1..=65535).contains(&n)) {
-            errs.push(field::invalid(
+            errs.push(field_errors::invalid(
                 format!("{pp}.containerPort"),
                 &container_port,
                 "must be between 1 and 65535, inclusive",
@@ -403,18 +409,20 @@ fn validate_ports(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
         if let Some(host_port) = port.get("hostPort").filter(|v| v.as_i64() != Some(0) && !v.is_null())
             && !host_port.as_i64().is_some_and(|n| (1..=65535).contains(&n))
         {
-            errs.push(field::invalid(
+            errs.push(field_errors::invalid(
                 format!("{pp}.hostPort"),
                 host_port,
                 "must be between 1 and 65535, inclusive",
             ));
         }
         match str_of(port, "protocol") {
-            "" => errs.push(field::required(format!("{pp}.protocol"), "")),
+            "" => errs.push(field_errors::required(format!("{pp}.protocol"), "")),
             "TCP" | "UDP" | "SCTP" => {}
-            other => {
-                errs.push(field::not_supported(format!("{pp}.protocol"), other, &["SCTP", "TCP", "UDP"]))
-            }
+            other => errs.push(field_errors::not_supported(
+                format!("{pp}.protocol"),
+                other,
+                &["SCTP", "TCP", "UDP"],
+            )),
         }
     }
 }
@@ -445,12 +453,12 @@ fn validate_env(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
         let ep = format!("{p}.env[{i}]");
         let name = str_of(env, "name");
         if name.is_empty() {
-            errs.push(field::required(format!("{ep}.name"), ""));
+            errs.push(field_errors::required(format!("{ep}.name"), ""));
         } else {
             errs.extend(
                 env_var_name_errors(name)
                     .into_iter()
-                    .map(|m| field::invalid_str(format!("{ep}.name"), name, m)),
+                    .map(|m| field_errors::invalid_str(format!("{ep}.name"), name, m)),
             );
         }
         let Some(from) = env.get("valueFrom").and_then(Value::as_object) else { continue };
@@ -460,56 +468,60 @@ fn validate_env(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
             .filter(|s| set(from, s))
             .collect();
         if !str_of(env, "value").is_empty() && !sources.is_empty() {
-            errs.push(field::invalid_str(&fp, "", "may not be specified when `value` is not empty"));
+            errs.push(field_errors::invalid_str(&fp, "", "may not be specified when `value` is not empty"));
         }
         match sources.len() {
-            0 => errs.push(field::invalid_str(
+            0 => errs.push(field_errors::invalid_str(
                 &fp,
                 "",
                 "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             )),
             1 => {}
-            _ => {
-                errs.push(field::invalid_str(&fp, "", "may not have more than one field specified at a time"))
-            }
+            _ => errs.push(field_errors::invalid_str(
+                &fp,
+                "",
+                "may not have more than one field specified at a time",
+            )),
         }
         if let Some(fr) = from.get("fieldRef").and_then(Value::as_object) {
             let frp = format!("{fp}.fieldRef");
             let path = str_of(fr, "fieldPath");
             if str_of(fr, "apiVersion").is_empty() {
-                errs.push(field::required(format!("{frp}.apiVersion"), ""));
+                errs.push(field_errors::required(format!("{frp}.apiVersion"), ""));
             } else if path.is_empty() {
-                errs.push(field::required(format!("{frp}.fieldPath"), ""));
+                errs.push(field_errors::required(format!("{frp}.fieldPath"), ""));
             } else if let Some((base, key)) = split_subscripted(path) {
                 match base {
                     "metadata.annotations" => errs.extend(
                         qualified_name_errors(&key.to_lowercase())
                             .into_iter()
-                            .map(|m| field::invalid_str(&frp, key, m)),
+                            .map(|m| field_errors::invalid_str(&frp, key, m)),
                     ),
                     "metadata.labels" => errs.extend(
-                        qualified_name_errors(key).into_iter().map(|m| field::invalid_str(&frp, key, m)),
+                        qualified_name_errors(key)
+                            .into_iter()
+                            .map(|m| field_errors::invalid_str(&frp, key, m)),
                     ),
-                    _ => errs.push(field::invalid_str(&frp, base, "does not support subscript")),
+                    _ => errs.push(field_errors::invalid_str(&frp, base, "does not support subscript")),
                 }
             } else if !POD_FIELD_PATHS.contains(&path) {
-                errs.push(field::not_supported(format!("{frp}.fieldPath"), path, POD_FIELD_PATHS));
+                errs.push(field_errors::not_supported(format!("{frp}.fieldPath"), path, POD_FIELD_PATHS));
             }
         }
         for key_ref in ["configMapKeyRef", "secretKeyRef"] {
             if let Some(r) = from.get(key_ref).and_then(Value::as_object) {
                 if str_of(r, "name").is_empty() {
-                    errs.push(field::required(format!("{fp}.{key_ref}.name"), ""));
+                    errs.push(field_errors::required(format!("{fp}.{key_ref}.name"), ""));
                 }
                 if str_of(r, "key").is_empty() {
-                    errs.push(field::required(format!("{fp}.{key_ref}.key"), ""));
+                    errs.push(field_errors::required(format!("{fp}.{key_ref}.key"), ""));
                 }
             }
         }
         if let Some(r) = from.get("resourceFieldRef").and_then(Value::as_object)
             && str_of(r, "resource").is_empty()
         {
-            errs.push(field::required(format!("{fp}.resourceFieldRef.resource"), ""));
+            errs.push(field_errors::required(format!("{fp}.resourceFieldRef.resource"), ""));
         }
     }
 }
@@ -522,16 +534,20 @@ fn validate_env_from(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>
             errs.extend(
                 env_var_name_errors(prefix)
                     .into_iter()
-                    .map(|m| field::invalid_str(format!("{ep}.prefix"), prefix, m)),
+                    .map(|m| field_errors::invalid_str(format!("{ep}.prefix"), prefix, m)),
             );
         }
         match (set(from, "configMapRef"), set(from, "secretRef")) {
-            (false, false) => {
-                errs.push(field::invalid_str(&ep, "", "must specify one of: `configMapRef` or `secretRef`"))
-            }
-            (true, true) => {
-                errs.push(field::invalid_str(&ep, "", "may not have more than one field specified at a time"))
-            }
+            (false, false) => errs.push(field_errors::invalid_str(
+                &ep,
+                "",
+                "must specify one of: `configMapRef` or `secretRef`",
+            )),
+            (true, true) => errs.push(field_errors::invalid_str(
+                &ep,
+                "",
+                "may not have more than one field specified at a time",
+            )),
             _ => {}
         }
     }
@@ -543,26 +559,34 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
         let mp = format!("{p}.volumeMounts[{i}]");
         let name = str_of(m, "name");
         if name.is_empty() {
-            errs.push(field::required(format!("{mp}.name"), ""));
+            errs.push(field_errors::required(format!("{mp}.name"), ""));
         } else if !volumes.contains(name) {
-            errs.push(field::not_found(format!("{mp}.name"), name));
+            errs.push(field_errors::not_found(format!("{mp}.name"), name));
         }
         let path = str_of(m, "mountPath");
         if path.is_empty() {
-            errs.push(field::required(format!("{mp}.mountPath"), ""));
+            errs.push(field_errors::required(format!("{mp}.mountPath"), ""));
         } else if !paths.insert(path) {
-            errs.push(field::invalid_str(format!("{mp}.mountPath"), path, "must be unique"));
+            errs.push(field_errors::invalid_str(format!("{mp}.mountPath"), path, "must be unique"));
         }
         let sub_path = str_of(m, "subPath");
         if !sub_path.is_empty() {
             if sub_path.starts_with('/') {
-                errs.push(field::invalid_str(format!("{mp}.subPath"), sub_path, "must be a relative path"));
+                errs.push(field_errors::invalid_str(
+                    format!("{mp}.subPath"),
+                    sub_path,
+                    "must be a relative path",
+                ));
             }
             if sub_path.split('/').any(|part| part == "..") {
-                errs.push(field::invalid_str(format!("{mp}.subPath"), sub_path, "must not contain '..'"));
+                errs.push(field_errors::invalid_str(
+                    format!("{mp}.subPath"),
+                    sub_path,
+                    "must not contain '..'",
+                ));
             }
             if !str_of(m, "subPathExpr").is_empty() {
-                errs.push(field::invalid_str(
+                errs.push(field_errors::invalid_str(
                     format!("{mp}.subPathExpr"),
                     str_of(m, "subPathExpr"),
                     "subPathExpr and subPath are mutually exclusive",
@@ -574,15 +598,15 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
         let dp = format!("{p}.volumeDevices[{i}]");
         let name = str_of(d, "name");
         if name.is_empty() {
-            errs.push(field::required(format!("{dp}.name"), ""));
+            errs.push(field_errors::required(format!("{dp}.name"), ""));
         } else if !volumes.contains(name) {
-            errs.push(field::not_found(format!("{dp}.name"), name));
+            errs.push(field_errors::not_found(format!("{dp}.name"), name));
         }
         let path = str_of(d, "devicePath");
         if path.is_empty() {
-            errs.push(field::required(format!("{dp}.devicePath"), ""));
+            errs.push(field_errors::required(format!("{dp}.devicePath"), ""));
         } else if paths.contains(path) {
-            errs.push(field::invalid_str(
+            errs.push(field_errors::invalid_str(
                 format!("{dp}.devicePath"),
                 path,
                 "must not already exist as a path in volumeMounts",
@@ -602,11 +626,11 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
             let Some(value) =
                 quantity::go_text(q, false).and_then(|t| quantity::parse(&t)).map(|q| q.as_f64())
             else {
-                errs.push(field::invalid(rp, q, "must be a quantity"));
+                errs.push(field_errors::invalid(rp, q, "must be a quantity"));
                 continue;
             };
             if value < 0.0 {
-                errs.push(field::invalid(rp, q, "must be greater than or equal to 0"));
+                errs.push(field_errors::invalid(rp, q, "must be greater than or equal to 0"));
             }
             parsed.insert((list, name.as_str()), value);
         }
@@ -617,7 +641,7 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
         {
             let shown = res["requests"][*name].clone();
             let limit_text = quantity::go_text(&res["limits"][*name], false).unwrap_or_default();
-            errs.push(field::invalid(
+            errs.push(field_errors::invalid(
                 format!("{p}.resources.requests"),
                 &shown,
                 format!("must be less than or equal to {name} limit of {limit_text}"),
@@ -629,11 +653,14 @@ fn validate_resources(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError
 fn validate_handler(h: &Map<String, Value>, p: &str, kinds: &[&str], errs: &mut Vec<FieldError>) {
     let present: Vec<&str> = kinds.iter().copied().filter(|k| set(h, k)).collect();
     match present.as_slice() {
-        [] => errs.push(field::required(p, "must specify a handler type")),
+        [] => errs.push(field_errors::required(p, "must specify a handler type")),
         [_] => {}
         [_, rest @ ..] => {
             for k in rest {
-                errs.push(field::forbidden(format!("{p}.{k}"), "may not specify more than 1 handler type"));
+                errs.push(field_errors::forbidden(
+                    format!("{p}.{k}"),
+                    "may not specify more than 1 handler type",
+                ));
             }
         }
     }
@@ -651,28 +678,30 @@ fn validate_handler(h: &Map<String, Value>, p: &str, kinds: &[&str], errs: &mut 
                 } else {
                     "must be between 1 and 65535, inclusive"
                 };
-                errs.push(field::invalid(format!("{p}.{kind}.port"), &port, detail));
+                errs.push(field_errors::invalid(format!("{p}.{kind}.port"), &port, detail));
             }
         }
     }
     if let Some(get) = h.get("httpGet").and_then(Value::as_object) {
         match str_of(get, "scheme") {
             "" | "HTTP" | "HTTPS" => {}
-            other => {
-                errs.push(field::not_supported(format!("{p}.httpGet.scheme"), other, &["HTTP", "HTTPS"]))
-            }
+            other => errs.push(field_errors::not_supported(
+                format!("{p}.httpGet.scheme"),
+                other,
+                &["HTTP", "HTTPS"],
+            )),
         }
     }
     if let Some(exec) = h.get("exec").and_then(Value::as_object)
         && exec.get("command").and_then(Value::as_array).is_none_or(Vec::is_empty)
     {
-        errs.push(field::required(format!("{p}.exec.command"), ""));
+        errs.push(field_errors::required(format!("{p}.exec.command"), ""));
     }
 }
 
 fn validate_probe(probe: &Value, p: &str, kind: &str, errs: &mut Vec<FieldError>) {
     let Some(pr) = probe.as_object() else {
-        errs.push(field::invalid(p, probe, "must be an object"));
+        errs.push(field_errors::invalid(p, probe, "must be an object"));
         return;
     };
     validate_handler(pr, p, &["exec", "httpGet", "tcpSocket", "grpc"], errs);
@@ -680,16 +709,20 @@ fn validate_probe(probe: &Value, p: &str, kind: &str, errs: &mut Vec<FieldError>
         ["initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"]
     {
         if let Some(v) = pr.get(key).filter(|v| v.as_i64().is_some_and(|n| n < 0)) {
-            errs.push(field::invalid(format!("{p}.{key}"), v, "must be greater than or equal to 0"));
+            errs.push(field_errors::invalid(format!("{p}.{key}"), v, "must be greater than or equal to 0"));
         }
     }
     if let Some(v) = pr.get("terminationGracePeriodSeconds").filter(|v| v.as_i64().is_some_and(|n| n <= 0)) {
-        errs.push(field::invalid(format!("{p}.terminationGracePeriodSeconds"), v, "must be greater than 0"));
+        errs.push(field_errors::invalid(
+            format!("{p}.terminationGracePeriodSeconds"),
+            v,
+            "must be greater than 0",
+        ));
     }
     if matches!(kind, "livenessProbe" | "startupProbe")
         && let Some(v) = pr.get("successThreshold").filter(|v| v.as_i64().is_some_and(|n| n != 1 && n != 0))
     {
-        errs.push(field::invalid(format!("{p}.successThreshold"), v, "must be 1"));
+        errs.push(field_errors::invalid(format!("{p}.successThreshold"), v, "must be 1"));
     }
 }
 

@@ -5,9 +5,7 @@
 
 pub mod annotations;
 pub mod build;
-pub mod calculator;
 pub mod hotupgrade;
-pub mod index;
 pub mod matching;
 pub mod merge;
 pub mod metadata;
@@ -26,7 +24,7 @@ use self::merge::Injected;
 use super::Inputs;
 use super::draft::{Draft, DraftMap};
 use super::review::{AdmissionError, AdmissionRequest};
-use crate::api::at;
+use crate::api::json::{at, object_in};
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
 
 /// Inject the matching SidecarSets into `pod`, the draft of `original` (a CREATE; the caller has
@@ -165,11 +163,7 @@ fn object_mut<'d, 'a>(
 /// The pod's annotations, copied to be written (a few small strings, next to what injection adds).
 fn annotations_mut<'d>(pod: &'d mut Draft<'_>) -> Result<&'d mut Map<String, Value>, AdmissionError> {
     let metadata = object_mut(pod, "metadata", "the pod")?;
-    let slot = metadata.entry_or_insert("annotations", Draft::New(Value::Object(Map::new()))).to_mut();
-    if slot.is_null() {
-        *slot = Value::Object(Map::new());
-    }
-    slot.as_object_mut()
+    object_in(metadata.value_mut("annotations"))
         .ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
 }
 
@@ -242,16 +236,16 @@ fn apply<'a>(
     merge_list(spec, "containers", containers);
 
     // Injected volumes are few: a scan per volume is cheaper than a set of every pod volume name.
-    let mut pod_volumes = take_list(spec, "volumes");
+    let mut pod_volumes = spec.take_list("volumes");
     for v in volumes {
         let new = build::name_of(&v).is_some_and(|n| !pod_volumes.iter().any(|p| name_of(p) == Some(n)));
         if new {
             pod_volumes.push(Draft::New(v));
         }
     }
-    put_list(spec, "volumes", pod_volumes);
+    spec.put_list("volumes", pod_volumes);
 
-    let mut secrets = take_list(spec, "imagePullSecrets");
+    let mut secrets = spec.take_list("imagePullSecrets");
     let mut seen = std::collections::HashSet::new();
     secrets.retain(|s| seen.insert(s.field("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
     for s in sets.iter().flat_map(|s| &s.spec.image_pull_secrets) {
@@ -261,7 +255,7 @@ fn apply<'a>(
             ));
         }
     }
-    put_list(spec, "imagePullSecrets", secrets);
+    spec.put_list("imagePullSecrets", secrets);
 
     let annotations = annotations_mut(pod)?;
     state.write(annotations);
@@ -277,25 +271,10 @@ fn name_of<'d>(item: &'d Draft<'_>) -> Option<&'d str> {
     item.field("name").and_then(Value::as_str)
 }
 
-/// The list at `key` as drafts of its elements (empty when absent or not a list); `put_list`
-/// puts it back.
-fn take_list<'a>(spec: &mut DraftMap<'a>, key: &str) -> Vec<Draft<'a>> {
-    spec.get_mut(key).map(Draft::take_items).unwrap_or_default()
-}
-
-/// Put a list back where it was (so an unchanged list diffs to nothing); an empty list stays absent.
-fn put_list<'a>(spec: &mut DraftMap<'a>, key: &str, items: Vec<Draft<'a>>) {
-    match spec.get_mut(key) {
-        Some(slot) if slot.is_array() => *slot = Draft::Array(items),
-        _ if items.is_empty() => {}
-        _ => spec.insert(key, Draft::Array(items)),
-    }
-}
-
 fn merge_list(spec: &mut DraftMap<'_>, key: &str, injected: Vec<Injected>) {
     if injected.is_empty() {
         return;
     }
-    let current = take_list(spec, key);
-    put_list(spec, key, merge::merge(current, injected));
+    let current = spec.take_list(key);
+    spec.put_list(key, merge::merge(current, injected));
 }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::hotupgrade;
-use super::index::SidecarSetIndex;
 use super::merge::Injected;
 use super::resources;
+use crate::api::json::{at, field, take_list};
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
-use crate::api::{at, field};
+use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 pub struct PodContext<'a> {
@@ -318,15 +318,6 @@ fn compose<'a>(
 
 fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     field(v, key)?.as_str()
-}
-
-/// The list at `key`, taken out of the container (its key stays where it was, so putting the list
-/// back keeps the container's field order); empty when absent or not a list.
-fn take_list(c: &mut Map<String, Value>, key: &str) -> Vec<Value> {
-    match c.get_mut(key) {
-        Some(Value::Array(items)) => std::mem::take(items),
-        _ => Vec::new(),
-    }
 }
 
 fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {

@@ -3,107 +3,19 @@
 //! (`util.IsSelectorOverlapping`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::LazyLock;
 
-use regex::Regex;
 use serde_json::Value;
 
-use crate::admission::field::{self, FieldError};
+use crate::api::field_errors::{self, FieldError};
+use crate::api::names::{label_value_errors, qualified_name_errors};
 use crate::api::sidecarset::LabelSelector;
-
-const DNS1123_SUBDOMAIN: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const QUALIFIED_NAME: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_VALUE: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-
-fn anchored(pattern: &str) -> Regex {
-    Regex::new(&format!("^(?:{pattern})$")).unwrap_or_else(|e| unreachable!("static pattern {pattern}: {e}"))
-}
-
-static DNS1123_SUBDOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_SUBDOMAIN));
-static QUALIFIED_NAME_RE: LazyLock<Regex> = LazyLock::new(|| anchored(QUALIFIED_NAME));
-static LABEL_VALUE_RE: LazyLock<Regex> = LazyLock::new(|| anchored(LABEL_VALUE));
-
-/// `validation.IsDNS1123Subdomain`.
-pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push(field::max_len_error(253));
-    }
-    if !DNS1123_SUBDOMAIN_RE.is_match(value) {
-        errs.push(field::regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            DNS1123_SUBDOMAIN,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// `validation.IsQualifiedName` (label keys, annotation keys).
-pub fn qualified_name_errors(value: &str) -> Vec<String> {
-    let parts: Vec<&str> = value.split('/').collect();
-    let (prefix, name) = match parts.as_slice() {
-        [name] => (None, *name),
-        [prefix, name] => (Some(*prefix), *name),
-        _ => {
-            return vec![format!(
-                "{} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                field::regex_error(
-                    "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-                    QUALIFIED_NAME,
-                    &["MyName", "my.name", "123-abc"]
-                )
-            )];
-        }
-    };
-    let mut errs = Vec::new();
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            errs.push("prefix part must be non-empty".to_owned());
-        } else {
-            errs.extend(dns1123_subdomain_errors(prefix).into_iter().map(|m| format!("prefix part {m}")));
-        }
-    }
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_owned());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", field::max_len_error(63)));
-    }
-    if !name.is_empty() && !QUALIFIED_NAME_RE.is_match(name) {
-        errs.push(format!(
-            "name part {}",
-            field::regex_error(
-                "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-                QUALIFIED_NAME,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-/// `validation.IsValidLabelValue`.
-pub fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push(field::max_len_error(63));
-    }
-    if !LABEL_VALUE_RE.is_match(value) {
-        errs.push(field::regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            LABEL_VALUE,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
 
 /// `ValidateLabels`: keys are qualified names, values label values.
 pub fn validate_labels(labels: &BTreeMap<String, String>, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (k, v) in labels {
-        errs.extend(qualified_name_errors(k).into_iter().map(|m| field::invalid_str(path, k, m)));
-        errs.extend(label_value_errors(v).into_iter().map(|m| field::invalid_str(path, v, m)));
+        errs.extend(qualified_name_errors(k).into_iter().map(|m| field_errors::invalid_str(path, k, m)));
+        errs.extend(label_value_errors(v).into_iter().map(|m| field_errors::invalid_str(path, v, m)));
     }
     errs
 }
@@ -118,32 +30,34 @@ pub fn validate(selector: &LabelSelector, path: &str) -> Vec<FieldError> {
         let p = format!("{path}.matchExpressions[{i}]");
         match req.operator.as_str() {
             "In" | "NotIn" if req.values.is_empty() => {
-                errs.push(field::required(
+                errs.push(field_errors::required(
                     format!("{p}.values"),
                     "must be specified when `operator` is 'In' or 'NotIn'",
                 ));
             }
             "Exists" | "DoesNotExist" if !req.values.is_empty() => {
-                errs.push(field::forbidden(
+                errs.push(field_errors::forbidden(
                     format!("{p}.values"),
                     "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
                 ));
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => {
-                errs.push(field::invalid_str(format!("{p}.operator"), other, "not a valid selector operator"))
-            }
+            other => errs.push(field_errors::invalid_str(
+                format!("{p}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
         }
         errs.extend(
             qualified_name_errors(&req.key)
                 .into_iter()
-                .map(|m| field::invalid_str(format!("{p}.key"), &req.key, m)),
+                .map(|m| field_errors::invalid_str(format!("{p}.key"), &req.key, m)),
         );
     }
     errs.extend(validate_labels(&selector.match_labels, &format!("{path}.matchLabels")));
     if let Err(e) = as_requirements(selector) {
         let shown = serde_json::to_value(selector).unwrap_or(Value::Null);
-        errs.push(field::invalid(format!("{path}.selector"), &shown, e));
+        errs.push(field_errors::invalid(format!("{path}.selector"), &shown, e));
     }
     errs
 }
