@@ -5,7 +5,7 @@
 //! webhooks on the final object. The same `webhooks::run` as `serve`; only the edge differs.
 
 use std::io::{BufWriter, IsTerminal as _, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -92,62 +92,21 @@ pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
 /// the status is that of the run with the `--with` objects; with `--compare --stored` it is 1 unless
 /// every Pod CREATE agrees with its stored Pod.
 pub fn run(args: Args) -> ExitCode {
-    if args.compare && args.with.is_empty() && args.stored.is_none() {
-        eprintln!(
-            "dry-run: --compare needs --with (objects to compare with) or --stored (the stored Pods to compare with)"
-        );
-        return ExitCode::from(2);
-    }
-    if args.stored.is_some() && !matches!(args.output, Output::Summary | Output::Json) {
-        eprintln!("dry-run: --compare --stored reports with --output summary or json");
-        return ExitCode::from(2);
-    }
-    if args.compare && matches!(args.output, Output::Review | Output::Patched) {
-        eprintln!("dry-run: --compare reports with --output summary, diff or json");
-        return ExitCode::from(2);
-    }
-    let stored = match &args.stored {
-        None => None,
-        Some(path) => match agreement::load_stored(&path.display().to_string()) {
-            Ok((pods, ignored)) => {
-                // Other documents are expected (an audit log records much more than Pod creates).
-                if pods.is_empty() {
-                    eprintln!(
-                        "dry-run: warning: --stored {}: no Pod and no audit event of a Pod create among its {ignored} documents",
-                        path.display()
-                    );
-                }
-                Some(pods)
-            }
-            Err(e) => {
-                eprintln!("dry-run: cannot load --stored: {e}");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let mut objects = Vec::new();
-    let mut with_objects = Vec::new();
-    let layers =
-        args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
-    for (flag, path) in layers {
-        match load_objects(path) {
-            Ok((loaded, warnings)) => {
-                for w in warnings {
-                    eprintln!("dry-run: warning: {w}");
-                }
-                if flag == "--with" {
-                    with_objects.extend(loaded.into_iter().map(|o| (path.display().to_string(), o)));
-                } else {
-                    objects.extend(loaded);
-                }
-            }
-            Err(e) => {
-                eprintln!("dry-run: cannot load {flag}: {e}");
-                return ExitCode::from(2);
-            }
+    match replay(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("dry-run: {message}");
+            ExitCode::from(2)
         }
     }
-    let base = Snapshot::from_objects(objects.clone());
+}
+
+/// `run` up to its exit status; an error is a reason to stop with status 2.
+fn replay(args: &Args) -> Result<ExitCode, String> {
+    check_flags(args)?;
+    let stored = args.stored.as_deref().map(load_stored).transpose()?;
+    let objects = load_cluster(args)?;
+    let base = Snapshot::from_objects(objects.folder.clone());
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),
@@ -166,23 +125,7 @@ pub fn run(args: Args) -> ExitCode {
         // against it.
         keep_input: (args.output == Output::Diff && !args.compare) || stored.is_some(),
     };
-    // The `--with` objects as the cluster would hold them after `kubectl apply`: each goes through
-    // the webhooks of its kind against the folder's objects (so, e.g., a SidecarSet gets its
-    // defaults and hash annotations), then replaces the folder's object of the same key.
-    let with = if with_objects.is_empty() {
-        None
-    } else {
-        for (file, object) in with_objects {
-            match apply(&base_env, &base, object, &file) {
-                Ok(admitted) => objects.push(admitted),
-                Err(message) => {
-                    eprintln!("dry-run: --with {file}: {message}");
-                    return ExitCode::from(2);
-                }
-            }
-        }
-        Some(Snapshot::from_objects(objects))
-    };
+    let with = admit_with(&base_env, objects)?;
     let env = Env { cluster: with.as_ref().unwrap_or(&base), random: &random, ..base_env };
     let base_env = (args.compare && stored.is_none()).then_some(base_env);
 
@@ -190,78 +133,169 @@ pub fn run(args: Args) -> ExitCode {
     let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
     let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
     printer.agreement = stored.map(|stored| agreement::Report::new(env.cluster, stored));
-    let mut progress = Progress::new();
-    let mut classifier = Classifier::default();
-    let mut unreadable = false;
+    let mut walk = Replay {
+        env,
+        base_env,
+        printer,
+        progress: Progress::new(),
+        classifier: Classifier::default(),
+        unreadable: false,
+    };
     for argument in &args.inputs {
-        let files = match inputs::expand(argument) {
-            Ok(files) => files,
-            Err(message) => {
-                eprintln!("dry-run: {argument}: {message}");
-                unreadable = true;
-                continue;
-            }
-        };
-        for input in files {
-            let text = match inputs::read_text(&input) {
-                Ok(text) => text,
-                Err(message) => {
-                    eprintln!("dry-run: {input}: {message}");
-                    unreadable = true;
-                    continue;
-                }
-            };
-            let read = inputs::for_each_document(&text, |index, several, document| {
-                let source = if several { format!("{input}#{index}") } else { input.clone() };
-                let case = match classifier.classify(document, &source) {
-                    Ok(case) => case,
-                    Err(message) => {
-                        eprintln!("dry-run: {input}: document {index}: {message}");
-                        unreadable = true;
-                        return;
-                    }
-                };
-                let (with, without) = match case {
-                    Case::Skip(reason) => {
-                        *printer.skipped.entry(reason).or_default() += 1;
-                        return;
-                    }
-                    Case::Review(document) => match &base_env {
-                        Some(base_env) => {
-                            (review_one(&env, document.clone()), Some(review_one(base_env, document)))
-                        }
-                        None => (review_one(&env, document), None),
-                    },
-                    Case::Request(request) => {
-                        let without =
-                            base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
-                        (request_one(&env, *request), without)
-                    }
-                };
-                printer.print(&source, with, without);
-                progress.tick();
-            });
-            if let Err(message) = read {
-                eprintln!("dry-run: {input}: {message}");
-                unreadable = true;
-            }
-        }
+        walk.argument(argument);
     }
-    progress.done();
+    walk.progress.done();
+    let Replay { printer, unreadable, .. } = walk;
     let denied = match &printer.agreement {
         Some(report) => !report.all_agree(),
         None => printer.totals.denied > 0,
     };
-    if let Err(e) = printer.finish() {
-        eprintln!("dry-run: cannot write output: {e}");
-        return ExitCode::from(2);
-    }
-    if unreadable {
+    printer.finish().map_err(|e| format!("cannot write output: {e}"))?;
+    Ok(if unreadable {
         ExitCode::from(2)
     } else if denied {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// The flag combinations clap cannot express.
+fn check_flags(args: &Args) -> Result<(), String> {
+    if args.compare && args.with.is_empty() && args.stored.is_none() {
+        return Err(
+            "--compare needs --with (objects to compare with) or --stored (the stored Pods to compare with)"
+                .into(),
+        );
+    }
+    if args.stored.is_some() && !matches!(args.output, Output::Summary | Output::Json) {
+        return Err("--compare --stored reports with --output summary or json".into());
+    }
+    if args.compare && matches!(args.output, Output::Review | Output::Patched) {
+        return Err("--compare reports with --output summary, diff or json".into());
+    }
+    Ok(())
+}
+
+/// The Pods of `--stored`.
+fn load_stored(path: &Path) -> Result<Vec<Value>, String> {
+    let (pods, ignored) = agreement::load_stored(&path.display().to_string())
+        .map_err(|e| format!("cannot load --stored: {e}"))?;
+    // Other documents are expected (an audit log records much more than Pod creates).
+    if pods.is_empty() {
+        eprintln!(
+            "dry-run: warning: --stored {}: no Pod and no audit event of a Pod create among its {ignored} documents",
+            path.display()
+        );
+    }
+    Ok(pods)
+}
+
+/// The objects `dry-run` decides against.
+struct ClusterObjects {
+    /// `--cluster-dir`'s.
+    folder: Vec<Value>,
+    /// Each `--with` object, with the file it came from.
+    with: Vec<(String, Value)>,
+}
+
+/// Load `--cluster-dir` and every `--with` (warnings on stderr).
+fn load_cluster(args: &Args) -> Result<ClusterObjects, String> {
+    let mut objects = ClusterObjects { folder: Vec::new(), with: Vec::new() };
+    let layers =
+        args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
+    for (flag, path) in layers {
+        let (loaded, warnings) = load_objects(path).map_err(|e| format!("cannot load {flag}: {e}"))?;
+        for w in warnings {
+            eprintln!("dry-run: warning: {w}");
+        }
+        if flag == "--with" {
+            objects.with.extend(loaded.into_iter().map(|o| (path.display().to_string(), o)));
+        } else {
+            objects.folder.extend(loaded);
+        }
+    }
+    Ok(objects)
+}
+
+/// The cluster with the `--with` objects as it would hold them after `kubectl apply`: each goes
+/// through the webhooks of its kind against the folder's objects (`env.cluster`; so, e.g., a
+/// SidecarSet gets its defaults and hash annotations), then replaces the folder's object of the same
+/// key. `None` without `--with` objects.
+fn admit_with(env: &Env, objects: ClusterObjects) -> Result<Option<Snapshot>, String> {
+    let ClusterObjects { folder: mut objects, with } = objects;
+    if with.is_empty() {
+        return Ok(None);
+    }
+    for (file, object) in with {
+        objects.push(apply(env, object, &file).map_err(|m| format!("--with {file}: {m}"))?);
+    }
+    Ok(Some(Snapshot::from_objects(objects)))
+}
+
+/// The inputs' walk: each document decided and printed as it is read.
+struct Replay<'a, W: Write> {
+    env: Env<'a>,
+    /// `--compare --with`: the run without the `--with` objects.
+    base_env: Option<Env<'a>>,
+    printer: Printer<W>,
+    progress: Progress,
+    classifier: Classifier,
+    /// An input, file or document could not be read (exit status 2).
+    unreadable: bool,
+}
+
+impl<W: Write> Replay<'_, W> {
+    /// One INPUT argument: a file, a folder or `-`.
+    fn argument(&mut self, argument: &str) {
+        match inputs::expand(argument) {
+            Ok(files) => files.iter().for_each(|input| self.file(input)),
+            Err(message) => self.cannot_read(&format!("{argument}: {message}")),
+        }
+    }
+
+    fn file(&mut self, input: &str) {
+        let text = match inputs::read_text(input) {
+            Ok(text) => text,
+            Err(message) => return self.cannot_read(&format!("{input}: {message}")),
+        };
+        let read = inputs::for_each_document(&text, |index, several, document| {
+            let source = if several { format!("{input}#{index}") } else { input.to_owned() };
+            match self.classifier.classify(document, &source) {
+                Ok(case) => self.case(&source, case),
+                Err(message) => self.cannot_read(&format!("{input}: document {index}: {message}")),
+            }
+        });
+        if let Err(message) = read {
+            self.cannot_read(&format!("{input}: {message}"));
+        }
+    }
+
+    fn case(&mut self, source: &str, case: Case) {
+        let (with, without) = match case {
+            Case::Skip(reason) => {
+                *self.printer.skipped.entry(reason).or_default() += 1;
+                return;
+            }
+            Case::Review(document) => match &self.base_env {
+                Some(base_env) => {
+                    (review_one(&self.env, document.clone()), Some(review_one(base_env, document)))
+                }
+                None => (review_one(&self.env, document), None),
+            },
+            Case::Request(request) => {
+                let without =
+                    self.base_env.as_ref().map(|base_env| request_one(base_env, (*request).clone()));
+                (request_one(&self.env, *request), without)
+            }
+        };
+        self.printer.print(source, with, without);
+        self.progress.tick();
+    }
+
+    fn cannot_read(&mut self, message: &str) {
+        eprintln!("dry-run: {message}");
+        self.unreadable = true;
     }
 }
 
@@ -403,10 +437,12 @@ impl Progress {
 }
 
 /// `object` admitted as `kubectl apply` would send it: an UPDATE of the object of the same key in
-/// `cluster`, else a CREATE. The admitted object, or why it would be refused.
-fn apply(env: &Env, cluster: &Snapshot, object: Value, file: &str) -> Result<Value, String> {
+/// `env.cluster`, else a CREATE. The admitted object, or why it would be refused.
+fn apply(env: &Env, object: Value, file: &str) -> Result<Value, String> {
     let existing = match (TypeKey::of(&object), ObjectKey::of(&object)) {
-        (Some(t), Some(k)) => cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o)),
+        (Some(t), Some(k)) => {
+            env.cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o))
+        }
         _ => None,
     };
     let mut request = inputs::bare_object(object, file);
