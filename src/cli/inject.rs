@@ -9,7 +9,7 @@
 //! (node affinity, tolerations, `nodeName`) is a per-pod scheduling decision made when a real pod
 //! is created, so it is never written into a template. Everything else in a manifest is untouched.
 
-use std::io::{BufWriter, Write as _};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -81,20 +81,12 @@ const SPEC_FIELDS: &[&str] = &["containers", "initContainers", "volumes", "image
 /// template (that manifest is written unchanged and the reason goes to stderr), 2 when an input or
 /// the cluster folder cannot be read.
 pub fn run(args: Args) -> ExitCode {
-    let snapshot = match &args.cluster_dir {
-        None => Snapshot::default(),
-        Some(dir) => match load_dir(dir) {
-            Ok((snapshot, warnings)) => {
-                for w in warnings {
-                    eprintln!("inject: warning: {w}");
-                }
-                snapshot
-            }
-            Err(e) => {
-                eprintln!("inject: cannot load --cluster-dir: {e}");
-                return ExitCode::from(2);
-            }
-        },
+    let snapshot = match load_cluster(args.cluster_dir.as_ref()) {
+        Ok(snapshot) => snapshot,
+        Err(message) => {
+            eprintln!("inject: {message}");
+            return ExitCode::from(2);
+        }
     };
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
@@ -113,9 +105,9 @@ pub fn run(args: Args) -> ExitCode {
         namespace: &args.namespace,
     };
 
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut writer =
+        Writer { out: BufWriter::new(std::io::stdout().lock()), format: args.output, first: true };
     let (mut refused, mut unreadable) = (false, false);
-    let mut first = true;
     for argument in &args.filename {
         let files = match inputs::expand(argument) {
             Ok(files) => files,
@@ -126,31 +118,20 @@ pub fn run(args: Args) -> ExitCode {
             }
         };
         for input in files {
-            let documents = match inputs::read_text(&input).and_then(|text| parse(&text)) {
-                Ok(documents) => documents,
-                Err(message) => {
+            match inject_file(&injector, &input, &mut writer) {
+                Ok(any_refused) => refused |= any_refused,
+                Err(FileError::Unreadable(message)) => {
                     eprintln!("inject: {input}: {message}");
                     unreadable = true;
-                    continue;
                 }
-            };
-            for (index, mut document) in documents.into_iter().enumerate() {
-                let source = format!("{input}#{index}");
-                refused |= !injector.object(&mut document, &source);
-                let text = match args.output {
-                    Format::Yaml if first => yaml(&document),
-                    Format::Yaml => format!("---\n{}", yaml(&document)),
-                    Format::Json => format!("{document}\n"),
-                };
-                first = false;
-                if let Err(e) = out.write_all(text.as_bytes()) {
+                Err(FileError::Write(e)) => {
                     eprintln!("inject: cannot write output: {e}");
                     return ExitCode::from(2);
                 }
             }
         }
     }
-    if let Err(e) = out.flush() {
+    if let Err(e) = writer.out.flush() {
         eprintln!("inject: cannot write output: {e}");
         return ExitCode::from(2);
     }
@@ -160,6 +141,55 @@ pub fn run(args: Args) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The `--cluster-dir` objects (warnings on stderr); an empty cluster without the flag.
+fn load_cluster(dir: Option<&PathBuf>) -> Result<Snapshot, String> {
+    let Some(dir) = dir else { return Ok(Snapshot::default()) };
+    let (snapshot, warnings) = load_dir(dir).map_err(|e| format!("cannot load --cluster-dir: {e}"))?;
+    for w in warnings {
+        eprintln!("inject: warning: {w}");
+    }
+    Ok(snapshot)
+}
+
+/// Why a file's manifests were not all written.
+enum FileError {
+    /// The file cannot be read or parsed: nothing of it was written.
+    Unreadable(String),
+    /// Standard output failed: `inject` stops.
+    Write(std::io::Error),
+}
+
+/// Inject every document of `input` and write it out: whether the webhook refused any.
+fn inject_file(injector: &Injector, input: &str, writer: &mut Writer<impl Write>) -> Result<bool, FileError> {
+    let documents = inputs::read_text(input).and_then(|text| parse(&text)).map_err(FileError::Unreadable)?;
+    let mut refused = false;
+    for (index, mut document) in documents.into_iter().enumerate() {
+        refused |= !injector.object(&mut document, &format!("{input}#{index}"));
+        writer.write(&document).map_err(FileError::Write)?;
+    }
+    Ok(refused)
+}
+
+/// Standard output in the chosen format: YAML documents separated by `---`, or JSON lines.
+struct Writer<W: Write> {
+    out: W,
+    format: Format,
+    /// No document written yet (the first YAML document has no separator).
+    first: bool,
+}
+
+impl<W: Write> Writer<W> {
+    fn write(&mut self, document: &Value) -> std::io::Result<()> {
+        let text = match self.format {
+            Format::Yaml if self.first => yaml(document),
+            Format::Yaml => format!("---\n{}", yaml(document)),
+            Format::Json => format!("{document}\n"),
+        };
+        self.first = false;
+        self.out.write_all(text.as_bytes())
     }
 }
 
