@@ -155,60 +155,17 @@ impl Classifier {
     }
 
     fn audit_event(&mut self, mut event: Value) -> Result<Case, String> {
-        let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
-        if text(&event, "/stage") != "ResponseComplete" {
-            return Ok(Case::Skip(Skip::Stage));
-        }
-        let operation = match text(&event, "/verb").as_str() {
-            "create" => Operation::Create,
-            "update" => Operation::Update,
-            "delete" => Operation::Delete,
-            "patch" => return Ok(Case::Skip(Skip::Patch)),
-            _ => return Ok(Case::Skip(Skip::Verb)),
+        let operation = match audit_operation(&event) {
+            Ok(operation) => operation,
+            Err(skip) => return Ok(Case::Skip(skip)),
         };
-        let Some(object_ref) = event.get("objectRef").filter(|r| r.is_object()) else {
-            return Err(
-                "the audit event has no objectRef: expected resource, namespace and name of the object"
-                    .into(),
-            );
-        };
-        let group = text(object_ref, "/apiGroup");
-        let version = text(object_ref, "/apiVersion");
-        let resource = text(object_ref, "/resource");
-        let namespace = text(object_ref, "/namespace");
-        let mut name = text(object_ref, "/name");
-        let sub_resource = text(object_ref, "/subresource");
-        if resource.is_empty() || version.is_empty() {
-            return Err("the audit event's objectRef has no resource or apiVersion".into());
-        }
-        let mut request = AdmissionRequest {
-            version: ReviewVersion::V1,
-            uid: text(&event, "/auditID"),
-            kind: Gvk {
-                group: group.clone(),
-                version: version.clone(),
-                kind: kind_of(&group, &resource).unwrap_or_default().to_owned(),
-            },
-            resource: Gvr { group: group.clone(), version: version.clone(), resource: resource.clone() },
-            sub_resource,
-            name: String::new(),
-            namespace: namespace.clone(),
-            operation,
-            // The apiserver admits impersonated requests as the impersonated user.
-            user_info: event
-                .get("impersonatedUser")
-                .or_else(|| event.get("user"))
-                .cloned()
-                .unwrap_or_else(|| json!({})),
-            object: None,
-            old_object: None,
-            dry_run: false,
-            decode_warnings: Vec::new(),
-        };
-        let remember = self.needs_old(&group, &version, &resource);
+        let mut request = audit_request(&event, operation)?;
+        let (group, version, resource) =
+            (&request.resource.group, &request.resource.version, &request.resource.resource);
+        let remember = self.needs_old(group, version, resource);
         if webhooks::matching(&request).next().is_none() {
             if remember {
-                self.remember(&event, operation, (group, resource, namespace, name));
+                self.remember(&event, operation, object_key(&request));
             }
             return Ok(Case::Skip(Skip::NotAdmitted));
         }
@@ -216,14 +173,13 @@ impl Classifier {
             event.get_mut("responseObject").map(Value::take).filter(|r| is_object_of(r, &request.kind.kind));
         let object = event.get_mut("requestObject").map(Value::take).filter(|o| o.is_object());
         // A CREATE with generateName has no name in objectRef until the response names it.
-        if name.is_empty()
+        if request.name.is_empty()
             && let Some(n) =
                 response.as_ref().and_then(|r| r.pointer("/metadata/name")).and_then(Value::as_str)
         {
-            name = n.to_owned();
+            request.name = n.to_owned();
         }
-        let key = (group, resource, namespace, name.clone());
-        request.name = name;
+        let key = object_key(&request);
         match operation {
             Operation::Create | Operation::Update => {
                 let Some(object) = object else { return Ok(Case::Skip(Skip::NoObject)) };
@@ -288,6 +244,70 @@ impl Classifier {
             })
         })
     }
+}
+
+/// A string field of an audit event, empty when absent.
+fn audit_text(value: &Value, pointer: &str) -> String {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// The operation an audit event replays, or why it is not replayed.
+fn audit_operation(event: &Value) -> Result<Operation, Skip> {
+    if audit_text(event, "/stage") != "ResponseComplete" {
+        return Err(Skip::Stage);
+    }
+    match audit_text(event, "/verb").as_str() {
+        "create" => Ok(Operation::Create),
+        "update" => Ok(Operation::Update),
+        "delete" => Ok(Operation::Delete),
+        "patch" => Err(Skip::Patch),
+        _ => Err(Skip::Verb),
+    }
+}
+
+/// The request an audit event records, named by its `objectRef`, without its objects.
+fn audit_request(event: &Value, operation: Operation) -> Result<AdmissionRequest, String> {
+    let Some(object_ref) = event.get("objectRef").filter(|r| r.is_object()) else {
+        return Err(
+            "the audit event has no objectRef: expected resource, namespace and name of the object".into()
+        );
+    };
+    let group = audit_text(object_ref, "/apiGroup");
+    let version = audit_text(object_ref, "/apiVersion");
+    let resource = audit_text(object_ref, "/resource");
+    if resource.is_empty() || version.is_empty() {
+        return Err("the audit event's objectRef has no resource or apiVersion".into());
+    }
+    Ok(AdmissionRequest {
+        version: ReviewVersion::V1,
+        uid: audit_text(event, "/auditID"),
+        kind: Gvk {
+            group: group.clone(),
+            version: version.clone(),
+            kind: kind_of(&group, &resource).unwrap_or_default().to_owned(),
+        },
+        resource: Gvr { group, version, resource },
+        sub_resource: audit_text(object_ref, "/subresource"),
+        name: audit_text(object_ref, "/name"),
+        namespace: audit_text(object_ref, "/namespace"),
+        operation,
+        // The apiserver admits impersonated requests as the impersonated user.
+        user_info: event
+            .get("impersonatedUser")
+            .or_else(|| event.get("user"))
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+        object: None,
+        old_object: None,
+        dry_run: false,
+        decode_warnings: Vec::new(),
+    })
+}
+
+/// The key [`Classifier`] remembers an object by: (group, resource, namespace, name).
+fn object_key(request: &AdmissionRequest) -> (String, String, String, String) {
+    let AdmissionRequest { resource, namespace, name, .. } = request;
+    (resource.group.clone(), resource.resource.clone(), namespace.clone(), name.clone())
 }
 
 fn is_object_of(value: &Value, kind: &str) -> bool {
