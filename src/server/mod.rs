@@ -21,7 +21,7 @@ pub mod tls;
 pub mod work_queue;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -200,7 +200,7 @@ fn start_agreement(
     limits: &Limits,
     cluster: &Arc<ClusterState>,
     metrics: &Arc<Metrics>,
-) -> (Option<Arc<LiveAgreement>>, Vec<tokio::task::JoinHandle<()>>) {
+) -> (Arc<LiveAgreement>, [tokio::task::AbortHandle; 2]) {
     let agreement = Arc::new(LiveAgreement::new(*limits, metrics.clone()));
     tracing::info!(
         max_pending = limits.max_count,
@@ -222,7 +222,7 @@ fn start_agreement(
             expiring.expire(std::time::Instant::now());
         }
     });
-    (Some(agreement), vec![watch, expiry])
+    (agreement, [watch.abort_handle(), expiry.abort_handle()])
 }
 
 /// `kruise_admission_lookup_source{source}` values.
@@ -258,29 +258,8 @@ impl Server {
     /// bind both ports.
     pub async fn bind(config: ServerConfig) -> anyhow::Result<Server> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
-        let mut cert_files = CertFiles::new(config.tls_cert_file.clone(), config.tls_key_file.clone());
-        let (key, not_after) = cert_files.load().with_context(|| {
-            format!(
-                "loading the serving certificate (--tls-cert-file {}, --tls-key-file {})",
-                config.tls_cert_file.display(),
-                config.tls_key_file.display()
-            )
-        })?;
-        metrics.cert_not_after.set(not_after as f64);
-        tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = crate::tls_material::fingerprint(&key), "serving certificate loaded");
-        let resolver = Arc::new(CertResolver::new(key));
-        let client_ca = match &config.client_ca_file {
-            Some(path) => {
-                let (file, ca) = ClientCaFile::load(path.clone()).context("loading --client-ca-file")?;
-                Some((file, Arc::new(ClientVerifier::new(ca, config.allowed_client_names.clone()))))
-            }
-            None => None,
-        };
-        if client_ca.is_none() && !config.allowed_client_names.is_empty() {
-            anyhow::bail!(
-                "--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed"
-            );
-        }
+        let (cert_files, resolver) = load_certificate(&config, &metrics)?;
+        let client_ca = load_client_ca(&config)?;
         let verifier = client_ca.as_ref().map(|(file, v)| {
             tracing::info!(client_ca = %file.path.display(), allowed_names = ?config.allowed_client_names, "client certificates required");
             v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>
@@ -291,41 +270,8 @@ impl Server {
 
         let cluster = Arc::new(ClusterState::default());
         let source = match &config.live {
-            None => {
-                let mut cluster_dir = ClusterDir::new(config.cluster_dir.clone());
-                let (state, m) = (cluster.clone(), metrics.clone());
-                let cluster_dir = tokio::task::spawn_blocking(move || {
-                    cluster_dir.poll(&state, &m);
-                    cluster_dir
-                })
-                .await
-                .context("loading the cluster folder")?;
-                // The folder stands in for the whole cluster, lookups included: say so once, loudly.
-                tracing::warn!(
-                    dir = %config.cluster_dir.display(),
-                    lookup_source = LOOKUPS_FROM_FOLDER,
-                    "folder mode: delete protection's Cascading lookups (a Namespace's pods and PVCs, a CRD's custom resources) \
-                     and CloneSet pod lookups are answered from the cluster folder, not from the API server; a Cascading \
-                     Namespace or CRD whose dependents are not in the folder can be deleted. Use --cluster-mode live in a cluster"
-                );
-                metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_FOLDER]).set(1);
-                Source::Folder(cluster_dir)
-            }
-            Some(live) => {
-                let (state, m) = (cluster.clone(), metrics.clone());
-                let publish = move |snapshot: Arc<crate::cluster::Snapshot>| {
-                    m.record_snapshot(&snapshot, snapshot_state::unix_now());
-                    state.publish(snapshot);
-                };
-                let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
-                tracing::info!(kruise_namespace = %live.settings.kruise_namespace, "live cluster mode: watches started");
-                metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_API_SERVER]).set(1);
-                Source::Live {
-                    cluster: Arc::new(started),
-                    lookups: LiveLookups::new(live.client.clone(), live.lookup_timeout),
-                    sync_timeout: live.sync_timeout,
-                }
-            }
+            None => Source::Folder(load_folder(&config.cluster_dir, &cluster, &metrics).await?),
+            Some(live) => start_live(live, &cluster, &metrics).await?,
         };
 
         if config.shadow {
@@ -368,83 +314,41 @@ impl Server {
     /// server is unready until the caches have synced; when they cannot sync (RBAC refuses a
     /// list, or not within the sync timeout) it shuts down and returns the reason.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        let Server {
-            config,
-            https,
-            metrics_listener,
-            tls,
-            resolver,
-            cert_files,
-            client_ca,
-            source,
-            cluster,
-            metrics,
-            https_addr,
-            metrics_addr,
-        } = self;
-        let cert_task = tokio::spawn(tls::reload_loop(
-            cert_files,
-            resolver.clone(),
-            metrics.clone(),
-            config.reload_interval,
-        ));
-        let client_ca_task = client_ca.map(|(file, verifier)| {
-            tokio::spawn(client_auth::reload_loop(file, verifier, config.reload_interval))
-        });
-        let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
-        let (live, lookups, cluster_task) = match source {
-            Source::Folder(dir) => {
-                let task = tokio::spawn(snapshot_state::reload_loop(
-                    dir,
-                    cluster.clone(),
-                    metrics.clone(),
-                    config.reload_interval,
-                ));
-                (None, Lookups::Snapshot, task)
-            }
-            Source::Live { cluster: live, lookups, sync_timeout } => {
-                let watched = live.clone();
-                let task = tokio::spawn(async move {
-                    match watched.wait_synced(sync_timeout).await {
-                        Ok(()) => tracing::info!("live cluster caches synced"),
-                        Err(error) => {
-                            let _ = sync_failed.send(error.to_string());
-                        }
-                    }
-                });
-                (Some(live), Lookups::Live(lookups), task)
-            }
-        };
+        let (config, cluster, metrics, resolver) = (self.config, self.cluster, self.metrics, self.resolver);
+        // Background tasks, aborted once the server has drained.
+        let mut tasks =
+            reload_certificates(self.cert_files, &resolver, self.client_ca, &metrics, config.reload_interval);
+        let started = keep_cluster_current(self.source, &cluster, &metrics, config.reload_interval);
+        tasks.push(started.task);
 
-        let (agreement, agreement_tasks) = match (&config.live, config.shadow) {
-            (Some(source), true) => start_agreement(source, &config.agreement_limits, &cluster, &metrics),
-            _ => (None, Vec::new()),
+        let agreement = match (&config.live, config.shadow) {
+            (Some(source), true) => {
+                let (agreement, agreement_tasks) =
+                    start_agreement(source, &config.agreement_limits, &cluster, &metrics);
+                tasks.extend(agreement_tasks);
+                Some(agreement)
+            }
+            _ => None,
         };
 
         let health = Arc::new(Health {
             cluster: cluster.clone(),
-            certificate: resolver.clone(),
-            live: live.clone(),
+            certificate: resolver,
+            live: started.live,
             metrics: metrics.clone(),
             cert_status: config.cert_status.clone(),
             draining: false.into(),
             shadow: config.shadow,
         });
-        let readiness_task = tokio::spawn(health::log_readiness(health.clone(), https_addr, metrics_addr));
-        let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut metrics_task = tokio::spawn(health::serve(
-            metrics_listener,
-            health.clone(),
-            config.metrics_limits.clone(),
-            async move {
-                let _ = metrics_stopped.await;
-            },
-        ));
+        let readiness =
+            tokio::spawn(health::log_readiness(health.clone(), self.https_addr, self.metrics_addr));
+        tasks.push(readiness.abort_handle());
+        let health_port = HealthPort::start(self.metrics_listener, &health, config.metrics_limits.clone());
 
         let app = app::router(Arc::new(app::AppState {
             webhooks: config.webhooks,
             cluster,
-            lookups,
+            lookups: started.lookups,
             settings: config.settings.clone(),
             clock: config.clock.clone(),
             metrics: metrics.clone(),
@@ -459,43 +363,212 @@ impl Server {
         let stop = async {
             tokio::select! {
                 () = shutdown => {}
-                Ok(error) = sync_failure => {
+                Ok(error) = started.sync_failure => {
                     tracing::error!(%error, "live cluster caches cannot sync; stopping");
                     *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
                 }
             }
         };
-        let port = listener::Port::Webhooks(tokio_rustls::TlsAcceptor::from(tls));
-        listener::accept_until(https, port, app, &config.limits, &metrics, &graceful, stop).await;
+        let port = listener::Port::Webhooks(tokio_rustls::TlsAcceptor::from(self.tls));
+        listener::accept_until(self.https, port, app, &config.limits, &metrics, &graceful, stop).await;
 
         health.draining.store(true, Ordering::Relaxed);
-        let open = graceful.count();
-        tracing::info!(
-            open_connections = open,
-            grace_s = config.shutdown_grace.as_secs_f64(),
-            "shutting down: draining in-flight requests"
-        );
-        if tokio::time::timeout(config.shutdown_grace, graceful.shutdown()).await.is_err() {
-            tracing::warn!("shutdown grace period over; closing the remaining connections");
-        }
-        let _ = stop_metrics.send(());
-        // Scrapers keep connections open; do not let them hold up the exit.
-        if tokio::time::timeout(Duration::from_secs(1), &mut metrics_task).await.is_err() {
-            metrics_task.abort();
-        }
-        cert_task.abort();
-        readiness_task.abort();
-        if let Some(task) = client_ca_task {
-            task.abort();
-        }
-        cluster_task.abort();
-        for task in agreement_tasks {
+        drain(graceful, config.shutdown_grace).await;
+        health_port.stop().await;
+        for task in tasks {
             task.abort();
         }
         tracing::info!("stopped");
         match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(error) => Err(anyhow::anyhow!(error)),
             None => Ok(()),
+        }
+    }
+}
+
+/// Reload the serving certificate and the client CA when their files change.
+fn reload_certificates(
+    cert_files: CertFiles,
+    resolver: &Arc<CertResolver>,
+    client_ca: Option<(ClientCaFile, Arc<ClientVerifier>)>,
+    metrics: &Arc<Metrics>,
+    interval: Duration,
+) -> Vec<tokio::task::AbortHandle> {
+    let mut tasks = vec![
+        tokio::spawn(tls::reload_loop(cert_files, resolver.clone(), metrics.clone(), interval))
+            .abort_handle(),
+    ];
+    if let Some((file, verifier)) = client_ca {
+        tasks.push(tokio::spawn(client_auth::reload_loop(file, verifier, interval)).abort_handle());
+    }
+    tasks
+}
+
+/// The serving certificate, loaded once to fail early (an error names the flags to fix), and the
+/// resolver that serves it.
+fn load_certificate(
+    config: &ServerConfig,
+    metrics: &Metrics,
+) -> anyhow::Result<(CertFiles, Arc<CertResolver>)> {
+    let mut cert_files = CertFiles::new(config.tls_cert_file.clone(), config.tls_key_file.clone());
+    let (key, not_after) = cert_files.load().with_context(|| {
+        format!(
+            "loading the serving certificate (--tls-cert-file {}, --tls-key-file {})",
+            config.tls_cert_file.display(),
+            config.tls_key_file.display()
+        )
+    })?;
+    metrics.cert_not_after.set(not_after as f64);
+    tracing::info!(cert = %config.tls_cert_file.display(), not_after, sha256 = crate::tls_material::fingerprint(&key), "serving certificate loaded");
+    Ok((cert_files, Arc::new(CertResolver::new(key))))
+}
+
+/// `--client-ca-file` and the verifier that checks client certificates against it and
+/// `--allowed-client-name`; `None` serves any client.
+fn load_client_ca(config: &ServerConfig) -> anyhow::Result<Option<(ClientCaFile, Arc<ClientVerifier>)>> {
+    let Some(path) = &config.client_ca_file else {
+        if !config.allowed_client_names.is_empty() {
+            anyhow::bail!(
+                "--allowed-client-name needs --client-ca-file: names are only checked on certificates a trusted CA signed"
+            );
+        }
+        return Ok(None);
+    };
+    let (file, ca) = ClientCaFile::load(path.clone()).context("loading --client-ca-file")?;
+    Ok(Some((file, Arc::new(ClientVerifier::new(ca, config.allowed_client_names.clone())))))
+}
+
+/// Folder mode: load the cluster folder once (a failure only leaves the server unready).
+async fn load_folder(
+    dir: &Path,
+    cluster: &Arc<ClusterState>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<ClusterDir> {
+    let mut cluster_dir = ClusterDir::new(dir.to_path_buf());
+    let (state, m) = (cluster.clone(), metrics.clone());
+    let cluster_dir = tokio::task::spawn_blocking(move || {
+        cluster_dir.poll(&state, &m);
+        cluster_dir
+    })
+    .await
+    .context("loading the cluster folder")?;
+    // The folder stands in for the whole cluster, lookups included: say so once, loudly.
+    tracing::warn!(
+        dir = %dir.display(),
+        lookup_source = LOOKUPS_FROM_FOLDER,
+        "folder mode: delete protection's Cascading lookups (a Namespace's pods and PVCs, a CRD's custom resources) \
+         and CloneSet pod lookups are answered from the cluster folder, not from the API server; a Cascading \
+         Namespace or CRD whose dependents are not in the folder can be deleted. Use --cluster-mode live in a cluster"
+    );
+    metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_FOLDER]).set(1);
+    Ok(cluster_dir)
+}
+
+/// Live mode: start the watches, each new snapshot published to `cluster` (an unreachable API server
+/// or a missing CRD is an error; the sync itself is awaited by [`Server::run`]).
+async fn start_live(
+    live: &LiveSource,
+    cluster: &Arc<ClusterState>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Source> {
+    let (state, m) = (cluster.clone(), metrics.clone());
+    let publish = move |snapshot: Arc<crate::cluster::Snapshot>| {
+        m.record_snapshot(&snapshot, snapshot_state::unix_now());
+        state.publish(snapshot);
+    };
+    let started = LiveCluster::start(live.client.clone(), live.settings.clone(), publish).await?;
+    tracing::info!(kruise_namespace = %live.settings.kruise_namespace, "live cluster mode: watches started");
+    metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_API_SERVER]).set(1);
+    Ok(Source::Live {
+        cluster: Arc::new(started),
+        lookups: LiveLookups::new(live.client.clone(), live.lookup_timeout),
+        sync_timeout: live.sync_timeout,
+    })
+}
+
+/// What [`keep_cluster_current`] started.
+struct ClusterTask {
+    /// Live mode: the watches, for readiness.
+    live: Option<Arc<LiveCluster>>,
+    lookups: Lookups,
+    /// The folder's reload loop, or the wait for the live caches' first sync.
+    task: tokio::task::AbortHandle,
+    /// Live mode: why the caches cannot sync, if they cannot (the server then stops).
+    sync_failure: tokio::sync::oneshot::Receiver<String>,
+}
+
+/// Folder mode: reload the folder on change. Live mode: wait for the caches' first sync, and
+/// report a failure to sync through `sync_failure`.
+fn keep_cluster_current(
+    source: Source,
+    cluster: &Arc<ClusterState>,
+    metrics: &Arc<Metrics>,
+    reload_interval: Duration,
+) -> ClusterTask {
+    let (sync_failed, sync_failure) = tokio::sync::oneshot::channel::<String>();
+    match source {
+        Source::Folder(dir) => {
+            let task = tokio::spawn(snapshot_state::reload_loop(
+                dir,
+                cluster.clone(),
+                metrics.clone(),
+                reload_interval,
+            ));
+            ClusterTask { live: None, lookups: Lookups::Snapshot, task: task.abort_handle(), sync_failure }
+        }
+        Source::Live { cluster: live, lookups, sync_timeout } => {
+            let watched = live.clone();
+            let task = tokio::spawn(async move {
+                match watched.wait_synced(sync_timeout).await {
+                    Ok(()) => tracing::info!("live cluster caches synced"),
+                    Err(error) => {
+                        let _ = sync_failed.send(error.to_string());
+                    }
+                }
+            });
+            ClusterTask {
+                live: Some(live),
+                lookups: Lookups::Live(lookups),
+                task: task.abort_handle(),
+                sync_failure,
+            }
+        }
+    }
+}
+
+/// Let in-flight requests finish within `grace`, then close what is left.
+async fn drain(graceful: GracefulShutdown, grace: Duration) {
+    tracing::info!(
+        open_connections = graceful.count(),
+        grace_s = grace.as_secs_f64(),
+        "shutting down: draining in-flight requests"
+    );
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("shutdown grace period over; closing the remaining connections");
+    }
+}
+
+/// The probe and metrics port, served until [`HealthPort::stop`].
+struct HealthPort {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HealthPort {
+    fn start(listener: TcpListener, health: &Arc<Health>, limits: ConnLimits) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(health::serve(listener, health.clone(), limits, async move {
+            let _ = stopped.await;
+        }));
+        HealthPort { stop, task }
+    }
+
+    /// Stop accepting and wait a moment for the port to close: scrapers keep connections open; do
+    /// not let them hold up the exit.
+    async fn stop(mut self) {
+        let _ = self.stop.send(());
+        if tokio::time::timeout(Duration::from_secs(1), &mut self.task).await.is_err() {
+            self.task.abort();
         }
     }
 }
