@@ -2,6 +2,7 @@
 //! Names and labels follow the apiserver's admission metrics where they overlap; the dashboard
 //! reads them by these exact names.
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder as _, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -55,178 +56,124 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    // Left as one long function on purpose: it is the table of every metric (name, help, labels),
+    // one entry per field; splitting it would scatter the table a dashboard author reads.
     pub fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "kruise_admission_webhook_request_total",
-                "Admission reviews answered, by webhook, operation and result",
-            ),
-            &["name", "type", "operation", "code", "rejected"],
-        )?;
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
-                "kruise_admission_webhook_admission_duration_seconds",
-                "Time to answer an admission review",
-            )
-            // 100 µs to about 3.3 s.
-            .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
-            &["name", "type", "operation", "rejected"],
-        )?;
-        let rejections = IntCounterVec::new(
-            Opts::new(
-                "kruise_admission_webhook_rejection_count",
-                "Admission reviews denied, by request kind and denial code",
-            ),
-            &["name", "type", "operation", "kind", "rejection_code"],
-        )?;
-        let patch_operations = HistogramVec::new(
-            HistogramOpts::new(
-                "kruise_admission_webhook_patch_operations",
-                "JSON Patch operations per mutating response",
-            )
-            .buckets(vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]),
-            &["name"],
-        )?;
-        let http_errors = IntCounterVec::new(
-            Opts::new(
-                "kruise_admission_http_errors_total",
-                "Requests answered with an HTTP error instead of a review",
-            ),
-            &["reason"],
-        )?;
-        let cert_not_after = Gauge::new(
-            "kruise_admission_serving_certificate_not_after_seconds",
-            "notAfter of the serving certificate, Unix seconds",
-        )?;
-        let build_info = IntGaugeVec::new(
-            Opts::new("kruise_admission_build_info", "Always 1; the version is in the label"),
+        let r = Register(&registry);
+        let build_info = r.int_gauges(
+            "kruise_admission_build_info",
+            "Always 1; the version is in the label",
             &["version"],
         )?;
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        let cluster_objects = IntGaugeVec::new(
-            Opts::new("kruise_admission_cluster_objects", "Objects in the cluster snapshot, by kind"),
-            &["kind"],
-        )?;
-        let snapshot_timestamp = Gauge::new(
-            "kruise_admission_cluster_snapshot_timestamp_seconds",
-            "When the cluster snapshot in use was loaded, Unix seconds",
-        )?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(duration.clone()))?;
-        registry.register(Box::new(rejections.clone()))?;
-        registry.register(Box::new(patch_operations.clone()))?;
-        registry.register(Box::new(http_errors.clone()))?;
-        registry.register(Box::new(cert_not_after.clone()))?;
-        registry.register(Box::new(build_info))?;
-        registry.register(Box::new(cluster_objects.clone()))?;
-        registry.register(Box::new(snapshot_timestamp.clone()))?;
-        let watch_reconnects = IntCounterVec::new(
-            Opts::new(
+        Ok(Metrics {
+            requests: r.int_counters(
+                "kruise_admission_webhook_request_total",
+                "Admission reviews answered, by webhook, operation and result",
+                &["name", "type", "operation", "code", "rejected"],
+            )?,
+            duration: r.histograms(
+                HistogramOpts::new(
+                    "kruise_admission_webhook_admission_duration_seconds",
+                    "Time to answer an admission review",
+                )
+                // 100 µs to about 3.3 s.
+                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 16)?),
+                &["name", "type", "operation", "rejected"],
+            )?,
+            rejections: r.int_counters(
+                "kruise_admission_webhook_rejection_count",
+                "Admission reviews denied, by request kind and denial code",
+                &["name", "type", "operation", "kind", "rejection_code"],
+            )?,
+            patch_operations: r.histograms(
+                HistogramOpts::new(
+                    "kruise_admission_webhook_patch_operations",
+                    "JSON Patch operations per mutating response",
+                )
+                .buckets(vec![0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]),
+                &["name"],
+            )?,
+            http_errors: r.int_counters(
+                "kruise_admission_http_errors_total",
+                "Requests answered with an HTTP error instead of a review",
+                &["reason"],
+            )?,
+            cert_not_after: r.add(Gauge::new(
+                "kruise_admission_serving_certificate_not_after_seconds",
+                "notAfter of the serving certificate, Unix seconds",
+            )?)?,
+            cluster_objects: r.int_gauges(
+                "kruise_admission_cluster_objects",
+                "Objects in the cluster snapshot, by kind",
+                &["kind"],
+            )?,
+            snapshot_timestamp: r.add(Gauge::new(
+                "kruise_admission_cluster_snapshot_timestamp_seconds",
+                "When the cluster snapshot in use was loaded, Unix seconds",
+            )?)?,
+            watch_reconnects: r.int_counters(
                 "kruise_admission_cluster_watch_reconnects_total",
                 "Live mode: watch streams that ended and were reopened, by kind",
-            ),
-            &["kind"],
-        )?;
-        let watch_relists = IntCounterVec::new(
-            Opts::new(
+                &["kind"],
+            )?,
+            watch_relists: r.int_counters(
                 "kruise_admission_cluster_watch_relists_total",
                 "Live mode: full relists after 410 Gone, by kind",
-            ),
-            &["kind"],
-        )?;
-        let watch_synced = IntGaugeVec::new(
-            Opts::new(
+                &["kind"],
+            )?,
+            watch_synced: r.int_gauges(
                 "kruise_admission_cluster_watch_synced",
                 "Live mode: 1 once the kind's initial list is done",
-            ),
-            &["kind"],
-        )?;
-        let watch_failing_seconds = GaugeVec::new(
-            Opts::new(
-                "kruise_admission_cluster_watch_failing_seconds",
-                "Live mode: how long the kind's watch has been failing (0 when healthy)",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(watch_reconnects.clone()))?;
-        registry.register(Box::new(watch_relists.clone()))?;
-        registry.register(Box::new(watch_synced.clone()))?;
-        registry.register(Box::new(watch_failing_seconds.clone()))?;
-        let cert_renewal_failures = IntCounter::new(
-            "kruise_admission_certificate_renewal_failures_total",
-            "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
-        )?;
-        registry.register(Box::new(cert_renewal_failures.clone()))?;
-        let lookup_source = IntGaugeVec::new(
-            Opts::new(
+                &["kind"],
+            )?,
+            watch_failing_seconds: r.add(GaugeVec::new(
+                Opts::new(
+                    "kruise_admission_cluster_watch_failing_seconds",
+                    "Live mode: how long the kind's watch has been failing (0 when healthy)",
+                ),
+                &["kind"],
+            )?)?,
+            cert_renewal_failures: r.add(IntCounter::new(
+                "kruise_admission_certificate_renewal_failures_total",
+                "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
+            )?)?,
+            lookup_source: r.int_gauges(
                 "kruise_admission_lookup_source",
                 "1 for where delete protection's Cascading lookups and CloneSet pod lookups are answered: api-server (live mode) \
                  or cluster-folder (folder mode: objects missing from the folder count as absent)",
-            ),
-            &["source"],
-        )?;
-        registry.register(Box::new(lookup_source.clone()))?;
-        let shadow_mode = IntGauge::new(
-            "kruise_admission_shadow_mode",
-            "1 when the server runs with --shadow: every decision is made and counted, none is enforced (every review is \
-             answered allowed, unchanged; delete protection included)",
-        )?;
-        let shadow_decisions = IntCounterVec::new(
-            Opts::new(
+                &["source"],
+            )?,
+            shadow_mode: r.add(IntGauge::new(
+                "kruise_admission_shadow_mode",
+                "1 when the server runs with --shadow: every decision is made and counted, none is enforced (every review is \
+                 answered allowed, unchanged; delete protection included)",
+            )?)?,
+            shadow_decisions: r.int_counters(
                 "kruise_admission_shadow_decisions_total",
                 "--shadow: decisions by webhook and by what they would have done (would-patch, would-deny, no-op); each was answered \
                  allowed, unchanged",
-            ),
-            &["webhook", "outcome"],
-        )?;
-        registry.register(Box::new(shadow_mode.clone()))?;
-        registry.register(Box::new(shadow_decisions.clone()))?;
-        let shadow_agreement = IntCounterVec::new(
-            Opts::new(
+                &["webhook", "outcome"],
+            )?,
+            shadow_agreement: r.int_counters(
                 "kruise_admission_shadow_agreement_total",
                 "--shadow in live mode: our decision on a Pod CREATE compared with the Pod the API server stored, per SidecarSet \
                  either side injected (agree, disagree); sidecarset is a SidecarSet of the cluster, other for a name it does not \
                  have, - when neither side injected any",
-            ),
-            &["sidecarset", "result"],
-        )?;
-        let shadow_unmatched = IntCounterVec::new(
-            Opts::new(
+                &["sidecarset", "result"],
+            )?,
+            shadow_unmatched: r.int_counters(
                 "kruise_admission_shadow_unmatched_total",
                 "--shadow in live mode: decisions on Pod CREATEs no stored Pod was paired with (expired: older than the TTL; \
                  evicted: pushed out by the count or byte cap)",
-            ),
-            &["reason"],
-        )?;
-        let shadow_pending = IntGauge::new(
-            "kruise_admission_shadow_pending_decisions",
-            "--shadow in live mode: decisions on Pod CREATEs waiting for the Pod the API server stores",
-        )?;
-        registry.register(Box::new(shadow_agreement.clone()))?;
-        registry.register(Box::new(shadow_unmatched.clone()))?;
-        registry.register(Box::new(shadow_pending.clone()))?;
-        Ok(Metrics {
+                &["reason"],
+            )?,
+            shadow_pending: r.add(IntGauge::new(
+                "kruise_admission_shadow_pending_decisions",
+                "--shadow in live mode: decisions on Pod CREATEs waiting for the Pod the API server stores",
+            )?)?,
             registry,
-            requests,
-            duration,
-            rejections,
-            patch_operations,
-            http_errors,
-            cert_not_after,
-            cluster_objects,
-            snapshot_timestamp,
-            watch_reconnects,
-            watch_relists,
-            watch_synced,
-            watch_failing_seconds,
-            cert_renewal_failures,
-            lookup_source,
-            shadow_mode,
-            shadow_decisions,
-            shadow_agreement,
-            shadow_unmatched,
-            shadow_pending,
         })
     }
 
@@ -279,6 +226,28 @@ impl Metrics {
             out.clear();
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Registers each metric it makes in one registry.
+struct Register<'a>(&'a Registry);
+
+impl Register<'_> {
+    fn add<M: Collector + Clone + 'static>(&self, metric: M) -> prometheus::Result<M> {
+        self.0.register(Box::new(metric.clone()))?;
+        Ok(metric)
+    }
+
+    fn int_counters(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
+        self.add(IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn int_gauges(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntGaugeVec> {
+        self.add(IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn histograms(&self, opts: HistogramOpts, labels: &[&str]) -> prometheus::Result<HistogramVec> {
+        self.add(HistogramVec::new(opts, labels)?)
     }
 }
 
