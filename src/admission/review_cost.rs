@@ -106,16 +106,42 @@ impl Key {
 /// Scan a review body. Never fails: text that is not JSON is charged as far as it goes and left
 /// to the decoder to refuse (it allocates no more than this counted for the same bytes).
 pub fn review_cost(body: &[u8]) -> ReviewCost {
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut charged = [0usize; 3];
-    let mut operation = None;
-    // After `{` or `,` in an object, the next string is a key.
-    let mut expect_key = false;
+    let mut scan = Scan::default();
     let mut i = 0;
     while i < body.len() {
-        let byte = body[i];
-        // The role and part of a value starting here, and its slot in its parent.
-        let (role, part, slot) = match stack.last() {
+        match scan.step(body, i) {
+            Some(next) => i = next,
+            None => break,
+        }
+    }
+    scan.finish()
+}
+
+/// The part a member's value belongs to: `request.object` and `request.oldObject` start their
+/// own; everything else stays in its container's.
+fn member_part(frame: &Frame) -> Part {
+    match (frame.role, frame.key) {
+        (Role::Request, Key::Object) => Part::Object,
+        (Role::Request, Key::OldObject) => Part::OldObject,
+        _ => frame.part,
+    }
+}
+
+/// The scan's state between tokens.
+#[derive(Default)]
+struct Scan {
+    stack: Vec<Frame>,
+    /// Bytes charged to each [`Part`].
+    charged: [usize; 3],
+    operation: Option<Operation>,
+    /// After `{` or `,` in an object, the next string is a key.
+    expect_key: bool,
+}
+
+impl Scan {
+    /// The role and part of a value starting now, and its slot in its parent.
+    fn position(&self) -> (Role, Part, usize) {
+        match self.stack.last() {
             None => (Role::Top, Part::Envelope, size_of::<Value>()),
             Some(parent) if parent.is_object => {
                 let role = if parent.role == Role::Top && parent.key == Key::Request {
@@ -123,95 +149,92 @@ pub fn review_cost(body: &[u8]) -> ReviewCost {
                 } else {
                     Role::Inside
                 };
-                let part = match (parent.role, parent.key) {
-                    (Role::Request, Key::Object) => Part::Object,
-                    (Role::Request, Key::OldObject) => Part::OldObject,
-                    _ => parent.part,
-                };
                 // The member's slot was charged with its key.
-                (role, part, 0)
+                (role, member_part(parent), 0)
             }
             Some(parent) => (Role::Inside, parent.part, ARRAY_SLOT),
-        };
-        match byte {
-            // serde_json refuses the 128th level of nesting: nothing after it is ever built.
-            b'{' | b'[' if stack.len() >= MAX_DEPTH => break,
-            b'{' | b'[' => {
-                charged[part as usize] += slot + BLOCK_OVERHEAD;
-                if role == Role::Request {
-                    operation = None; // a later `request` replaces an earlier one whole
-                }
-                stack.push(Frame {
-                    is_object: byte == b'{',
-                    role,
-                    part,
-                    key: Key::Other,
-                    has_members: false,
-                });
-                expect_key = byte == b'{';
-                i += 1;
-            }
-            b'}' | b']' => {
-                stack.pop();
-                expect_key = false;
-                i += 1;
-            }
-            b',' => {
-                expect_key = stack.last().is_some_and(|f| f.is_object);
-                i += 1;
-            }
-            b'"' => {
-                let (len, escaped) = string_at(body, i + 1);
-                let text = &body[i + 1..(i + 1 + len).min(body.len())];
-                match stack.last_mut() {
-                    Some(frame) if frame.is_object && expect_key => {
-                        frame.key = if escaped { Key::Other } else { Key::of(text, frame.role) };
-                        let member_part = match (frame.role, frame.key) {
-                            (Role::Request, Key::Object) => Part::Object,
-                            (Role::Request, Key::OldObject) => Part::OldObject,
-                            _ => frame.part,
-                        };
-                        let first = if frame.has_members { 0 } else { OBJECT_FIRST };
-                        frame.has_members = true;
-                        charged[member_part as usize] += first + OBJECT_SLOT + string_heap(len);
-                        expect_key = false;
-                    }
-                    Some(frame) => {
-                        if frame.role == Role::Request && frame.key == Key::Operation {
-                            operation = if escaped {
-                                None
-                            } else {
-                                std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op)
-                            };
-                        }
-                        charged[part as usize] += slot + string_heap(len);
-                    }
-                    None => charged[part as usize] += slot + string_heap(len),
-                }
-                i += 1 + len + 1;
-            }
-            b' ' | b'\t' | b'\n' | b'\r' | b':' => i += 1,
-            _ => {
-                // A number or a literal: no heap of its own.
-                if let Some(frame) = stack.last_mut()
-                    && frame.role == Role::Request
-                    && frame.key == Key::Operation
-                {
-                    operation = None;
-                }
-                charged[part as usize] += slot;
-                i += body[i..]
-                    .iter()
-                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' | b':'))
-                    .unwrap_or(body.len() - i);
-            }
         }
     }
-    let parts = Parts::for_operation(operation);
-    let decoded = charged[Part::Envelope as usize]
-        + if parts.object { charged[Part::Object as usize] } else { 0 }
-        + if parts.old_object { charged[Part::OldObject as usize] } else { 0 };
-    ReviewCost { decoded, operation }
+
+    /// Scan the token at `i`: the index after it, or `None` when nothing after it is ever built.
+    fn step(&mut self, body: &[u8], i: usize) -> Option<usize> {
+        let (role, part, slot) = self.position();
+        match body[i] {
+            // serde_json refuses the 128th level of nesting: nothing after it is ever built.
+            b'{' | b'[' if self.stack.len() >= MAX_DEPTH => return None,
+            byte @ (b'{' | b'[') => self.open(byte == b'{', role, part, slot),
+            b'}' | b']' => {
+                self.stack.pop();
+                self.expect_key = false;
+            }
+            b',' => self.expect_key = self.stack.last().is_some_and(|f| f.is_object),
+            b'"' => return Some(self.string(body, i, part, slot)),
+            b' ' | b'\t' | b'\n' | b'\r' | b':' => {}
+            _ => return Some(self.scalar(body, i, part, slot)),
+        }
+        Some(i + 1)
+    }
+
+    fn open(&mut self, is_object: bool, role: Role, part: Part, slot: usize) {
+        self.charged[part as usize] += slot + BLOCK_OVERHEAD;
+        if role == Role::Request {
+            self.operation = None; // a later `request` replaces an earlier one whole
+        }
+        self.stack.push(Frame { is_object, role, part, key: Key::Other, has_members: false });
+        self.expect_key = is_object;
+    }
+
+    /// A string starting at `i` (its opening quote): a key or a value. The index after it.
+    fn string(&mut self, body: &[u8], i: usize, part: Part, slot: usize) -> usize {
+        let (len, escaped) = string_at(body, i + 1);
+        let text = &body[i + 1..(i + 1 + len).min(body.len())];
+        match self.stack.last_mut() {
+            Some(frame) if frame.is_object && self.expect_key => {
+                frame.key = if escaped { Key::Other } else { Key::of(text, frame.role) };
+                let first = if frame.has_members { 0 } else { OBJECT_FIRST };
+                frame.has_members = true;
+                self.charged[member_part(frame) as usize] += first + OBJECT_SLOT + string_heap(len);
+                self.expect_key = false;
+            }
+            Some(frame) => {
+                if frame.role == Role::Request && frame.key == Key::Operation {
+                    self.operation = if escaped {
+                        None
+                    } else {
+                        std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op)
+                    };
+                }
+                self.charged[part as usize] += slot + string_heap(len);
+            }
+            None => self.charged[part as usize] += slot + string_heap(len),
+        }
+        i + 1 + len + 1
+    }
+
+    /// A number or a literal starting at `i`: no heap of its own. The index after it.
+    fn scalar(&mut self, body: &[u8], i: usize, part: Part, slot: usize) -> usize {
+        if let Some(frame) = self.stack.last()
+            && frame.role == Role::Request
+            && frame.key == Key::Operation
+        {
+            self.operation = None;
+        }
+        self.charged[part as usize] += slot;
+        i + body[i..]
+            .iter()
+            .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' | b':'))
+            .unwrap_or(body.len() - i)
+    }
+
+    /// The charges of the parts the decoder builds for the operation found.
+    fn finish(self) -> ReviewCost {
+        let parts = Parts::for_operation(self.operation);
+        let charged = |part: Part| self.charged[part as usize];
+        let decoded = charged(Part::Envelope)
+            + if parts.object { charged(Part::Object) } else { 0 }
+            + if parts.old_object { charged(Part::OldObject) } else { 0 };
+        ReviewCost { decoded, operation: self.operation }
+    }
 }
 
 /// The length of the string whose text starts at `start` (after the opening quote), up to its
