@@ -122,19 +122,20 @@ pub fn shadow_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
 }
 
 fn base_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let mut objects = live_cluster_objects(target, options);
+    objects.extend(self_managed_cert_objects(target, options));
+    objects
+}
+
+/// `live-cluster`: the watches of the snapshot and the live lookups.
+fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let live = "live-cluster";
-    let certs = "self-managed-certs";
     let watch = json!(["list", "watch"]);
     let name = &options.name;
     let cluster_reader = format!("{name}:cluster-reader");
     let revisions = format!("{name}:kruise-revisions");
     let custom = format!("{name}:custom-resources");
-    let secret = format!("{name}:cert-secret");
-    let configurations = format!("{name}:webhook-configurations");
     let kruise_ns = Some(options.kruise_namespace.as_str());
-    let own_ns = Some(target.namespace.as_str());
-    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch, no watch.
-    let by_name = json!(["get", "update"]);
     vec![
         role(
             "ClusterRole",
@@ -180,6 +181,19 @@ fn base_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             "rules": [],
         }),
         binding("ClusterRoleBinding", &custom, None, live, target, options),
+    ]
+}
+
+/// `self-managed-certs`: the certificate Secret and the caBundle of the webhook configurations.
+fn self_managed_cert_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let certs = "self-managed-certs";
+    let name = &options.name;
+    let secret = format!("{name}:cert-secret");
+    let configurations = format!("{name}:webhook-configurations");
+    let own_ns = Some(target.namespace.as_str());
+    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch, no watch.
+    let by_name = json!(["get", "update"]);
+    vec![
         // Self-managed certificates: create the Secret once if missing (create cannot be limited by
         // name), then only ever this one Secret.
         role(
