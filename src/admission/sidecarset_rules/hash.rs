@@ -316,41 +316,12 @@ impl Encoder {
             },
             StrSlice | Slice(_) => match v {
                 None => self.out.push_str("null"),
-                Some(Value::Array(items)) => {
-                    self.out.push('[');
-                    for (i, item) in items.iter().enumerate() {
-                        if i > 0 {
-                            self.out.push(',');
-                        }
-                        self.path.push(format!("[{i}]"));
-                        match ty {
-                            Slice(fields) => self.object(Some(item).filter(|v| !v.is_null()), fields)?,
-                            _ => self.value(Some(item).filter(|v| !v.is_null()), Str)?,
-                        }
-                        self.path.pop();
-                    }
-                    self.out.push(']');
-                }
+                Some(Value::Array(items)) => self.array(items, ty)?,
                 Some(_) => return Err(self.fail("an array")),
             },
             ResourceList => match v {
                 None => self.out.push_str("null"),
-                Some(Value::Object(map)) => {
-                    let mut keys: Vec<&String> = map.keys().collect();
-                    keys.sort();
-                    self.out.push('{');
-                    for (i, k) in keys.into_iter().enumerate() {
-                        if i > 0 {
-                            self.out.push(',');
-                        }
-                        go_json::write_string(&mut self.out, k);
-                        self.out.push(':');
-                        self.path.push(format!("[{k}]"));
-                        self.value(map.get(k).filter(|v| !v.is_null()), Quantity)?;
-                        self.path.pop();
-                    }
-                    self.out.push('}');
-                }
+                Some(Value::Object(map)) => self.resource_list(map)?,
                 Some(_) => return Err(self.fail("an object of quantities")),
             },
             IntOrString => match v {
@@ -367,6 +338,43 @@ impl Encoder {
                 }
             },
         }
+        Ok(())
+    }
+
+    /// A Go slice: of strings (`StrSlice`) or of structs (`Slice`).
+    fn array(&mut self, items: &[Value], ty: Ty) -> Result<(), EncodeError> {
+        self.out.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.path.push(format!("[{i}]"));
+            match ty {
+                Slice(fields) => self.object(Some(item).filter(|v| !v.is_null()), fields)?,
+                _ => self.value(Some(item).filter(|v| !v.is_null()), Str)?,
+            }
+            self.path.pop();
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    /// A `ResourceList`: a Go map, so its keys in sorted order, each a quantity.
+    fn resource_list(&mut self, map: &serde_json::Map<String, Value>) -> Result<(), EncodeError> {
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        self.out.push('{');
+        for (i, k) in keys.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            go_json::write_string(&mut self.out, k);
+            self.out.push(':');
+            self.path.push(format!("[{k}]"));
+            self.value(map.get(k).filter(|v| !v.is_null()), Quantity)?;
+            self.path.pop();
+        }
+        self.out.push('}');
         Ok(())
     }
 }
