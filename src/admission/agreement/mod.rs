@@ -172,7 +172,26 @@ fn compare_set(
     stored: &Side,
     out: &mut Vec<FieldDiff>,
 ) {
-    // The sidecar names (as the SidecarSet spells them) and every container name they become.
+    let (sidecars, containers) = sidecar_names(name, set, ours, stored);
+    // The ServiceAccount token volume is the Pod's, never injection's. Ours names it, or else the
+    // stored Pod does: an audit log records the request before the ServiceAccount plugin ran.
+    let token = token_volume(ours.pod).or_else(|| token_volume(stored.pod));
+    let referenced_volumes = compare_containers(&containers, original, ours, stored, token, out);
+    compare_volumes(&referenced_volumes, original, ours, stored, token, out);
+    if let Some(set) = set {
+        compare_pull_secrets(set, original, ours, stored, out);
+    }
+    compare_annotations(name, set, &sidecars, &containers, ours, stored, out);
+}
+
+/// The sidecar names of SidecarSet `name` (as the SidecarSet spells them) and every container name
+/// they become (hot-upgrade pairs), from the SidecarSet and from what either Pod records.
+fn sidecar_names(
+    name: &str,
+    set: Option<&SidecarSet>,
+    ours: &Side,
+    stored: &Side,
+) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut sidecars = BTreeSet::new();
     let mut containers = BTreeSet::new();
     if let Some(set) = set {
@@ -187,15 +206,23 @@ fn compare_set(
     for side in [ours, stored] {
         side.recorded_sidecars(name, &mut sidecars, &mut containers);
     }
+    (sidecars, containers)
+}
 
-    // The ServiceAccount token volume is the Pod's, never injection's. Ours names it, or else the
-    // stored Pod does: an audit log records the request before the ServiceAccount plugin ran.
-    let token = token_volume(ours.pod).or_else(|| token_volume(stored.pod));
+/// Compare each of `containers` (and its position) in both Pods; the volumes they mount.
+fn compare_containers(
+    containers: &BTreeSet<String>,
+    original: &Value,
+    ours: &Side,
+    stored: &Side,
+    token: Option<&str>,
+    out: &mut Vec<FieldDiff>,
+) -> BTreeSet<String> {
     let normalized = |c: &Value, side: &Side| normalized_container(c, side.pod, token);
     let mut referenced_volumes = BTreeSet::new();
     for key in ["initContainers", "containers"] {
         let original_list = spec_list(original, key);
-        for container in &containers {
+        for container in containers {
             let (a, b) = (
                 by_name(spec_list(ours.pod, key), container),
                 by_name(spec_list(stored.pod, key), container),
@@ -237,11 +264,20 @@ fn compare_set(
             }
         }
     }
+    referenced_volumes
+}
 
-    // Volumes the sidecars use that the Pod did not have before: the ones injection adds (§6.4).
+/// Volumes the sidecars use that the Pod did not have before: the ones injection adds (docs/sidecarset.md#6-4-volumes).
+fn compare_volumes(
+    referenced: &BTreeSet<String>,
+    original: &Value,
+    ours: &Side,
+    stored: &Side,
+    token: Option<&str>,
+    out: &mut Vec<FieldDiff>,
+) {
     let own_volumes: HashSet<&str> = spec_list(original, "volumes").iter().filter_map(name_of).collect();
-    for volume in
-        referenced_volumes.iter().filter(|v| !own_volumes.contains(v.as_str()) && token != Some(v.as_str()))
+    for volume in referenced.iter().filter(|v| !own_volumes.contains(v.as_str()) && token != Some(v.as_str()))
     {
         let pick = |side: &Side| by_name(spec_list(side.pod, "volumes"), volume).map(normalized_volume);
         diff(
@@ -253,24 +289,28 @@ fn compare_set(
             out,
         );
     }
+}
 
-    if let Some(set) = set {
-        let own: HashSet<&str> = spec_list(original, "imagePullSecrets").iter().filter_map(name_of).collect();
-        for secret in set.spec.image_pull_secrets.iter().map(|s| s.name.as_str()).filter(|s| !own.contains(s))
-        {
-            let pick = |side: &Side| by_name(spec_list(side.pod, "imagePullSecrets"), secret).cloned();
-            diff(
-                &child("spec.imagePullSecrets", secret),
-                "",
-                pick(ours).as_ref(),
-                pick(stored).as_ref(),
-                Ctx::default(),
-                out,
-            );
-        }
+/// The SidecarSet's image pull secrets the Pod did not have before.
+fn compare_pull_secrets(
+    set: &SidecarSet,
+    original: &Value,
+    ours: &Side,
+    stored: &Side,
+    out: &mut Vec<FieldDiff>,
+) {
+    let own: HashSet<&str> = spec_list(original, "imagePullSecrets").iter().filter_map(name_of).collect();
+    for secret in set.spec.image_pull_secrets.iter().map(|s| s.name.as_str()).filter(|s| !own.contains(s)) {
+        let pick = |side: &Side| by_name(spec_list(side.pod, "imagePullSecrets"), secret).cloned();
+        diff(
+            &child("spec.imagePullSecrets", secret),
+            "",
+            pick(ours).as_ref(),
+            pick(stored).as_ref(),
+            Ctx::default(),
+            out,
+        );
     }
-
-    compare_annotations(name, set, &sidecars, &containers, ours, stored, out);
 }
 
 /// Where a sidecar sits against the Pod's own containers of that list (docs/sidecarset.md#6-2-merge-rule).
@@ -639,11 +679,10 @@ mod tests {
         );
     }
 
-    /// Everything real injection writes is attributed: removing any one piece of it from the stored
-    /// Pod (a container, init container, volume, pull secret or annotation it added or changed) makes
-    /// the SidecarSet that wrote it disagree, and nothing else.
-    #[test]
-    fn every_piece_injection_writes_is_attributed_to_its_sidecarset() {
+    /// A `web` Pod in `shop` injected by two SidecarSets, `mesh` (init containers, a native and a
+    /// hot-upgrade sidecar, a volume, a pull secret, an annotation) and `logs` (a container and its
+    /// volume): the cluster, the Pod as sent and as injected.
+    fn injected_by_mesh_and_logs() -> (crate::cluster::Snapshot, Value, Value) {
         use crate::admission::{FixedClock, Inputs, SeededRandom, Settings};
         let mesh = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "mesh"}, "spec": {
             "selector": {"matchLabels": {"app": "web"}},
@@ -681,6 +720,35 @@ mod tests {
         let mut draft = crate::admission::draft::Draft::Same(&original);
         crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
         let ours = draft.into_value();
+        (cluster, original, ours)
+    }
+
+    /// What injection wrote: each `(list or "annotations", name)` that `ours` has and `original`
+    /// has not, or has otherwise.
+    fn pieces_written(original: &Value, ours: &Value) -> Vec<(&'static str, String)> {
+        let mut pieces = Vec::new();
+        for key in ["initContainers", "containers", "volumes", "imagePullSecrets"] {
+            for item in spec_list(ours, key) {
+                let name = name_of(item).unwrap().to_owned();
+                if by_name(spec_list(original, key), &name) != Some(item) {
+                    pieces.push((key, name));
+                }
+            }
+        }
+        for (key, value) in annotations(ours) {
+            if annotations(original).get(key) != Some(value) {
+                pieces.push(("annotations", key.clone()));
+            }
+        }
+        pieces
+    }
+
+    /// Everything real injection writes is attributed: removing any one piece of it from the stored
+    /// Pod (a container, init container, volume, pull secret or annotation it added or changed) makes
+    /// the SidecarSet that wrote it disagree, and nothing else.
+    #[test]
+    fn every_piece_injection_writes_is_attributed_to_its_sidecarset() {
+        let (cluster, original, ours) = injected_by_mesh_and_logs();
         let lookup = |name: &str| {
             let object =
                 cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
@@ -700,20 +768,7 @@ mod tests {
             _ if piece.contains("sidecarset-hash") || piece.ends_with("injected-list") => "both",
             _ => "mesh",
         };
-        let mut pieces = Vec::new();
-        for key in ["initContainers", "containers", "volumes", "imagePullSecrets"] {
-            for item in spec_list(&ours, key) {
-                let name = name_of(item).unwrap().to_owned();
-                if by_name(spec_list(&original, key), &name) != Some(item) {
-                    pieces.push((key, name));
-                }
-            }
-        }
-        for (key, value) in annotations(&ours) {
-            if annotations(&original).get(key) != Some(value) {
-                pieces.push(("annotations", key.clone()));
-            }
-        }
+        let pieces = pieces_written(&original, &ours);
         let mut names: Vec<&str> = pieces.iter().map(|(_, n)| n.as_str()).collect();
         names.sort_unstable();
         assert_eq!(
