@@ -290,6 +290,22 @@ fn validate_container(
     volumes: &HashSet<String>,
     errs: &mut Vec<FieldError>,
 ) {
+    validate_name_and_image(c, p, errs);
+    let native_sidecar = str_of(c, "restartPolicy") == "Always";
+    validate_restart_policy(c, p, list, native_sidecar, errs);
+    required_one_of(c, p, "imagePullPolicy", &["Always", "IfNotPresent", "Never"], errs);
+    required_one_of(c, p, "terminationMessagePolicy", &["File", "FallbackToLogsOnError"], errs);
+    validate_ports(c, p, errs);
+    validate_env(c, p, errs);
+    validate_env_from(c, p, errs);
+    validate_mounts(c, p, volumes, errs);
+    validate_resources(c, p, errs);
+    let plain_init = list == ContainerList::Init && !native_sidecar;
+    validate_probes(c, p, plain_init, errs);
+    validate_lifecycle(c, p, plain_init, errs);
+}
+
+fn validate_name_and_image(c: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
     let name = str_of(c, "name");
     if name.is_empty() {
         errs.push(field_errors::required(format!("{p}.name"), ""));
@@ -310,7 +326,16 @@ fn validate_container(
             "must not have leading or trailing whitespace",
         ));
     }
-    let native_sidecar = str_of(c, "restartPolicy") == "Always";
+}
+
+/// `restartPolicy` only on init containers, and only `Always` (a native sidecar).
+fn validate_restart_policy(
+    c: &Map<String, Value>,
+    p: &str,
+    list: ContainerList,
+    native_sidecar: bool,
+    errs: &mut Vec<FieldError>,
+) {
     match (list, c.get("restartPolicy").filter(|v| !v.is_null())) {
         (ContainerList::Regular, Some(_)) => errs.push(field_errors::forbidden(
             format!("{p}.restartPolicy"),
@@ -325,30 +350,18 @@ fn validate_container(
         }
         _ => {}
     }
-    match str_of(c, "imagePullPolicy") {
-        "" => errs.push(field_errors::required(format!("{p}.imagePullPolicy"), "")),
-        "Always" | "IfNotPresent" | "Never" => {}
-        other => errs.push(field_errors::not_supported(
-            format!("{p}.imagePullPolicy"),
-            other,
-            &["Always", "IfNotPresent", "Never"],
-        )),
+}
+
+/// A string field that must be set (defaulting set it) to one of `allowed`.
+fn required_one_of(c: &Map<String, Value>, p: &str, key: &str, allowed: &[&str], errs: &mut Vec<FieldError>) {
+    match str_of(c, key) {
+        "" => errs.push(field_errors::required(format!("{p}.{key}"), "")),
+        value if allowed.contains(&value) => {}
+        other => errs.push(field_errors::not_supported(format!("{p}.{key}"), other, allowed)),
     }
-    match str_of(c, "terminationMessagePolicy") {
-        "" => errs.push(field_errors::required(format!("{p}.terminationMessagePolicy"), "")),
-        "File" | "FallbackToLogsOnError" => {}
-        other => errs.push(field_errors::not_supported(
-            format!("{p}.terminationMessagePolicy"),
-            other,
-            &["File", "FallbackToLogsOnError"],
-        )),
-    }
-    validate_ports(c, p, errs);
-    validate_env(c, p, errs);
-    validate_env_from(c, p, errs);
-    validate_mounts(c, p, volumes, errs);
-    validate_resources(c, p, errs);
-    let plain_init = list == ContainerList::Init && !native_sidecar;
+}
+
+fn validate_probes(c: &Map<String, Value>, p: &str, plain_init: bool, errs: &mut Vec<FieldError>) {
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         let Some(v) = c.get(probe).filter(|v| !v.is_null()) else { continue };
         let pp = format!("{p}.{probe}");
@@ -361,23 +374,25 @@ fn validate_container(
         }
         validate_probe(v, &pp, probe, errs);
     }
-    if let Some(lifecycle) = c.get("lifecycle").filter(|v| !v.is_null()) {
-        let lp = format!("{p}.lifecycle");
-        if plain_init {
-            errs.push(field_errors::forbidden(
-                lp,
-                "may not be set for init containers without restartPolicy=Always",
-            ));
-        } else if let Some(l) = lifecycle.as_object() {
-            for hook in ["postStart", "preStop"] {
-                if let Some(h) = l.get(hook).and_then(Value::as_object) {
-                    validate_handler(
-                        h,
-                        &format!("{lp}.{hook}"),
-                        &["exec", "httpGet", "tcpSocket", "sleep"],
-                        errs,
-                    );
-                }
+}
+
+fn validate_lifecycle(c: &Map<String, Value>, p: &str, plain_init: bool, errs: &mut Vec<FieldError>) {
+    let Some(lifecycle) = c.get("lifecycle").filter(|v| !v.is_null()) else { return };
+    let lp = format!("{p}.lifecycle");
+    if plain_init {
+        errs.push(field_errors::forbidden(
+            lp,
+            "may not be set for init containers without restartPolicy=Always",
+        ));
+    } else if let Some(l) = lifecycle.as_object() {
+        for hook in ["postStart", "preStop"] {
+            if let Some(h) = l.get(hook).and_then(Value::as_object) {
+                validate_handler(
+                    h,
+                    &format!("{lp}.{hook}"),
+                    &["exec", "httpGet", "tcpSocket", "sleep"],
+                    errs,
+                );
             }
         }
     }
@@ -557,12 +572,7 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
     let mut paths = HashSet::new();
     for (i, m) in objects(c, "volumeMounts") {
         let mp = format!("{p}.volumeMounts[{i}]");
-        let name = str_of(m, "name");
-        if name.is_empty() {
-            errs.push(field_errors::required(format!("{mp}.name"), ""));
-        } else if !volumes.contains(name) {
-            errs.push(field_errors::not_found(format!("{mp}.name"), name));
-        }
+        validate_volume_name(m, &mp, volumes, errs);
         let path = str_of(m, "mountPath");
         if path.is_empty() {
             errs.push(field_errors::required(format!("{mp}.mountPath"), ""));
@@ -596,12 +606,7 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
     }
     for (i, d) in objects(c, "volumeDevices") {
         let dp = format!("{p}.volumeDevices[{i}]");
-        let name = str_of(d, "name");
-        if name.is_empty() {
-            errs.push(field_errors::required(format!("{dp}.name"), ""));
-        } else if !volumes.contains(name) {
-            errs.push(field_errors::not_found(format!("{dp}.name"), name));
-        }
+        validate_volume_name(d, &dp, volumes, errs);
         let path = str_of(d, "devicePath");
         if path.is_empty() {
             errs.push(field_errors::required(format!("{dp}.devicePath"), ""));
@@ -612,6 +617,21 @@ fn validate_mounts(c: &Map<String, Value>, p: &str, volumes: &HashSet<String>, e
                 "must not already exist as a path in volumeMounts",
             ));
         }
+    }
+}
+
+/// A volume mount's or device's `name` names one of the pod's volumes.
+fn validate_volume_name(
+    item: &Map<String, Value>,
+    p: &str,
+    volumes: &HashSet<String>,
+    errs: &mut Vec<FieldError>,
+) {
+    let name = str_of(item, "name");
+    if name.is_empty() {
+        errs.push(field_errors::required(format!("{p}.name"), ""));
+    } else if !volumes.contains(name) {
+        errs.push(field_errors::not_found(format!("{p}.name"), name));
     }
 }
 
