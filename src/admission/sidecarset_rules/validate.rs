@@ -669,51 +669,14 @@ fn container_immutability(set: &SidecarSet, old: &SidecarSet) -> Vec<FieldError>
 
 /// Conflicts with the SidecarSets whose namespace and pod selectors overlap this one's.
 fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
-    let empty = LabelSelector::default();
-    let base = set.canary_base();
-    let mut init_in: HashMap<String, String> = HashMap::new();
-    let mut containers_in: HashMap<String, String> = HashMap::new();
-    let mut volumes_in: HashMap<String, (String, Value)> = HashMap::new();
-    let mut annotations_in: HashMap<String, (String, String)> = HashMap::new();
-    for other in others(ctx) {
-        if base == Some(other.name()) || other.name() == set.name() {
-            continue;
-        }
-        let ns_overlap = match (&set.spec.namespace_selector, &other.spec.namespace_selector) {
-            (Some(a), Some(b)) => selector::overlapping(a, b),
-            _ => true,
-        };
-        let pods_overlap = selector::overlapping(
-            set.spec.selector.as_ref().unwrap_or(&empty),
-            other.spec.selector.as_ref().unwrap_or(&empty),
-        );
-        if !(ns_overlap && pods_overlap) {
-            continue;
-        }
-        let name = other.name().to_owned();
-        for c in &other.spec.init_containers {
-            init_in.insert(c.name.clone(), name.clone());
-        }
-        for c in &other.spec.containers {
-            containers_in.insert(c.name.clone(), name.clone());
-        }
-        for v in &other.spec.volumes {
-            let vname = v.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-            volumes_in.insert(vname, (name.clone(), v.clone()));
-        }
-        for patch in other.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
-            for key in patch.annotations.keys() {
-                annotations_in.insert(key.clone(), (name.clone(), patch.patch_policy.clone()));
-            }
-        }
-    }
+    let claims = Claims::of_overlapping(set, ctx);
     let mut errs = Vec::new();
     let named = set
         .spec
         .init_containers
         .iter()
-        .map(|c| (c, &init_in))
-        .chain(set.spec.containers.iter().map(|c| (c, &containers_in)));
+        .map(|c| (c, &claims.init_containers))
+        .chain(set.spec.containers.iter().map(|c| (c, &claims.containers)));
     for (c, owners) in named {
         if let Some(other) = owners.get(&c.name) {
             errs.push(field_errors::invalid_str(
@@ -725,7 +688,7 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     }
     for v in &set.spec.volumes {
         let vname = v.get("name").and_then(Value::as_str).unwrap_or_default();
-        if let Some((other, theirs)) = volumes_in.get(vname)
+        if let Some((other, theirs)) = claims.volumes.get(vname)
             && theirs != v
         {
             errs.push(field_errors::invalid_str(
@@ -737,7 +700,7 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     }
     for patch in set.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
         for key in patch.annotations.keys() {
-            if let Some((other, policy)) = annotations_in.get(key)
+            if let Some((other, policy)) = claims.annotations.get(key)
                 && (patch.patch_policy == "Overwrite" || policy == "Overwrite")
             {
                 errs.push(field_errors::invalid_str(
@@ -749,4 +712,62 @@ fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// What the other SidecarSets that can select the same pods put into them, each with the name of
+/// the SidecarSet that does (the last one listed, when several do).
+#[derive(Default)]
+struct Claims {
+    init_containers: HashMap<String, String>,
+    containers: HashMap<String, String>,
+    /// Volume name -> (SidecarSet, the volume).
+    volumes: HashMap<String, (String, Value)>,
+    /// Annotation key -> (SidecarSet, patch policy), from patches that are not `Retain`.
+    annotations: HashMap<String, (String, String)>,
+}
+
+impl Claims {
+    /// The claims of every SidecarSet but `set` (and its canary base) whose namespace and pod
+    /// selectors overlap `set`'s.
+    fn of_overlapping(set: &SidecarSet, ctx: &Context) -> Claims {
+        let empty = LabelSelector::default();
+        let base = set.canary_base();
+        let mut claims = Claims::default();
+        for other in others(ctx) {
+            if base == Some(other.name()) || other.name() == set.name() {
+                continue;
+            }
+            let ns_overlap = match (&set.spec.namespace_selector, &other.spec.namespace_selector) {
+                (Some(a), Some(b)) => selector::overlapping(a, b),
+                _ => true,
+            };
+            let pods_overlap = selector::overlapping(
+                set.spec.selector.as_ref().unwrap_or(&empty),
+                other.spec.selector.as_ref().unwrap_or(&empty),
+            );
+            if ns_overlap && pods_overlap {
+                claims.add(&other);
+            }
+        }
+        claims
+    }
+
+    fn add(&mut self, other: &SidecarSet) {
+        let name = other.name().to_owned();
+        for c in &other.spec.init_containers {
+            self.init_containers.insert(c.name.clone(), name.clone());
+        }
+        for c in &other.spec.containers {
+            self.containers.insert(c.name.clone(), name.clone());
+        }
+        for v in &other.spec.volumes {
+            let vname = v.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            self.volumes.insert(vname, (name.clone(), v.clone()));
+        }
+        for patch in other.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
+            for key in patch.annotations.keys() {
+                self.annotations.insert(key.clone(), (name.clone(), patch.patch_policy.clone()));
+            }
+        }
+    }
 }
