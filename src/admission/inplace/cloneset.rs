@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::template_diff::first_offending_change;
 use super::{
-    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects, template_spec,
-    version,
+    check_selector, check_template, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
+    template_spec, version,
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
@@ -210,16 +210,7 @@ fn validate_spec(
     let replicas = spec.replicas.unwrap_or(1);
     nonnegative("spec.replicas", replicas, errors);
     check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "cloneset", errors);
-    let restart = spec.template.restart_policy();
-    if !restart.is_empty() && restart != "Always" {
-        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
-    }
-    if spec.template.has_active_deadline() {
-        errors.push(field_errors::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in cloneset is not Supported",
-        ));
-    }
+    check_template(&spec.template, "cloneset", errors);
     scale_strategy(request, (value, cs), old, v1beta1, inputs, errors);
     update_strategy(cs, replicas, v1beta1, errors);
     if let Some(deadline) = spec.progress_deadline_seconds {
@@ -306,47 +297,8 @@ type Knobs<'a> =
     (&'static str, &'a str, Option<&'a IntOrString>, Option<&'a IntOrString>, Option<&'a IntOrString>);
 
 fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec<FieldError>) {
-    let strategy = &cs.spec.update_strategy;
-    let knobs: Knobs = if v1beta1 {
-        if !matches!(strategy.type_.as_str(), "RollingUpdate" | "OnDelete") {
-            errors.push(field_errors::not_supported(
-                "spec.updateStrategy.type",
-                &strategy.type_,
-                &["RollingUpdate", "OnDelete"],
-            ));
-        }
-        let Some(ru) = &strategy.rolling_update else { return };
-        if !ru.pod_update_policy.is_empty() && !POLICIES.contains(&ru.pod_update_policy.as_str()) {
-            errors.push(field_errors::not_supported(
-                "spec.updateStrategy.rollingUpdate.podUpdatePolicy",
-                &ru.pod_update_policy,
-                &POLICIES,
-            ));
-        }
-        (
-            "spec.updateStrategy.rollingUpdate",
-            &ru.pod_update_policy,
-            ru.partition.as_ref(),
-            ru.max_unavailable.as_ref(),
-            ru.max_surge.as_ref(),
-        )
-    } else {
-        if !POLICIES.contains(&strategy.type_.as_str()) {
-            errors.push(field_errors::invalid_shown(
-                "spec.updateStrategy.type",
-                field_errors::go_quote(&strategy.type_),
-                "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
-            ));
-        }
-        (
-            "spec.updateStrategy",
-            &strategy.type_,
-            strategy.partition.as_ref(),
-            strategy.max_unavailable.as_ref(),
-            strategy.max_surge.as_ref(),
-        )
-    };
-    let (prefix, policy, partition, max_unavailable, max_surge) = knobs;
+    let knobs = if v1beta1 { v1beta1_knobs(cs, errors) } else { Some(v1alpha1_knobs(cs, errors)) };
+    let Some((prefix, policy, partition, max_unavailable, max_surge)) = knobs else { return };
     let scaled = |name: &str, v: Option<&IntOrString>, errors: &mut Vec<FieldError>| -> i64 {
         let Some(v) = v else { return 0 };
         v.scaled(replicas, true).unwrap_or_else(|e| {
@@ -386,4 +338,51 @@ fn update_strategy(cs: &CloneSet, replicas: i64, v1beta1: bool, errors: &mut Vec
             "maxUnavailable and maxSurge should not both be less than 1",
         ));
     }
+}
+
+/// v1beta1 keeps the knobs in `updateStrategy.rollingUpdate` (none without it) and the policy in
+/// its `podUpdatePolicy`; the type is `RollingUpdate` or `OnDelete`.
+fn v1beta1_knobs<'a>(cs: &'a CloneSet, errors: &mut Vec<FieldError>) -> Option<Knobs<'a>> {
+    let strategy = &cs.spec.update_strategy;
+    if !matches!(strategy.type_.as_str(), "RollingUpdate" | "OnDelete") {
+        errors.push(field_errors::not_supported(
+            "spec.updateStrategy.type",
+            &strategy.type_,
+            &["RollingUpdate", "OnDelete"],
+        ));
+    }
+    let ru = strategy.rolling_update.as_ref()?;
+    if !ru.pod_update_policy.is_empty() && !POLICIES.contains(&ru.pod_update_policy.as_str()) {
+        errors.push(field_errors::not_supported(
+            "spec.updateStrategy.rollingUpdate.podUpdatePolicy",
+            &ru.pod_update_policy,
+            &POLICIES,
+        ));
+    }
+    Some((
+        "spec.updateStrategy.rollingUpdate",
+        &ru.pod_update_policy,
+        ru.partition.as_ref(),
+        ru.max_unavailable.as_ref(),
+        ru.max_surge.as_ref(),
+    ))
+}
+
+/// v1alpha1 keeps the knobs in `updateStrategy` itself, the policy as its type.
+fn v1alpha1_knobs<'a>(cs: &'a CloneSet, errors: &mut Vec<FieldError>) -> Knobs<'a> {
+    let strategy = &cs.spec.update_strategy;
+    if !POLICIES.contains(&strategy.type_.as_str()) {
+        errors.push(field_errors::invalid_shown(
+            "spec.updateStrategy.type",
+            field_errors::go_quote(&strategy.type_),
+            "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
+        ));
+    }
+    (
+        "spec.updateStrategy",
+        &strategy.type_,
+        strategy.partition.as_ref(),
+        strategy.max_unavailable.as_ref(),
+        strategy.max_surge.as_ref(),
+    )
 }

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::{
-    decode, defaults, does_not_match, immutable, int_or_string_value, nonnegative, objects,
-    positive_int_or_percent, selector_value, version,
+    check_restart_policy, decode, defaults, does_not_match, forbid_active_deadline, immutable,
+    int_or_string_value, nonnegative, objects, positive_int_or_percent, selector_value, version,
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
@@ -83,15 +83,8 @@ fn validate_spec(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) {
     let mut template_spec = spec.template.spec.clone();
     defaults::pod_spec(&mut template_spec);
     let restart = template_spec.get("restartPolicy").and_then(Value::as_str).unwrap_or_default();
-    if restart != "Always" {
-        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
-    }
-    if spec.template.has_active_deadline() {
-        errors.push(field_errors::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in DaemonSet is not Supported",
-        ));
-    }
+    check_restart_policy(restart, errors);
+    forbid_active_deadline(&spec.template, "DaemonSet", errors);
     nonnegative("spec.minReadySeconds", spec.min_ready_seconds.unwrap_or(0), errors);
     update_strategy(ds, v1beta1, errors);
     if let Some(limit) = spec.revision_history_limit {

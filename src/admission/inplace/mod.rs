@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use crate::api::field_errors::{self, FieldError};
-use crate::api::workloads::{IntOrString, LabelSelector};
+use crate::api::workloads::{IntOrString, LabelSelector, PodTemplate};
 
 /// The objects of a CREATE or UPDATE this module judges: `(new, old)`, with `old` only on UPDATE.
 /// `None` for requests these rules do not look at (other operations, subresources).
@@ -101,6 +101,33 @@ fn does_not_match(labels: &BTreeMap<String, String>) -> FieldError {
         labels_value(labels),
         "`selector` does not match template `labels`",
     )
+}
+
+/// The pod template rules CloneSet and Advanced StatefulSet share: `restartPolicy`, when set, is
+/// `Always`, and no `activeDeadlineSeconds` (`kind` as Kruise's message spells the workload).
+fn check_template(template: &PodTemplate, kind: &str, errors: &mut Vec<FieldError>) {
+    let restart = template.restart_policy();
+    if !restart.is_empty() {
+        check_restart_policy(restart, errors);
+    }
+    forbid_active_deadline(template, kind, errors);
+}
+
+/// A workload's pods restart `Always`.
+fn check_restart_policy(restart: &str, errors: &mut Vec<FieldError>) {
+    if restart != "Always" {
+        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+    }
+}
+
+/// A workload's pods run until replaced: no `activeDeadlineSeconds`.
+fn forbid_active_deadline(template: &PodTemplate, kind: &str, errors: &mut Vec<FieldError>) {
+    if template.has_active_deadline() {
+        errors.push(field_errors::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            format!("activeDeadlineSeconds in {kind} is not Supported"),
+        ));
+    }
 }
 
 /// `ValidateNonnegativeField`.

@@ -12,13 +12,13 @@ use serde_json::Value;
 
 use super::template_diff::first_offending_change;
 use super::{
-    check_selector, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
+    check_selector, check_template, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
     positive_int_or_percent, template_spec,
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::field_errors::{self, FieldError, aggregate};
-use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet};
+use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet, StatefulSetRollingUpdate};
 
 const MUTABLE: &[&str] = &[
     "replicas",
@@ -41,6 +41,7 @@ const DEFAULTED: &[(&str, &str)] = &[("podManagementPolicy", "OrderedReady")];
 /// Kruise's `MaxMinReadySeconds`.
 const MAX_MIN_READY_SECONDS: i64 = 300;
 const PARALLEL_ONLY: &str = "maxUnavailable can only work with Parallel PodManagementPolicyType";
+const RU: &str = "spec.updateStrategy.rollingUpdate";
 
 fn decode_statefulset(value: &Value) -> Result<StatefulSet, AdmissionError> {
     let mut sts: StatefulSet = decode(value, "StatefulSet")?;
@@ -131,16 +132,7 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
             }
         }
     }
-    let restart = spec.template.restart_policy();
-    if !restart.is_empty() && restart != "Always" {
-        errors.push(field_errors::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
-    }
-    if spec.template.has_active_deadline() {
-        errors.push(field_errors::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in StatefulSet is not Supported",
-        ));
-    }
+    check_template(&spec.template, "StatefulSet", errors);
 }
 
 /// `^\d+-\d+$`
@@ -150,7 +142,6 @@ fn is_range(s: &str) -> bool {
 }
 
 fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldError>) {
-    const RU: &str = "spec.updateStrategy.rollingUpdate";
     let strategy = &sts.spec.update_strategy;
     match strategy.type_.as_str() {
         "OnDelete" => {
@@ -164,69 +155,8 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
             }
         }
         "RollingUpdate" => {
-            let Some(ru) = &strategy.rolling_update else { return };
-            nonnegative(&format!("{RU}.partition"), ru.partition.unwrap_or(0), errors);
-            let min_ready = ru.min_ready_seconds.unwrap_or(0);
-            nonnegative(&format!("{RU}.minReadySeconds"), min_ready, errors);
-            if min_ready > MAX_MIN_READY_SECONDS {
-                errors.push(field_errors::invalid_shown(
-                    format!("{RU}.minReadySeconds"),
-                    min_ready.to_string(),
-                    "must be no more than 300 seconds",
-                ));
-            }
-            let path = format!("{RU}.maxUnavailable");
-            match &ru.max_unavailable {
-                None => errors.push(field_errors::required(&path, "")),
-                Some(max) => {
-                    positive_int_or_percent(&path, max, false, errors);
-                    match max.scaled(1, true) {
-                        Err(e) => errors.push(field_errors::invalid_shown(
-                            &path,
-                            int_or_string_value(max),
-                            format!("failed getValueFromIntOrPercent for maxUnavailable: {e}"),
-                        )),
-                        Ok(v) if v < 1 => errors.push(field_errors::invalid_shown(
-                            &path,
-                            int_or_string_value(max),
-                            "getValueFromIntOrPercent for maxUnavailable should not be less than 1",
-                        )),
-                        Ok(_) => {}
-                    }
-                    if !parallel && *max != IntOrString::Int(1) {
-                        errors.push(field_errors::invalid_shown(
-                            &path,
-                            int_or_string_value(max),
-                            PARALLEL_ONLY,
-                        ));
-                    }
-                }
-            }
-            match ru.pod_update_policy.as_str() {
-                "" => errors.push(field_errors::required(format!("{RU}.podUpdatePolicy"), "")),
-                "ReCreate" => {}
-                policy @ ("InPlaceIfPossible" | "InPlaceOnly") => {
-                    if !sts.spec.template.has_readiness_gate(INPLACE_UPDATE_READY) {
-                        let gates =
-                            sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
-                        errors.push(field_errors::invalid_shown(
-                            "spec.template.spec.readinessGates",
-                            field_errors::show(&gates),
-                            format!("must contains {INPLACE_UPDATE_READY} when podUpdatePolicy is {policy}"),
-                        ));
-                    }
-                }
-                other => errors.push(field_errors::invalid_shown(
-                    format!("{RU}.podUpdatePolicy"),
-                    field_errors::go_quote(other),
-                    "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
-                )),
-            }
-            if ru.unordered_update.as_ref().is_some_and(|u| !u.is_null()) && !parallel {
-                errors.push(field_errors::required(
-                    format!("{RU}.unorderedUpdate"),
-                    "unorderedUpdate can only work with Parallel PodManagementPolicyType",
-                ));
+            if let Some(ru) = &strategy.rolling_update {
+                rolling_update(sts, ru, parallel, errors);
             }
         }
         other => {
@@ -236,5 +166,80 @@ fn update_strategy(sts: &StatefulSet, parallel: bool, errors: &mut Vec<FieldErro
                 "must be 'RollingUpdate' or 'OnDelete'",
             ));
         }
+    }
+}
+
+fn rolling_update(
+    sts: &StatefulSet,
+    ru: &StatefulSetRollingUpdate,
+    parallel: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    nonnegative(&format!("{RU}.partition"), ru.partition.unwrap_or(0), errors);
+    let min_ready = ru.min_ready_seconds.unwrap_or(0);
+    nonnegative(&format!("{RU}.minReadySeconds"), min_ready, errors);
+    if min_ready > MAX_MIN_READY_SECONDS {
+        errors.push(field_errors::invalid_shown(
+            format!("{RU}.minReadySeconds"),
+            min_ready.to_string(),
+            "must be no more than 300 seconds",
+        ));
+    }
+    max_unavailable(ru.max_unavailable.as_ref(), parallel, errors);
+    pod_update_policy(sts, &ru.pod_update_policy, errors);
+    if ru.unordered_update.as_ref().is_some_and(|u| !u.is_null()) && !parallel {
+        errors.push(field_errors::required(
+            format!("{RU}.unorderedUpdate"),
+            "unorderedUpdate can only work with Parallel PodManagementPolicyType",
+        ));
+    }
+}
+
+/// `rollingUpdate.maxUnavailable`: required, at least one pod, and above one only with `Parallel`.
+fn max_unavailable(max: Option<&IntOrString>, parallel: bool, errors: &mut Vec<FieldError>) {
+    let path = format!("{RU}.maxUnavailable");
+    let Some(max) = max else {
+        errors.push(field_errors::required(&path, ""));
+        return;
+    };
+    positive_int_or_percent(&path, max, false, errors);
+    match max.scaled(1, true) {
+        Err(e) => errors.push(field_errors::invalid_shown(
+            &path,
+            int_or_string_value(max),
+            format!("failed getValueFromIntOrPercent for maxUnavailable: {e}"),
+        )),
+        Ok(v) if v < 1 => errors.push(field_errors::invalid_shown(
+            &path,
+            int_or_string_value(max),
+            "getValueFromIntOrPercent for maxUnavailable should not be less than 1",
+        )),
+        Ok(_) => {}
+    }
+    if !parallel && *max != IntOrString::Int(1) {
+        errors.push(field_errors::invalid_shown(&path, int_or_string_value(max), PARALLEL_ONLY));
+    }
+}
+
+/// `rollingUpdate.podUpdatePolicy`: in-place policies need the in-place readiness gate.
+fn pod_update_policy(sts: &StatefulSet, policy: &str, errors: &mut Vec<FieldError>) {
+    match policy {
+        "" => errors.push(field_errors::required(format!("{RU}.podUpdatePolicy"), "")),
+        "ReCreate" => {}
+        "InPlaceIfPossible" | "InPlaceOnly" => {
+            if !sts.spec.template.has_readiness_gate(INPLACE_UPDATE_READY) {
+                let gates = sts.spec.template.spec.get("readinessGates").cloned().unwrap_or(Value::Null);
+                errors.push(field_errors::invalid_shown(
+                    "spec.template.spec.readinessGates",
+                    field_errors::show(&gates),
+                    format!("must contains {INPLACE_UPDATE_READY} when podUpdatePolicy is {policy}"),
+                ));
+            }
+        }
+        other => errors.push(field_errors::invalid_shown(
+            format!("{RU}.podUpdatePolicy"),
+            field_errors::go_quote(other),
+            "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
+        )),
     }
 }
