@@ -72,6 +72,47 @@ pub fn parse(text: &str) -> Option<Quantity> {
             cached: Some(s.to_owned()),
         });
     }
+    let (positive, num, denom, suffix) = split(s)?;
+    let (base, exponent, format) = suffix_of(suffix)?;
+    // Go trims leading zeros of the integer part before judging precision and canonical form.
+    let num_trimmed = {
+        let t = num.trim_start_matches('0');
+        if t.is_empty() { "0" } else { t }
+    };
+    let digits = format!("{num_trimmed}{denom}");
+    let unscaled: i128 = digits.parse().ok().filter(|v: &i128| *v < LIMIT)?;
+    let (mantissa, scale) = if base == 10 {
+        (unscaled, exponent.checked_sub(i32::try_from(denom.len()).ok()?)?)
+    } else {
+        let m = unscaled.checked_mul(1i128.checked_shl(exponent as u32)?)?;
+        (m, -(denom.len() as i32))
+    };
+    if mantissa >= LIMIT {
+        return None;
+    }
+    let precise = match format {
+        Format::BinarySi => {
+            exponent >= 0 && denom.is_empty() && 15 - num_trimmed.len() as i32 - (exponent * 3 / 10) > 0
+        }
+        _ => 18 - (num_trimmed.len() + denom.len()) as i32 >= 0,
+    };
+    let (mut mantissa, scale, format, cached) =
+        if precise && is_canonical(format, exponent, &digits, unscaled, scale) {
+            // Go's fast path keeps the original text when it is already canonical.
+            (mantissa, scale, format, Some(s.to_owned()))
+        } else {
+            let (mantissa, scale, format) = normalized(mantissa, scale, format);
+            (mantissa, scale, format, None)
+        };
+    if !positive {
+        mantissa = -mantissa;
+    }
+    Some(Quantity { mantissa, scale, format, cached })
+}
+
+/// A quantity's text in its parts: sign, integer digits, fraction digits and the suffix after
+/// them. `None` when there are no digits.
+fn split(s: &str) -> Option<(bool, &str, &str, &str)> {
     let (positive, rest) = match s.as_bytes()[0] {
         b'+' => (true, &s[1..]),
         b'-' => (false, &s[1..]),
@@ -89,56 +130,30 @@ pub fn parse(text: &str) -> Option<Quantity> {
     if num.is_empty() && denom.is_empty() {
         return None;
     }
-    let (base, exponent, format) = suffix_of(tail)?;
-    // Go trims leading zeros of the integer part before judging precision and canonical form.
-    let num_trimmed = {
-        let t = num.trim_start_matches('0');
-        if t.is_empty() { "0" } else { t }
-    };
-    let digits = format!("{num_trimmed}{denom}");
-    let unscaled: i128 = digits.parse().ok().filter(|v: &i128| *v < LIMIT)?;
-    let (mut mantissa, mut scale) = if base == 10 {
-        (unscaled, exponent.checked_sub(i32::try_from(denom.len()).ok()?)?)
-    } else {
-        let m = unscaled.checked_mul(1i128.checked_shl(exponent as u32)?)?;
-        (m, -(denom.len() as i32))
-    };
-    if mantissa >= LIMIT {
-        return None;
-    }
-    // Go's fast path keeps the original text when it is already canonical.
-    let precise = match format {
-        Format::BinarySi => {
-            exponent >= 0 && denom.is_empty() && 15 - num_trimmed.len() as i32 - (exponent * 3 / 10) > 0
-        }
-        _ => 18 - (num_trimmed.len() + denom.len()) as i32 >= 0,
-    };
-    let mut cached = None;
-    if precise && scale >= -9 {
-        let keep = match format {
+    Some((positive, num, denom, tail))
+}
+
+/// Whether a precise quantity's text is already in Go's canonical form (then it is kept as given).
+fn is_canonical(format: Format, exponent: i32, digits: &str, unscaled: i128, scale: i32) -> bool {
+    scale >= -9
+        && match format {
             Format::BinarySi => exponent % 10 == 0 && (unscaled & 0x07) != 0,
             _ => scale % 3 == 0 && !digits.ends_with("000") && !digits.starts_with('0'),
-        };
-        if keep {
-            cached = Some(s.to_owned());
         }
+}
+
+/// The value Go keeps when it does not keep the text: nothing finer than a nano-unit, and a binary
+/// value below one shown as a decimal one.
+fn normalized(mut mantissa: i128, mut scale: i32, mut format: Format) -> (i128, i32, Format) {
+    // Round anything finer than a nano-unit up, away from zero.
+    if scale < -9 {
+        mantissa = shift_right_up(mantissa, (-9 - scale) as u32);
+        scale = -9;
     }
-    let mut format = format;
-    if cached.is_none() {
-        // Round anything finer than a nano-unit up, away from zero.
-        if scale < -9 {
-            mantissa = shift_right_up(mantissa, (-9 - scale) as u32);
-            scale = -9;
-        }
-        // A binary value below one is shown as a decimal one.
-        if format == Format::BinarySi && mantissa != 0 && is_below_one(mantissa, scale) {
-            format = Format::DecimalSi;
-        }
+    if format == Format::BinarySi && mantissa != 0 && is_below_one(mantissa, scale) {
+        format = Format::DecimalSi;
     }
-    if !positive {
-        mantissa = -mantissa;
-    }
-    Some(Quantity { mantissa, scale, format, cached })
+    (mantissa, scale, format)
 }
 
 fn is_below_one(mantissa: i128, scale: i32) -> bool {
