@@ -42,78 +42,92 @@ fn structural(node: &Value, defs: &Value) -> Value {
         Value::Object(map) => {
             if let Some(r) = map.get("$ref").and_then(Value::as_str) {
                 let name = r.rsplit('/').next().unwrap_or_default();
-                let mut inlined = structural(&defs[name], defs);
-                if let (Some(desc), Some(obj)) = (map.get("description"), inlined.as_object_mut()) {
-                    obj.insert("description".into(), desc.clone());
-                }
-                return inlined;
+                return described(structural(&defs[name], defs), map);
             }
-            // `Option<T>`: `anyOf: [T, {type: null}]` or `type: [t, "null"]`.
-            if let Some(any) = map.get("anyOf").and_then(Value::as_array) {
-                let non_null: Vec<&Value> =
-                    any.iter().filter(|s| s.get("type") != Some(&json!("null"))).collect();
-                if let [only] = non_null.as_slice() {
-                    let mut inner = structural(only, defs);
-                    if let (Some(desc), Some(obj)) = (map.get("description"), inner.as_object_mut()) {
-                        obj.insert("description".into(), desc.clone());
-                    }
-                    return inner;
-                }
+            if let Some(inner) = optional_inner(map) {
+                return described(structural(inner, defs), map);
             }
-            let mut out = Map::new();
-            for (k, v) in map {
-                match k.as_str() {
-                    "$schema" | "$defs" | "title" | "default" => {}
-                    "type" => {
-                        let t = match v {
-                            Value::Array(types) => {
-                                types.iter().find(|t| *t != "null").cloned().unwrap_or(Value::Null)
-                            }
-                            other => other.clone(),
-                        };
-                        out.insert("type".into(), t);
-                    }
-                    "format" if !matches!(v.as_str(), Some("int32" | "int64")) => {}
-                    "minimum" | "maximum" => {}
-                    "properties" => {
-                        let props = v
-                            .as_object()
-                            .map(|p| p.iter().map(|(name, s)| (name.clone(), structural(s, defs))).collect());
-                        out.insert(k.clone(), props.map(Value::Object).unwrap_or(Value::Null));
-                    }
-                    "items" => {
-                        out.insert(k.clone(), structural(v, defs));
-                    }
-                    "additionalProperties" => match v {
-                        // Flattened `extra` maps: the object keeps fields it does not list.
-                        Value::Bool(true) => {
-                            out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
-                        }
-                        Value::Bool(false) => {}
-                        schema => {
-                            out.insert(k.clone(), structural(schema, defs));
-                        }
-                    },
-                    _ => {
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            // An object with listed properties but no additionalProperties keyword keeps unknown
-            // fields in serde (no deny_unknown_fields): say so, or the apiserver would prune them.
-            if out.get("type") == Some(&json!("object"))
-                && out.contains_key("properties")
-                && !map.contains_key("additionalProperties")
-            {
-                out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
-            }
-            // No type at all (an optional `serde_json::Value`): any value, kept as is.
-            if !out.contains_key("type") && !out.contains_key("x-kubernetes-int-or-string") {
-                out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
-            }
-            Value::Object(out)
+            structural_object(map, defs)
         }
         other => other.clone(),
+    }
+}
+
+/// `inner` with the description of the schema `map` that stood for it.
+fn described(mut inner: Value, map: &Map<String, Value>) -> Value {
+    if let (Some(desc), Some(obj)) = (map.get("description"), inner.as_object_mut()) {
+        obj.insert("description".into(), desc.clone());
+    }
+    inner
+}
+
+/// `Option<T>` as `anyOf: [T, {type: null}]`: T.
+fn optional_inner(map: &Map<String, Value>) -> Option<&Value> {
+    let any = map.get("anyOf").and_then(Value::as_array)?;
+    let non_null: Vec<&Value> = any.iter().filter(|s| s.get("type") != Some(&json!("null"))).collect();
+    match non_null.as_slice() {
+        [only] => Some(only),
+        _ => None,
+    }
+}
+
+/// A schema object, keyword by keyword, then marked to keep unknown fields where serde keeps them.
+fn structural_object(map: &Map<String, Value>, defs: &Value) -> Value {
+    let mut out = Map::new();
+    for (k, v) in map {
+        structural_keyword(&mut out, k, v, defs);
+    }
+    // An object with listed properties but no additionalProperties keyword keeps unknown
+    // fields in serde (no deny_unknown_fields): say so, or the apiserver would prune them.
+    if out.get("type") == Some(&json!("object"))
+        && out.contains_key("properties")
+        && !map.contains_key("additionalProperties")
+    {
+        out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
+    }
+    // No type at all (an optional `serde_json::Value`): any value, kept as is.
+    if !out.contains_key("type") && !out.contains_key("x-kubernetes-int-or-string") {
+        out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
+    }
+    Value::Object(out)
+}
+
+/// One keyword of a schema object into `out`: dropped, simplified (`type: [t, "null"]` -> `t`) or
+/// made structural in turn.
+fn structural_keyword(out: &mut Map<String, Value>, k: &str, v: &Value, defs: &Value) {
+    match k {
+        "$schema" | "$defs" | "title" | "default" => {}
+        "type" => {
+            let t = match v {
+                Value::Array(types) => types.iter().find(|t| *t != "null").cloned().unwrap_or(Value::Null),
+                other => other.clone(),
+            };
+            out.insert("type".into(), t);
+        }
+        "format" if !matches!(v.as_str(), Some("int32" | "int64")) => {}
+        "minimum" | "maximum" => {}
+        "properties" => {
+            let props = v
+                .as_object()
+                .map(|p| p.iter().map(|(name, s)| (name.clone(), structural(s, defs))).collect());
+            out.insert(k.into(), props.map(Value::Object).unwrap_or(Value::Null));
+        }
+        "items" => {
+            out.insert(k.into(), structural(v, defs));
+        }
+        "additionalProperties" => match v {
+            // Flattened `extra` maps: the object keeps fields it does not list.
+            Value::Bool(true) => {
+                out.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
+            }
+            Value::Bool(false) => {}
+            schema => {
+                out.insert(k.into(), structural(schema, defs));
+            }
+        },
+        _ => {
+            out.insert(k.into(), v.clone());
+        }
     }
 }
 
