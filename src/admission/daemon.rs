@@ -240,6 +240,18 @@ mod tests {
         list
     }
 
+    /// The tolerations of a targeted pod that had `user`'s, once stamped.
+    fn tolerations_after(user: &[Value]) -> Vec<Value> {
+        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user})));
+        out["spec"]["tolerations"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `user`'s tolerations first, in order, then every default (no host network).
+    fn user_then_defaults(mut user: Vec<Value>) -> Vec<Value> {
+        user.extend(defaults(false));
+        user
+    }
+
     fn pinned_to(node: &str) -> Value {
         json!({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]})
     }
@@ -486,11 +498,7 @@ mod tests {
     fn user_tolerations_come_first_and_defaults_follow_in_table_order() {
         let user =
             vec![json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})];
-        let out =
-            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
-        let mut expected = user;
-        expected.extend(defaults(false));
-        assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
+        assert_eq!(tolerations_after(&user), user_then_defaults(user));
     }
 
     // --- add-or-update (docs/workloads.md#5-4-add-or-update) ---
@@ -501,9 +509,7 @@ mod tests {
             json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}),
             json!({"key": "x", "operator": "Exists"}),
         ];
-        let out =
-            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
-        let list = out["spec"]["tolerations"].as_array().unwrap();
+        let list = tolerations_after(&user);
         assert_eq!(list.len(), 2 + 5);
         assert_eq!(list[..2], user[..]);
         let rest: Vec<Value> =
@@ -518,8 +524,7 @@ mod tests {
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
             json!({"key": "b", "operator": "Exists"}),
         ];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user})));
-        let list = out["spec"]["tolerations"].as_array().unwrap();
+        let list = tolerations_after(&user);
         assert_eq!(
             list[1],
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"})
@@ -534,8 +539,7 @@ mod tests {
             json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}),
             json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}),
         ];
-        let out = stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user})));
-        let list = out["spec"]["tolerations"].as_array().unwrap();
+        let list = tolerations_after(&user);
         let t = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"});
         assert_eq!(list[0], t);
         assert_eq!(list[1], t);
@@ -549,9 +553,7 @@ mod tests {
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}),
             json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}),
         ];
-        let out =
-            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
-        let list = out["spec"]["tolerations"].as_array().unwrap();
+        let list = tolerations_after(&user);
         assert_eq!(list[..2], user[..]);
         assert_eq!(list.len(), 2 + 5);
     }
@@ -569,21 +571,13 @@ mod tests {
             // A value makes it differ too.
             json!({"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "value": "x", "effect": "NoSchedule"}),
         ];
-        let out =
-            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
-        let mut expected = user;
-        expected.extend(defaults(false));
-        assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
+        assert_eq!(tolerations_after(&user), user_then_defaults(user));
     }
 
     #[test]
     fn a_tolerate_everything_entry_does_not_stop_the_defaults() {
         let user = vec![json!({"operator": "Exists"})];
-        let out =
-            stamped(pod(targeted("n"), json!({"containers": containers(), "tolerations": user.clone()})));
-        let mut expected = user;
-        expected.extend(defaults(false));
-        assert_eq!(out["spec"]["tolerations"], Value::Array(expected));
+        assert_eq!(tolerations_after(&user), user_then_defaults(user));
     }
 
     // --- Owners: BroadcastJob and DaemonSet without a node ---
