@@ -1,7 +1,7 @@
 //! The `kruise-admission` binary itself: `certs`, and `serve` on the embedded default from start
 //! to SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};

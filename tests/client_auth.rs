@@ -1,7 +1,7 @@
 //! `--client-ca-file`: client certificates required and verified, both ways, and the CA file
 //! reloaded when it changes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

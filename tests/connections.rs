@@ -4,7 +4,7 @@
 //! reset, silent connections) from one address while a well-behaved client on another loopback
 //! address (127.0.0.2) keeps being served within its timeout.
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::sync::Arc;

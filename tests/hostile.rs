@@ -5,7 +5,7 @@
 //!
 //! The panic → 500 and deadline → 504 cases live in `serve.rs` (they need a test routing table).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

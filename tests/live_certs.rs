@@ -3,8 +3,8 @@
 //! something differs, and failed renewals (counted, retried with backoff, the certificate in use
 //! kept). Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
 
-mod common;
-mod fake_apiserver;
+use crate::common;
+use crate::fake_apiserver;
 
 use std::path::Path;
 use std::sync::Arc;

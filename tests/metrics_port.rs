@@ -3,7 +3,7 @@
 //! silent connections and floods there neither keep `/readyz` from answering another address nor
 //! take the file descriptors the webhook port needs (the server is one process).
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! reviews, workload templates, hand-made edge cases) the served webhook decides exactly as the bare
 //! mutator run through the copy-and-diff path.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -11,10 +11,10 @@
 //!
 //! Per case the file keeps a SHA-256 of the decision as `serve` answers it (allowed, status,
 //! warnings, the patch as serialised JSON) and of the mutated pod `dry-run` shows (keys in order).
-//! `UPDATE_POD_PATCHES=1 cargo test --test pod_patch_differential` rewrites the file; a change to it
-//! is a change of behaviour and must be explained in review.
+//! `UPDATE_POD_PATCHES=1 cargo test --test integration pod_patch_differential::` rewrites the
+//! file; a change to it is a change of behaviour and must be explained in review.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::path::Path;

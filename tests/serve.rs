@@ -2,7 +2,7 @@
 //! recorded review over HTTP/1.1 and HTTP/2, the body limit, a table of malformed inputs, health
 //! and metrics.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use bytes::Bytes;

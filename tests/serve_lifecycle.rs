@@ -1,7 +1,7 @@
 //! `serve` while things change under it: certificate rotation (overwrite and Secret-style symlink
 //! swap) with requests in flight, and graceful shutdown.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

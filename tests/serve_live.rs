@@ -4,8 +4,8 @@
 //! second, lookups go to the API server, a failed start is one error line and a non-zero exit,
 //! and self-managed certificates come from the Secret and land in the webhook configurations.
 
-mod common;
-mod fake_apiserver;
+use crate::common;
+use crate::fake_apiserver;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! log lines agree, folder mode says loudly that delete protection's lookups come from the folder,
 //! and a missing default folder is one clear error.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
