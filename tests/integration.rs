@@ -17,6 +17,7 @@
 mod common;
 mod fake_apiserver;
 mod inplace_support;
+mod sidecarset_strategies;
 
 mod cli_serve;
 mod client_auth;

@@ -19,6 +19,7 @@ use crate::common;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::sidecarset_strategies::{self, Parts};
 use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
@@ -325,74 +326,10 @@ fn pod() -> impl Strategy<Value = Value> {
         })
 }
 
-fn sidecar(name: String, init: bool) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["", "BeforeAppContainer", "AfterAppContainer"]),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
-        prop::collection::vec(mount(), 0..2),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
-    )
-        .prop_map(move |(policy, (share, hot, native), mounts, (transfer, sized, devices))| {
-            let mut c = json!({"name": name, "image": "side:1", "podInjectPolicy": policy, "volumeMounts": mounts,
-                               "shareVolumePolicy": {"type": if share { "enabled" } else { "disabled" }}});
-            if hot {
-                c["upgradeStrategy"] = json!({"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"});
-            }
-            if init && native {
-                c["restartPolicy"] = json!("Always");
-            }
-            if transfer {
-                c["transferEnv"] = json!([{"sourceContainerName": "app", "envNames": ["MODE", "LEVEL"]}]);
-            }
-            if sized {
-                c["resourcesPolicy"] = json!({"targetContainerMode": "sum", "targetContainersNameRegex": "^(app|web)$",
-                    "resourceExpr": {"limits": {"cpu": "max(cpu*50%, 50m)"}, "requests": {"memory": "200Mi"}}});
-            }
-            if devices {
-                c["volumeDevices"] = json!([{"name": "data", "devicePath": "/dev/x"}]);
-            }
-            c
-        })
-}
-
+/// The SidecarSets of this test: possibly without sidecars, with every optional part.
 fn sidecarset(i: usize) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["a", "b", "*"]),
-        prop::collection::vec(any::<bool>(), 0..3),
-        prop::option::of(prop::sample::select(vec!["Retain", "Overwrite", "MergePatchJson"])),
-        (any::<bool>(), any::<bool>()),
-    )
-        .prop_flat_map(move |(app, kinds, patch, (secrets, target))| {
-            let sidecars: Vec<_> =
-                kinds.into_iter().enumerate().map(|(j, init)| sidecar(format!("s{i}-c{j}"), init).prop_map(move |c| (init, c))).collect();
-            (sidecars, Just((app, patch, secrets, target)))
-        })
-        .prop_map(move |(sidecars, (app, patch, secrets, target))| {
-            let selector = if app == "*" {
-                json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]})
-            } else {
-                json!({"matchLabels": {"app": app}})
-            };
-            let (init, containers): (Vec<_>, Vec<_>) = sidecars.into_iter().partition(|(init, _)| *init);
-            let mut spec = json!({
-                "selector": selector,
-                "initContainers": init.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "containers": containers.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "volumes": [{"name": "cache", "emptyDir": {}}, {"name": "logs", "hostPath": {"path": "/var/log"}}],
-            });
-            if let Some(policy) = patch {
-                let mut annotations = json!({"note": "{\"from\":\"set\"}"});
-                if target {
-                    annotations["kruise-admission.dev/target-node"] = json!("node-from-set");
-                }
-                spec["patchPodMetadata"] = json!([{"annotations": annotations, "patchPolicy": policy}]);
-            }
-            if secrets {
-                spec["imagePullSecrets"] = json!([{"name": "regcred"}, {"name": format!("s{i}-secret")}]);
-            }
-            json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
-                   "metadata": {"name": format!("set-{i}"), "annotations": {"kruise.io/sidecarset-hash": format!("h{i}")}}, "spec": spec})
-        })
+    let parts = Parts { min_sidecars: 0, target_node: true, resources_and_devices: true };
+    sidecarset_strategies::sidecarset(i, mount().boxed(), parts)
 }
 
 fn generated() -> impl Strategy<Value = (Value, Vec<Value>)> {
