@@ -23,7 +23,7 @@ use crate::sidecarset_strategies::{self, Parts};
 use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
-use kruise_admission::cluster::files::{load_objects, read_documents};
+use kruise_admission::cluster::files::load_objects;
 use kruise_admission::cluster::{Answers, Snapshot};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -90,31 +90,13 @@ fn fixture_worlds() -> Vec<World> {
 /// also with a target node, so the DaemonSet-style stamp runs after injection.
 fn fixture_pods() -> Vec<(String, Value, String)> {
     let mut out = Vec::new();
-    for path in common::recorded_reviews() {
-        let text = std::fs::read_to_string(&path).expect("readable");
-        let Ok(mut docs) = read_documents(&text) else { continue };
-        let Some(doc) = docs.pop() else { continue };
-        if let Ok(request) = decode_review(doc)
-            && request.kind.kind == "Pod"
-            && let Some(object) = request.object
-        {
-            let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
-            out.push((name, object, request.namespace));
-        }
+    for (path, request) in common::recorded_pod_reviews() {
+        let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+        out.push((name, request.object.expect("a pod"), request.namespace));
     }
-    let dir = common::fixtures_dir().join("workloads");
-    let mut files: Vec<_> =
-        std::fs::read_dir(dir).expect("workloads").map(|e| e.expect("entry").path()).collect();
-    files.sort();
-    for path in files {
-        let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };
-        let file = path.file_name().expect("a file name").to_string_lossy().into_owned();
-        for (i, doc) in docs.iter().enumerate().filter(|(_, d)| d["spec"]["template"]["spec"].is_object()) {
-            let template = &doc["spec"]["template"];
-            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
-            for ns in ["shop", "default"] {
-                out.push((format!("{file}#{i}/{ns}"), pod.clone(), ns.to_owned()));
-            }
+    for (name, pod) in common::workload_template_pods() {
+        for ns in ["shop", "default"] {
+            out.push((format!("{name}/{ns}"), pod.clone(), ns.to_owned()));
         }
     }
     let edge = [
