@@ -262,8 +262,8 @@ if problems:
 print("custom resources and NetworkPolicies: ok")
 PY
 
-step "chart vs binary, kustomize examples, drift (cargo test --test manifests, helm and kubectl required)"
-HELM=$helm KUBECTL=$kubectl KRUISE_REQUIRE_HELM=1 cargo test --quiet --test manifests
+step "chart vs binary, kustomize examples, drift (cargo test --test integration manifests::, helm and kubectl required)"
+HELM=$helm KUBECTL=$kubectl KRUISE_REQUIRE_HELM=1 cargo test --quiet --test integration manifests::
 
 echo
 echo "manifests-check: ok"

@@ -1,29 +1,14 @@
 //! The `kruise-admission` binary itself: `certs`, and `serve` on the embedded default from start
 //! to SIGTERM.
 
-mod common;
+use crate::common;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::client::{Proto, TlsClient, http_get};
+use common::serve_process::{BIN, Serve, addr, cluster_folder};
 use hyper::StatusCode;
-use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-admission");
-
-/// Stops the server this test started if an assertion fails before its SIGTERM.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 #[test]
 fn certs_creates_the_files_once_and_then_reuses_them() {
@@ -57,34 +42,12 @@ fn certs_creates_the_files_once_and_then_reuses_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = dir.path().join("cluster");
-    std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
-        .unwrap();
-    let mut child = KillOnDrop(
-        Command::new(BIN)
-            .current_dir(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cluster-dir"])
-            .arg(&cluster)
-            .args(["--log-format", "json", "--shutdown-grace", "5s"])
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut child.0;
-    // The JSON log says where it listens; every line must be one JSON object.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let ready = loop {
-        let line = lines.next().expect("serve exited before it was ready").unwrap();
-        let event: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
-        if event["message"] == "kruise-admission ready to serve" {
-            break event;
-        }
-    };
-    let https: std::net::SocketAddr = ready["https"].as_str().unwrap().parse().unwrap();
-    let metrics: std::net::SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
+    let cluster = cluster_folder(dir.path());
+    // Every log line must be one JSON object (`Serve` fails the test on any other).
+    let mut serve =
+        Serve::start(dir.path(), &["--cluster-dir", cluster.to_str().unwrap(), "--shutdown-grace", "5s"]);
+    let ready = serve.until("kruise-admission ready to serve").pop().unwrap();
+    let (https, metrics) = (addr(&ready, "https"), addr(&ready, "metrics"));
     // The embedded default: certs/ under the working directory, keys private.
     #[cfg(unix)]
     for key in ["ca.key", "tls.key"] {
@@ -101,19 +64,14 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     assert_eq!(http_get(metrics, "/readyz").await.0, StatusCode::OK);
 
     // One structured line for that request.
-    let logged = loop {
-        let line = lines.next().expect("log ended").unwrap();
-        let event: Value = serde_json::from_str(&line).unwrap();
-        if event["message"] == "admission review" {
-            break event;
-        }
-    };
+    let logged = serve.until("admission review").pop().unwrap();
     for field in ["uid", "kind", "object", "operation", "path", "allowed", "code", "patch_ops", "latency_us"]
     {
         assert!(logged.get(field).is_some(), "{field} missing from {logged}");
     }
     assert_eq!(logged["uid"], reply.json()["response"]["uid"]);
 
+    let child = &mut serve.child;
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -1,11 +1,12 @@
 //! `--client-ca-file`: client certificates required and verified, both ways, and the CA file
 //! reloaded when it changes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use common::client::{BOTH, Proto, TlsClient};
+use common::serve_process;
 use common::server::TestServer;
 use hyper::StatusCode;
 use rcgen::{
@@ -217,17 +218,8 @@ async fn allowed_client_names_pin_the_certificate_subject_at_the_handshake() {
 #[test]
 fn allowed_client_name_without_a_client_ca_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--allowed-client-name",
-            "kube-apiserver",
-        ])
-        .arg("--cert-dir")
+    let output = serve_process::command(dir.path(), None)
+        .args(["--allowed-client-name", "kube-apiserver", "--cert-dir"])
         .arg(dir.path().join("certs"))
         .arg("--cluster-dir")
         .arg(dir.path())
@@ -257,8 +249,8 @@ async fn without_the_flag_any_client_is_served() {
 #[test]
 fn serve_refuses_to_start_with_an_unreadable_client_ca_and_names_the_flag() {
     let dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cert-dir"])
+    let output = serve_process::command(dir.path(), None)
+        .arg("--cert-dir")
         .arg(dir.path().join("certs"))
         .arg("--cluster-dir")
         .arg(dir.path())

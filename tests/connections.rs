@@ -4,7 +4,7 @@
 //! reset, silent connections) from one address while a well-behaved client on another loopback
 //! address (127.0.0.2) keeps being served within its timeout.
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed, served_within};
+use common::client::{BOTH, Proto, TlsClient, http_get, read_until_closed, served_within};
 use common::h2::{
     self, DATA, END_HEADERS, END_STREAM, HEADERS, NO_ERROR, RST_STREAM, frame, request_headers,
 };
@@ -121,12 +121,7 @@ async fn connections_are_recycled_at_their_maximum_age_without_failing_requests(
     // A request in flight when the age passes is answered; HTTP/1.1 says `Connection: close`.
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
-        let (tx, body) = channel_body();
-        let request = conn
-            .builder(Method::POST, "/mutate-pod")
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
+        let (tx, request) = conn.streamed_post("/mutate-pod");
         let review = common::good_review("aged").to_string().into_bytes();
         let (head, tail) = review.split_at(review.len() / 2);
         let (head, tail) = (Bytes::copy_from_slice(head), Bytes::copy_from_slice(tail));
@@ -234,12 +229,7 @@ async fn a_mixed_attack_from_one_address_does_not_starve_a_well_behaved_client()
             let (attacker, stop) = (attacker.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 let Ok(mut conn) = attacker.connect(proto).await else { return };
-                let (tx, body) = channel_body();
-                let request = conn
-                    .builder(Method::POST, "/mutate-pod")
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .unwrap();
+                let (tx, request) = conn.streamed_post("/mutate-pod");
                 let feeder = async move {
                     for byte in common::good_review("slow").to_string().into_bytes() {
                         if stop.load(Ordering::Relaxed) || tx.send(Bytes::from(vec![byte])).await.is_err() {

@@ -1,6 +1,6 @@
 //! `kruise-admission dry-run`, run as the real binary.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `kruise-admission dry-run --compare --stored`, run as the real binary: recorded Pod CREATE reviews
 //! against the Pods stored for them (tests/fixtures/agreement/, provenance in tests/fixtures/SOURCES.md).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

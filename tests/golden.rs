@@ -1,7 +1,7 @@
 //! Golden-file tests of `dry-run` (every input kind in every output, `--with`/`--compare`) and of
 //! `inject` (every workload kind). The binary runs inside `tests/golden/` with relative paths so
-//! the outputs name stable sources; `UPDATE_GOLDEN=1 cargo test --test golden` rewrites
-//! `tests/golden/expected/`, whose changes must then be read like code in review.
+//! the outputs name stable sources; `UPDATE_GOLDEN=1 cargo test --test integration golden::`
+//! rewrites `tests/golden/expected/`, whose changes must then be read like code in review.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ fn check_golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; run `UPDATE_GOLDEN=1 cargo test --test golden` and review the result",
+            "{}: {e}; run `UPDATE_GOLDEN=1 cargo test --test integration golden::` and review the result",
             path.display()
         )
     });

@@ -5,12 +5,12 @@
 //!
 //! The panic → 500 and deadline → 504 cases live in `serve.rs` (they need a test routing table).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::client::{BOTH, Proto, TlsClient, channel_body, http_get, read_until_closed};
+use common::client::{BOTH, Proto, TlsClient, http_get, read_until_closed};
 use common::h2::{END_HEADERS, GOAWAY, HEADERS, PING, PREFACE, RST_STREAM, SETTINGS, frame, request_headers};
 use common::server::TestServer;
 use hyper::{Method, StatusCode};
@@ -364,12 +364,7 @@ async fn a_100_mb_body_is_refused_without_being_read() {
         // Streamed without a Content-Length (chunked / HTTP/2 DATA frames): the server must answer
         // 413 after at most its limit plus the drain budget, long before the client is done.
         let mut conn = client.connect(proto).await.unwrap();
-        let (tx, body) = channel_body();
-        let request = conn
-            .builder(Method::POST, "/mutate-pod")
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
+        let (tx, request) = conn.streamed_post("/mutate-pod");
         let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = sent.clone();
         let feeder = tokio::spawn(async move {
@@ -574,12 +569,7 @@ async fn slow_clients_are_cut_off() {
     // (here ?timeout=2s → 1.8 s) cuts it off with a 504.
     for proto in BOTH {
         let mut conn = client.connect(proto).await.unwrap();
-        let (tx, body) = channel_body();
-        let request = conn
-            .builder(Method::POST, "/mutate-pod?timeout=2s")
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
+        let (tx, request) = conn.streamed_post("/mutate-pod?timeout=2s");
         let feeder = tokio::spawn(async move {
             for byte in common::good_review("slow").to_string().into_bytes() {
                 if tx.send(Bytes::from(vec![byte])).await.is_err() {
@@ -638,12 +628,7 @@ async fn abrupt_disconnects_mid_request() {
     let mut senders = Vec::new();
     for _ in 0..10 {
         let mut stream = conn.h2_stream().unwrap();
-        let (tx, body) = channel_body();
-        let request = stream
-            .builder(Method::POST, "/mutate-pod")
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
+        let (tx, request) = stream.streamed_post("/mutate-pod");
         tx.send(Bytes::from(body_prefix())).await.unwrap();
         senders.push(tx);
         tokio::spawn(async move {
@@ -666,7 +651,12 @@ fn body_prefix() -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_idle_connections_do_not_block_service() {
     // Each connection is two descriptors in this process (client and server end).
-    raise_fd_limit(8192);
+    common::raise_open_file_limit();
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    assert!(
+        limit.is_none_or(|n| n >= 8192),
+        "this test needs 8192 open files; raise the hard limit (`ulimit -Hn`), now {limit:?}"
+    );
     let server = TestServer::start_with(|c| {
         c.limits.handshake_timeout = Duration::from_secs(60);
         // All 2,000 come from 127.0.0.1; this test is about the total, not the per-peer bound.
@@ -728,38 +718,6 @@ async fn connections_past_the_limit_are_closed_at_once_and_counted() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     alive(&client, "connection limit reached and released").await;
     server.stop().await.unwrap();
-}
-
-/// Raise this process's soft descriptor limit to at least `want` (up to the hard limit).
-fn raise_fd_limit(want: u64) {
-    let limit = std::process::Command::new("sh").args(["-c", "ulimit -Hn"]).output().ok();
-    let hard: u64 = limit
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(want);
-    let soft = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|l| {
-            l.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
-    assert!(
-        soft >= want || hard >= want,
-        "this test needs {want} open files; raise `ulimit -n` (soft {soft}, hard {hard})"
-    );
-    if soft < want {
-        // prlimit is util-linux; without it the assertion above tells the operator what to do.
-        let pid = std::process::id().to_string();
-        let status = std::process::Command::new("prlimit")
-            .args(["--pid", &pid, &format!("--nofile={want}:{hard}")])
-            .status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "cannot raise the open-file limit to {want}; run with `ulimit -n {want}`"
-        );
-    }
 }
 
 // ---- HTTP/2 frames by hand: floods a well-behaved client library would never send ----

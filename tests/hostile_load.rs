@@ -3,7 +3,7 @@
 //! while ordinary Pod CREATEs must keep being answered, correctly and within their timeout.
 //! The memory itself is measured by `benches/request_memory.sh` (RSS of the release server).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

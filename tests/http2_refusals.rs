@@ -4,7 +4,7 @@
 //! RST_STREAM(NO_ERROR) that followed such a response, while curl reported `Stream error in the
 //! HTTP/2 framing layer` for about half of them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! docs/workloads.md#2-2-cloneset-inplaceonly and §3 for CloneSet, one
 //! table row per statement, run through the routing table like `serve` and `dry-run` do.
 
-mod inplace_support;
+use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::Settings;

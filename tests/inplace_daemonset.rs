@@ -2,7 +2,7 @@
 //! docs/workloads.md#2-4-daemonset and §3. No
 //! InPlaceOnly; CREATE failures answer 500 and UPDATE failures 422, as Kruise does.
 
-mod inplace_support;
+use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::review::Decision;

@@ -2,8 +2,8 @@
 //! turned into its Kruise counterpart, is admitted on CREATE; under InPlaceOnly an image bump of
 //! every container is admitted and a pull-policy change is refused, naming container 0's field.
 
-mod common;
-mod inplace_support;
+use crate::common;
+use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, review, run};
 use kruise_admission::cluster::files::read_documents;

@@ -2,7 +2,7 @@
 //! docs/workloads.md#2-3-statefulset-inplaceonly and §3, with the README's deliberate difference (the
 //! InPlaceOnly rule is anchored like CloneSet's).
 
-mod inplace_support;
+use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::Settings;

@@ -3,8 +3,8 @@
 //! something differs, and failed renewals (counted, retried with backoff, the certificate in use
 //! kept). Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
 
-mod common;
-mod fake_apiserver;
+use crate::common;
+use crate::fake_apiserver;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +37,14 @@ fn webhook(name: &str, path: &str) -> Value {
     json!({"name": name, "admissionReviewVersions": ["v1", "v1beta1"], "sideEffects": "None", "failurePolicy": "Fail",
            "clientConfig": {"service": {"namespace": NS, "name": "kruise-webhook-service", "path": path}},
            "futureField": {"kept": true}})
+}
+
+/// The stand-in API server (which also installs rustls' crypto provider) holding the two webhook
+/// configurations whose caBundle the manager keeps.
+async fn api_with_configs() -> FakeApiServer {
+    let server = FakeApiServer::start().await;
+    install_configs(&server);
+    server
 }
 
 fn install_configs(server: &FakeApiServer) {
@@ -100,9 +108,7 @@ async fn handshake(dir: &Path, ca_pem: &str) -> Result<(), String> {
 
 #[tokio::test]
 async fn two_replicas_sharing_one_secret_end_up_with_one_ca() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = CertManager::new(server.client(), settings(dir_a.path()));
     let b = CertManager::new(server.client(), settings(dir_b.path()));
@@ -131,9 +137,7 @@ async fn two_replicas_sharing_one_secret_end_up_with_one_ca() {
 
 #[tokio::test]
 async fn ca_bundle_patching_is_idempotent_and_keeps_other_fields() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = CertManager::new(server.client(), settings(dir.path()));
     let first = manager.sync_once().await.unwrap();
@@ -210,9 +214,7 @@ fn store_expiring_serving_cert(server: &FakeApiServer) -> String {
 
 #[tokio::test]
 async fn an_expiring_serving_certificate_is_renewed_with_the_same_ca() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = CertManager::new(server.client(), settings(dir.path()));
     manager.sync_once().await.unwrap();
@@ -232,7 +234,6 @@ async fn an_expiring_serving_certificate_is_renewed_with_the_same_ca() {
 
 #[tokio::test]
 async fn start_fails_fast_on_missing_configurations_and_forbidden_secrets() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let server = FakeApiServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let err = CertManager::new(server.client(), settings(dir.path()))
@@ -277,9 +278,7 @@ fn sample(page: &str, name: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn a_failed_renewal_is_counted_and_retried_with_backoff_and_keeps_the_certificate_in_use() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let dir = tempfile::tempdir().unwrap();
     let timing = CertTiming {
         resync: Duration::from_millis(100),
@@ -398,9 +397,7 @@ fn store_expiring_ca(server: &FakeApiServer) -> String {
 
 #[tokio::test]
 async fn two_replicas_rotating_the_ca_at_once_converge_on_one_ca() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = CertManager::new(server.client(), settings(dir_a.path()));
     let b = CertManager::new(server.client(), settings(dir_b.path()));
@@ -443,9 +440,7 @@ async fn two_replicas_rotating_the_ca_at_once_converge_on_one_ca() {
 
 #[tokio::test]
 async fn an_absurd_cert_renew_before_is_a_clear_startup_error() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = FakeApiServer::start().await;
-    install_configs(&server);
+    let server = api_with_configs().await;
     let dir = tempfile::tempdir().unwrap();
     let day = 86_400;
     // 999999999d overflows the date arithmetic; 20 years outlives the 10-year CA (every sync

@@ -1,7 +1,7 @@
 //! Live cluster mode against the loopback stand-in API server (`fake_apiserver`): the snapshot
 //! follows watches, readiness follows sync and staleness, reconnects and 410s are survived.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

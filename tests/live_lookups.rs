@@ -1,6 +1,6 @@
 //! Live lookups (`LiveLookups::answer`) against the loopback stand-in API server.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::time::Duration;
 

@@ -1,8 +1,6 @@
 //! The install manifests: generated from the routing table, checked in without drift, and the
 //! Helm chart rendering the same webhook entries as the binary.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Hostile load, issue 17.2: a client cannot grow the metrics. Label values come from the routing
 //! table; a kind the table does not name is counted as `other`.
 
-mod common;
+use crate::common;
 
 use common::client::Proto;
 use common::server::TestServer;

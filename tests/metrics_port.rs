@@ -3,13 +3,13 @@
 //! silent connections and floods there neither keep `/readyz` from answering another address nor
 //! take the file descriptors the webhook port needs (the server is one process).
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use common::client::{Proto, TlsClient, read_until_closed, served_within, try_http_get};
-use common::serve_process::{Serve, addr};
+use common::serve_process::{Serve, addr, cluster_folder};
 use common::server::TestServer;
 use hyper::StatusCode;
 use kruise_admission::server::listener::ConnLimits;
@@ -153,10 +153,7 @@ async fn one_address_flooding_the_metrics_port_is_capped_and_another_is_served()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_descriptors() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = dir.path().join("cluster");
-    std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
-        .unwrap();
+    let cluster = cluster_folder(dir.path());
     let serve = Serve::start_limited(dir.path(), Some(160), &["--cluster-dir", cluster.to_str().unwrap()]);
     let ready = serve.until("kruise-admission ready to serve").pop().unwrap();
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", serve.child.id())).unwrap();

@@ -4,14 +4,14 @@
 //! reviews, workload templates, hand-made edge cases) the served webhook decides exactly as the bare
 //! mutator run through the copy-and-diff path.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
 use kruise_admission::admission::review::{AdmissionRequest, decode_review};
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings, pod};
-use kruise_admission::cluster::files::{load_dir, read_documents};
+use kruise_admission::cluster::files::load_dir;
 use kruise_admission::cluster::{Answers, Snapshot};
 use serde_json::{Value, json};
 
@@ -37,28 +37,13 @@ fn review(pod: &Value, namespace: &str) -> AdmissionRequest {
 /// Every pod we can find: recorded pod CREATE reviews, workload templates (in the examples' `shop`
 /// namespace and in `default`), and edge cases of the DaemonSet trigger and of malformed pods.
 fn requests() -> Vec<(String, AdmissionRequest)> {
-    let mut out = Vec::new();
-    for path in common::recorded_reviews() {
-        let text = std::fs::read_to_string(&path).expect("readable");
-        let Ok(mut docs) = read_documents(&text) else { continue };
-        let Some(doc) = docs.pop() else { continue };
-        if let Ok(request) = decode_review(doc)
-            && request.kind.kind == "Pod"
-            && request.object.is_some()
-        {
-            out.push((path.display().to_string(), request));
-        }
-    }
-    let dir = common::fixtures_dir().join("workloads");
-    for entry in std::fs::read_dir(dir).expect("workloads") {
-        let path = entry.expect("entry").path();
-        let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };
-        for doc in docs.iter().filter(|d| d["spec"]["template"]["spec"].is_object()) {
-            let template = &doc["spec"]["template"];
-            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
-            for ns in ["shop", "default"] {
-                out.push((format!("{}/{ns}", path.display()), review(&pod, ns)));
-            }
+    let mut out: Vec<_> = common::recorded_pod_reviews()
+        .into_iter()
+        .map(|(path, request)| (path.display().to_string(), request))
+        .collect();
+    for (name, pod) in common::workload_template_pods() {
+        for ns in ["shop", "default"] {
+            out.push((format!("{name}/{ns}"), review(&pod, ns)));
         }
     }
     let edge = [

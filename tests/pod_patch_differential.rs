@@ -11,18 +11,19 @@
 //!
 //! Per case the file keeps a SHA-256 of the decision as `serve` answers it (allowed, status,
 //! warnings, the patch as serialised JSON) and of the mutated pod `dry-run` shows (keys in order).
-//! `UPDATE_POD_PATCHES=1 cargo test --test pod_patch_differential` rewrites the file; a change to it
-//! is a change of behaviour and must be explained in review.
+//! `UPDATE_POD_PATCHES=1 cargo test --test integration pod_patch_differential::` rewrites the
+//! file; a change to it is a change of behaviour and must be explained in review.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::sidecarset_strategies::{self, Parts};
 use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
-use kruise_admission::cluster::files::{load_objects, read_documents};
+use kruise_admission::cluster::files::load_objects;
 use kruise_admission::cluster::{Answers, Snapshot};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -89,31 +90,13 @@ fn fixture_worlds() -> Vec<World> {
 /// also with a target node, so the DaemonSet-style stamp runs after injection.
 fn fixture_pods() -> Vec<(String, Value, String)> {
     let mut out = Vec::new();
-    for path in common::recorded_reviews() {
-        let text = std::fs::read_to_string(&path).expect("readable");
-        let Ok(mut docs) = read_documents(&text) else { continue };
-        let Some(doc) = docs.pop() else { continue };
-        if let Ok(request) = decode_review(doc)
-            && request.kind.kind == "Pod"
-            && let Some(object) = request.object
-        {
-            let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
-            out.push((name, object, request.namespace));
-        }
+    for (path, request) in common::recorded_pod_reviews() {
+        let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+        out.push((name, request.object.expect("a pod"), request.namespace));
     }
-    let dir = common::fixtures_dir().join("workloads");
-    let mut files: Vec<_> =
-        std::fs::read_dir(dir).expect("workloads").map(|e| e.expect("entry").path()).collect();
-    files.sort();
-    for path in files {
-        let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };
-        let file = path.file_name().expect("a file name").to_string_lossy().into_owned();
-        for (i, doc) in docs.iter().enumerate().filter(|(_, d)| d["spec"]["template"]["spec"].is_object()) {
-            let template = &doc["spec"]["template"];
-            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
-            for ns in ["shop", "default"] {
-                out.push((format!("{file}#{i}/{ns}"), pod.clone(), ns.to_owned()));
-            }
+    for (name, pod) in common::workload_template_pods() {
+        for ns in ["shop", "default"] {
+            out.push((format!("{name}/{ns}"), pod.clone(), ns.to_owned()));
         }
     }
     let edge = [
@@ -325,74 +308,10 @@ fn pod() -> impl Strategy<Value = Value> {
         })
 }
 
-fn sidecar(name: String, init: bool) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["", "BeforeAppContainer", "AfterAppContainer"]),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
-        prop::collection::vec(mount(), 0..2),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
-    )
-        .prop_map(move |(policy, (share, hot, native), mounts, (transfer, sized, devices))| {
-            let mut c = json!({"name": name, "image": "side:1", "podInjectPolicy": policy, "volumeMounts": mounts,
-                               "shareVolumePolicy": {"type": if share { "enabled" } else { "disabled" }}});
-            if hot {
-                c["upgradeStrategy"] = json!({"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"});
-            }
-            if init && native {
-                c["restartPolicy"] = json!("Always");
-            }
-            if transfer {
-                c["transferEnv"] = json!([{"sourceContainerName": "app", "envNames": ["MODE", "LEVEL"]}]);
-            }
-            if sized {
-                c["resourcesPolicy"] = json!({"targetContainerMode": "sum", "targetContainersNameRegex": "^(app|web)$",
-                    "resourceExpr": {"limits": {"cpu": "max(cpu*50%, 50m)"}, "requests": {"memory": "200Mi"}}});
-            }
-            if devices {
-                c["volumeDevices"] = json!([{"name": "data", "devicePath": "/dev/x"}]);
-            }
-            c
-        })
-}
-
+/// The SidecarSets of this test: possibly without sidecars, with every optional part.
 fn sidecarset(i: usize) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["a", "b", "*"]),
-        prop::collection::vec(any::<bool>(), 0..3),
-        prop::option::of(prop::sample::select(vec!["Retain", "Overwrite", "MergePatchJson"])),
-        (any::<bool>(), any::<bool>()),
-    )
-        .prop_flat_map(move |(app, kinds, patch, (secrets, target))| {
-            let sidecars: Vec<_> =
-                kinds.into_iter().enumerate().map(|(j, init)| sidecar(format!("s{i}-c{j}"), init).prop_map(move |c| (init, c))).collect();
-            (sidecars, Just((app, patch, secrets, target)))
-        })
-        .prop_map(move |(sidecars, (app, patch, secrets, target))| {
-            let selector = if app == "*" {
-                json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]})
-            } else {
-                json!({"matchLabels": {"app": app}})
-            };
-            let (init, containers): (Vec<_>, Vec<_>) = sidecars.into_iter().partition(|(init, _)| *init);
-            let mut spec = json!({
-                "selector": selector,
-                "initContainers": init.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "containers": containers.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "volumes": [{"name": "cache", "emptyDir": {}}, {"name": "logs", "hostPath": {"path": "/var/log"}}],
-            });
-            if let Some(policy) = patch {
-                let mut annotations = json!({"note": "{\"from\":\"set\"}"});
-                if target {
-                    annotations["kruise-admission.dev/target-node"] = json!("node-from-set");
-                }
-                spec["patchPodMetadata"] = json!([{"annotations": annotations, "patchPolicy": policy}]);
-            }
-            if secrets {
-                spec["imagePullSecrets"] = json!([{"name": "regcred"}, {"name": format!("s{i}-secret")}]);
-            }
-            json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
-                   "metadata": {"name": format!("set-{i}"), "annotations": {"kruise.io/sidecarset-hash": format!("h{i}")}}, "spec": spec})
-        })
+    let parts = Parts { min_sidecars: 0, target_node: true, resources_and_devices: true };
+    sidecarset_strategies::sidecarset(i, mount().boxed(), parts)
 }
 
 fn generated() -> impl Strategy<Value = (Value, Vec<Value>)> {

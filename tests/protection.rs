@@ -5,7 +5,7 @@
 //! Decisions go the way an edge takes them: `webhooks::matching` picks the webhooks, each webhook's
 //! `queries` names its lookups, `Answers::from_snapshot` answers them, `webhooks::run` decides.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

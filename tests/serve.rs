@@ -2,7 +2,7 @@
 //! recorded review over HTTP/1.1 and HTTP/2, the body limit, a table of malformed inputs, health
 //! and metrics.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -130,12 +130,7 @@ async fn body_limit_answers_413_and_the_server_keeps_serving() {
         assert!(reply.json()["error"].as_str().unwrap().contains("65536"));
         // Without a Content-Length (chunked HTTP/1.1, or HTTP/2 data frames) the limit holds too.
         let mut conn = client.connect(proto).await.unwrap();
-        let (tx, body) = common::client::channel_body();
-        let request = conn
-            .builder(Method::POST, "/mutate-pod")
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
+        let (tx, request) = conn.streamed_post("/mutate-pod");
         let feeder = tokio::spawn(async move {
             for chunk in big.to_string().into_bytes().chunks(16 * 1024) {
                 if tx.send(Bytes::copy_from_slice(chunk)).await.is_err() {

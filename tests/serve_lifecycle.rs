@@ -1,7 +1,7 @@
 //! `serve` while things change under it: certificate rotation (overwrite and Secret-style symlink
 //! swap) with requests in flight, and graceful shutdown.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -240,12 +240,7 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
 async fn shutdown_gives_up_on_stuck_requests_after_the_grace_period() {
     let mut server = TestServer::start_with(|c| c.shutdown_grace = Duration::from_millis(500)).await;
     let mut conn = server.client().connect(Proto::Http1).await.unwrap();
-    let (tx, body) = channel_body();
-    let request = conn
-        .builder(Method::POST, "/mutate-pod")
-        .header("content-type", "application/json")
-        .body(body)
-        .unwrap();
+    let (tx, request) = conn.streamed_post("/mutate-pod");
     tx.send(Bytes::from_static(b"{\"apiVersion\":")).await.unwrap();
     let _stuck = tokio::spawn(async move { conn.send(request).await });
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -4,16 +4,16 @@
 //! second, lookups go to the API server, a failed start is one error line and a non-zero exit,
 //! and self-managed certificates come from the Secret and land in the webhook configurations.
 
-mod common;
-mod fake_apiserver;
+use crate::common;
+use crate::fake_apiserver;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::client::{Proto, TlsClient, http_get};
+use common::serve_process::{self, Serve, addr};
 use common::server::TestServer;
 use fake_apiserver::{FakeApiServer, resources};
 use hyper::StatusCode;
@@ -21,8 +21,6 @@ use kruise_admission::cluster::live::LiveSettings;
 use kruise_admission::cluster::live::certs::{CertManager, CertSettings};
 use kruise_admission::server::{LiveSource, Server, ServerConfig};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-admission");
 
 fn live_source(api: &FakeApiServer, max_cache_staleness: Duration) -> LiveSource {
     let settings = LiveSettings {
@@ -303,37 +301,14 @@ fn kubeconfig(dir: &Path, server: &str, ca_pem: &str) -> std::path::PathBuf {
     path
 }
 
-/// Stops the server this test started if an assertion fails first.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
+/// The binary in live mode against `kubeconfig`'s API server, in the namespace a Deployment
+/// would give it.
 fn serve(kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = serve_process::command(dir, None);
     command
-        .current_dir(dir)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--cluster-mode",
-            "live",
-        ])
-        .arg("--kubeconfig")
+        .args(["--cluster-mode", "live", "--kubeconfig"])
         .arg(kubeconfig)
         .args(extra)
-        .env("RUST_LOG", "info")
         .env("POD_NAMESPACE", "kruise-admission")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -424,28 +399,10 @@ async fn self_managed_certificates_come_from_the_secret_and_reach_the_webhook_co
     let certs = dir.path().join("tls");
     let mut command =
         serve(&config, dir.path(), &["--cert-mode", "self-managed", "--cert-dir", certs.to_str().unwrap()]);
-    let mut child = KillOnDrop(command.spawn().unwrap());
-    // Keep draining the log after the ready line (a closed pipe would fail the server's writes).
-    let stderr = child.0.stderr.take().unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Value>();
-    std::thread::spawn(move || {
-        let mut ready_tx = Some(ready_tx);
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("serve: {line}");
-            let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if event["message"] == "kruise-admission ready to serve"
-                && let Some(tx) = ready_tx.take()
-            {
-                let _ = tx.send(event);
-            }
-        }
-    });
-    let ready = tokio::time::timeout(Duration::from_secs(20), ready_rx)
-        .await
-        .expect("ready in time")
-        .expect("serve exited before it was ready");
-    let https: std::net::SocketAddr = ready["https"].as_str().unwrap().parse().unwrap();
-    let metrics: std::net::SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
+    let serve = Serve::spawn(&mut command);
+    // Waiting blocks this thread; the stand-in API server must go on answering the server's start.
+    let ready = tokio::task::block_in_place(|| serve.until("kruise-admission ready to serve")).pop().unwrap();
+    let (https, metrics) = (addr(&ready, "https"), addr(&ready, "metrics"));
 
     assert_eq!(secret_ca(&api), ca, "the server uses the Secret's CA, it does not make its own");
     assert_eq!(api.writes("secrets"), secret_writes, "a valid Secret is not rewritten");

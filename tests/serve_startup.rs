@@ -2,13 +2,13 @@
 //! log lines agree, folder mode says loudly that delete protection's lookups come from the folder,
 //! and a missing default folder is one clear error.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::client::http_get;
-use common::serve_process::{BIN, Serve, addr};
+use common::serve_process::{BIN, Serve, addr, cluster_folder};
 use hyper::StatusCode;
 use serde_json::Value;
 
@@ -77,10 +77,7 @@ fn a_missing_default_cluster_folder_is_one_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn folder_mode_says_that_lookups_come_from_the_folder_and_logs_ready_only_when_ready() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = dir.path().join("cluster");
-    std::fs::create_dir(&cluster).unwrap();
-    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
-        .unwrap();
+    let cluster = cluster_folder(dir.path());
     let serve = Serve::start(dir.path(), &["--cluster-dir", cluster.to_str().unwrap()]);
     let events = serve.until("kruise-admission ready to serve");
     let ready = events.last().unwrap();

@@ -2,7 +2,7 @@
 //! same bytes: both edges call the same decisions, and a difference here means one of them
 //! post-processes what the other does not.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! what it would have done; the same reviews without `--shadow` are still patched and denied,
 //! so the test fails if the switch is ignored in either direction.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

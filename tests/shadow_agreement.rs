@@ -3,8 +3,8 @@
 //! stored for them (tests/fixtures/agreement/stored) arrive through the Pod watch, and each pair is
 //! counted in `kruise_admission_shadow_agreement_total`, a disagreement logged with its diff.
 
-mod common;
-mod fake_apiserver;
+use crate::common;
+use crate::fake_apiserver;
 
 use std::time::{Duration, Instant};
 

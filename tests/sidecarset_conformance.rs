@@ -27,8 +27,6 @@
 //!   warnings: [substrings]  # each must appear in some warning
 //! ```
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use kruise_admission::admission::review::{AdmissionRequest, decode_review};

@@ -3,7 +3,7 @@
 //! every pod), is injected, the patch applies independently, and `/mutate-pod` on its own output
 //! yields no patch.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

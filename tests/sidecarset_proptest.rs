@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::sidecarset_strategies::{self, Parts};
 use kruise_admission::admission::review::decode_review;
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
@@ -81,65 +82,10 @@ fn pod() -> impl Strategy<Value = Value> {
         })
 }
 
-fn sidecar(name: String, init: bool) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["", "BeforeAppContainer", "AfterAppContainer"]),
-        any::<bool>(),
-        any::<bool>(),
-        any::<bool>(),
-        prop::collection::vec(mount(), 0..2),
-        any::<bool>(),
-    )
-        .prop_map(move |(policy, share, hot, native, mounts, transfer)| {
-            let mut c = json!({"name": name, "image": "side:1", "podInjectPolicy": policy, "volumeMounts": mounts,
-                               "shareVolumePolicy": {"type": if share { "enabled" } else { "disabled" }}});
-            if hot {
-                c["upgradeStrategy"] = json!({"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"});
-            }
-            if init && native {
-                c["restartPolicy"] = json!("Always");
-            }
-            if transfer {
-                c["transferEnv"] = json!([{"sourceContainerName": "app", "envNames": ["MODE", "LEVEL"]}]);
-            }
-            c
-        })
-}
-
+/// The SidecarSets of this test: any number of sidecars but at least one, mounts with unknown fields.
 fn sidecarset(i: usize) -> impl Strategy<Value = Value> {
-    (
-        prop::sample::select(vec!["a", "b", "*"]),
-        prop::collection::vec(any::<bool>(), 1..3),
-        prop::option::of(prop::sample::select(vec!["Retain", "Overwrite", "MergePatchJson"])),
-        any::<bool>(),
-    )
-        .prop_flat_map(move |(app, kinds, patch, secrets)| {
-            let sidecars: Vec<_> =
-                kinds.into_iter().enumerate().map(|(j, init)| sidecar(format!("s{i}-c{j}"), init).prop_map(move |c| (init, c))).collect();
-            (sidecars, Just((app, patch, secrets)))
-        })
-        .prop_map(move |(sidecars, (app, patch, secrets))| {
-            let selector = if app == "*" {
-                json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]})
-            } else {
-                json!({"matchLabels": {"app": app}})
-            };
-            let (init, containers): (Vec<_>, Vec<_>) = sidecars.into_iter().partition(|(init, _)| *init);
-            let mut spec = json!({
-                "selector": selector,
-                "initContainers": init.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "containers": containers.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-                "volumes": [{"name": "cache", "emptyDir": {}}, {"name": "logs", "hostPath": {"path": "/var/log"}}],
-            });
-            if let Some(policy) = patch {
-                spec["patchPodMetadata"] = json!([{"annotations": {"note": "{\"from\":\"set\"}"}, "patchPolicy": policy}]);
-            }
-            if secrets {
-                spec["imagePullSecrets"] = json!([{"name": "regcred"}, {"name": format!("s{i}-secret")}]);
-            }
-            json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
-                   "metadata": {"name": format!("set-{i}"), "annotations": {"kruise.io/sidecarset-hash": format!("h{i}")}}, "spec": spec})
-        })
+    let parts = Parts { min_sidecars: 1, target_node: false, resources_and_devices: false };
+    sidecarset_strategies::sidecarset(i, mount().boxed(), parts)
 }
 
 fn sidecarsets() -> impl Strategy<Value = Vec<Value>> {

@@ -215,6 +215,18 @@ impl Conn {
         }
     }
 
+    /// A JSON POST to `path` whose body the test feeds piece by piece through the returned
+    /// sender (chunked over HTTP/1.1, DATA frames over HTTP/2): a request held in flight.
+    pub fn streamed_post(&self, path: &str) -> (tokio::sync::mpsc::Sender<Bytes>, Request<ClientBody>) {
+        let (tx, body) = channel_body();
+        let request = self
+            .builder(Method::POST, path)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .expect("valid request");
+        (tx, request)
+    }
+
     /// Send a request and read the whole response.
     pub async fn send(&mut self, request: Request<ClientBody>) -> hyper::Result<Reply> {
         let response = match &mut self.sender {

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use kruise_admission::admission::review::{AdmissionRequest, decode_review};
+use kruise_admission::cluster::files::read_documents;
+
 /// The public fixtures committed with the tests (`tests/fixtures/`, provenance and licences in its
 /// `SOURCES.md`): `recorded/` AdmissionReviews and `workloads/` manifests.
 pub fn fixtures_dir() -> PathBuf {
@@ -18,6 +21,44 @@ pub fn recorded_reviews() -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Every recorded review (the last document of its file) that is about a Pod and carries one,
+/// with its file.
+pub fn recorded_pod_reviews() -> Vec<(PathBuf, AdmissionRequest)> {
+    let mut out = Vec::new();
+    for path in recorded_reviews() {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let Ok(mut docs) = read_documents(&text) else { continue };
+        let Some(doc) = docs.pop() else { continue };
+        if let Ok(request) = decode_review(doc)
+            && request.kind.kind == "Pod"
+            && request.object.is_some()
+        {
+            out.push((path, request));
+        }
+    }
+    out
+}
+
+/// The pod template of every workload in `tests/fixtures/workloads/` as a Pod, named
+/// `<file>#<document index>`, files in name order.
+pub fn workload_template_pods() -> Vec<(String, serde_json::Value)> {
+    let dir = fixtures_dir().join("workloads");
+    let mut files: Vec<_> =
+        std::fs::read_dir(dir).expect("workloads").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let Ok(docs) = read_documents(&std::fs::read_to_string(&path).expect("readable")) else { continue };
+        let file = path.file_name().expect("a file name").to_string_lossy().into_owned();
+        for (i, doc) in docs.iter().enumerate().filter(|(_, d)| d["spec"]["template"]["spec"].is_object()) {
+            let template = &doc["spec"]["template"];
+            let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
+            out.push((format!("{file}#{i}"), pod));
+        }
+    }
+    out
 }
 
 /// A plain pod CREATE review the server must answer with 200 and `allowed`: the "still serving?"

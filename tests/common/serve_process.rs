@@ -2,7 +2,7 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -27,38 +27,19 @@ impl Drop for Serve {
 impl Serve {
     /// `serve` on loopback ports in `dir`, with `args` after the addresses.
     pub fn start(dir: &Path, args: &[&str]) -> Serve {
-        Self::start_limited(dir, None, args)
+        Self::spawn(command(dir, None).args(args))
     }
 
     /// As [`Serve::start`], with the process's open-file limit (`ulimit -n`) lowered to
     /// `max_open_files` when given, so a test can show what exhausts it.
     pub fn start_limited(dir: &Path, max_open_files: Option<u32>, args: &[&str]) -> Serve {
-        super::raise_open_file_limit();
-        let mut command = match max_open_files {
-            None => Command::new(BIN),
-            Some(n) => {
-                // `exec` keeps the pid: killing the child kills the server.
-                let mut sh = Command::new("sh");
-                sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#, &n.to_string(), BIN]);
-                sh
-            }
-        };
-        let mut child = command
-            .current_dir(dir)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve");
+        Self::spawn(command(dir, max_open_files).args(args))
+    }
+
+    /// Start `command` (one from [`command`], with whatever else the test needs) and read its
+    /// stderr as JSON log lines.
+    pub fn spawn(command: &mut Command) -> Serve {
+        let mut child = command.stderr(Stdio::piped()).spawn().expect("start serve");
         let stderr = child.stderr.take().expect("stderr");
         let (send, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -88,6 +69,35 @@ impl Serve {
             }
         }
     }
+}
+
+/// `serve` listening on 127.0.0.1 (ephemeral ports), logging JSON at `info`, run in `dir`; with the
+/// open-file limit (`ulimit -n`) lowered to `max_open_files` when given. Callers add the rest.
+pub fn command(dir: &Path, max_open_files: Option<u32>) -> Command {
+    super::raise_open_file_limit();
+    let mut command = match max_open_files {
+        None => Command::new(BIN),
+        Some(n) => {
+            // `exec` keeps the pid: killing the child kills the server.
+            let mut sh = Command::new("sh");
+            sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#, &n.to_string(), BIN]);
+            sh
+        }
+    };
+    command
+        .current_dir(dir)
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
+        .env("RUST_LOG", "info");
+    command
+}
+
+/// A cluster folder `dir/cluster` holding the `default` Namespace, for `--cluster-dir`.
+pub fn cluster_folder(dir: &Path) -> PathBuf {
+    let cluster = dir.join("cluster");
+    std::fs::create_dir(&cluster).expect("cluster folder");
+    std::fs::write(cluster.join("ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
+        .expect("write the Namespace");
+    cluster
 }
 
 /// An address field of a log line (`https`, `metrics`).

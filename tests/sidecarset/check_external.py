@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent checks of the SidecarSet conformance outputs.
 
-`cargo test --test sidecarset_conformance` writes, per allowed case, the original pod, the JSON
+`cargo test --test integration sidecarset_conformance::` writes, per allowed case, the original pod, the JSON
 patch and the mutated pod to target/sidecarset-conformance/<case>.json. This script:
   1. applies each patch to the original pod with the Python `jsonpatch` library (a strict RFC 6902
      implementation, independent of ours) and requires the mutated pod;
@@ -26,7 +26,7 @@ def main() -> int:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "target", "sidecarset-conformance")
     files = sorted(glob.glob(os.path.join(out_dir, "*.json")))
     if not files:
-        print(f"no outputs in {out_dir}; run cargo test --test sidecarset_conformance first", file=sys.stderr)
+        print(f"no outputs in {out_dir}; run cargo test --test integration sidecarset_conformance:: first", file=sys.stderr)
         return 2
     failures = 0
     for path in files:
