@@ -36,3 +36,50 @@ fn every_serve_flag_is_in_the_readmes_flag_table() {
         .collect();
     assert!(missing.is_empty(), "serve flags missing from the README's flag table: {missing:?}");
 }
+
+/// The README's code map names every top-level module of `src/`, and every file or folder it names
+/// in a module's row is there (a rename that forgets the map fails here).
+#[test]
+fn the_code_map_matches_the_tree() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let map = readme.split("## Code map").nth(1).expect("a Code map section");
+    let map = map.split("\n## ").next().unwrap_or_default();
+    let mut rows = std::collections::BTreeMap::new();
+    for row in map.lines().filter(|l| l.starts_with("| `src/")) {
+        let mut cells = row.split('|').skip(1);
+        let module = cells.next().unwrap_or_default().trim().trim_matches('`').to_owned();
+        rows.insert(module, cells.next().unwrap_or_default().to_owned());
+    }
+    let src = root.join("src");
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&src).expect("src/").flatten() {
+        if entry.path().is_dir() {
+            let module = format!("src/{}/", entry.file_name().to_string_lossy());
+            if !rows.contains_key(&module) {
+                problems.push(format!("no row for {module}"));
+            }
+        }
+    }
+    for (module, text) in &rows {
+        let dir = root.join(module);
+        // Backticked names that look like paths: `build.rs`, `live/`, `server/mod.rs`.
+        for name in text.split('`').skip(1).step_by(2) {
+            let is_path = name.ends_with(".rs") || (name.ends_with('/') && !name.contains(' '));
+            if is_path && !exists_below(&dir, name.trim_end_matches('/')) {
+                problems.push(format!("{module} row names `{name}`, which is not under {module}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "the README's code map and src/ disagree:\n{}", problems.join("\n"));
+}
+
+/// Is `name` (a file or folder, possibly with folders in front) somewhere under `dir`?
+fn exists_below(dir: &std::path::Path, name: &str) -> bool {
+    dir.join(name).exists()
+        || std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().is_dir() && exists_below(&e.path(), name))
+}
