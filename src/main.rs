@@ -44,8 +44,8 @@ fn main() -> ExitCode {
 
 /// Keep the resident set close to the heap: mimalloc advises transparent huge pages on its arenas
 /// (and hosts set to `always` use them unasked), so one touched byte makes 2 MiB resident. For
-/// `serve` that was about 11 MiB more when idle and 10 MiB more for one 3 MiB review (RSS in 2 MiB
-/// steps; docs/PERFORMANCE.md "Peak memory for one admitted request"), against a 256Mi limit. The
+/// `serve` that was 25.8 MiB idle instead of 18.5, and a growth of 30–38 MiB instead of 20–21 for one
+/// 3 MiB review (docs/PERFORMANCE.md "Peak memory for one admitted request"), against a 256Mi limit. The
 /// flag covers the whole process from here on; what failing to set it costs is memory, not
 /// correctness, so a refusal is ignored.
 fn no_transparent_huge_pages() {
