@@ -26,8 +26,22 @@ def status_kib(pid, field):
     raise KeyError(field)
 
 
-def review(uid, filler):
-    """A Pod CREATE for /mutate-pod whose spec carries `filler` (raw JSON text)."""
+def thp_enabled(pid):
+    """Whether the kernel may back the server's memory with transparent huge pages (2 MiB resident
+    steps), as /proc/<pid>/status says (None on kernels that do not say)."""
+    try:
+        return status_kib(pid, "THP_enabled") == 1
+    except KeyError:
+        return None
+
+
+def review(uid, filler, in_container=False):
+    """A Pod CREATE for /mutate-pod whose spec carries `filler` (raw JSON text) in an unknown field,
+    or, `in_container`, as its container's `env` (where a real Pod dense with variables has them:
+    the apiserver drops a Pod's unknown fields before admission)."""
+    container = {"name": "app", "image": "nginx"}
+    if in_container:
+        container["env"] = "@@"
     head = json.dumps({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": uid, "operation": "CREATE", "namespace": "default",
@@ -37,13 +51,17 @@ def review(uid, filler):
                     "object": {"apiVersion": "v1", "kind": "Pod",
                                "metadata": {"name": "p", "namespace": "default",
                                             "annotations": {"kruise-admission.dev/target-node": "worker-1"}},
-                               "spec": {"containers": [{"name": "app", "image": "nginx"}], "filler": "@@"}}}})
+                               "spec": {"containers": [container], **({} if in_container else {"filler": "@@"})}}}})
     return head.replace('"@@"', filler).encode()
 
 
 def repeat_to(unit, size, open_="[", close="]", sep=","):
     n = max(1, (size - len(open_) - len(close)) // (len(unit) + len(sep)))
     return open_ + sep.join([unit] * n) + close
+
+
+# Shapes whose filler is the container's `env` rather than an unknown spec field.
+IN_CONTAINER = {"container-env"}
 
 
 def shapes(size):
@@ -57,6 +75,7 @@ def shapes(size):
         "deep-objects": repeat_to(deep, room),
         "long-string": json.dumps("x" * (room - 2)),
         "env-vars": repeat_to(env, room),
+        "container-env": repeat_to(env, room),
     }
 
 
@@ -101,7 +120,7 @@ def run(args, shape, filler, concurrent):
         post(port, f"{args.certs}/ca.crt", review("warm", "0"), warm, 0)
         time.sleep(0.3)
         idle = status_kib(server.pid, "VmRSS")
-        bodies = [review(f"u{i}", filler) for i in range(concurrent)]
+        bodies = [review(f"u{i}", filler, shape in IN_CONTAINER) for i in range(concurrent)]
         results = [None] * concurrent
         threads = [threading.Thread(target=post, args=(port, f"{args.certs}/ca.crt", bodies[i], results, i)) for i in range(concurrent)]
         started = time.monotonic()
@@ -111,6 +130,7 @@ def run(args, shape, filler, concurrent):
             t.join()
         took = time.monotonic() - started
         peak = status_kib(server.pid, "VmHWM")
+        thp = thp_enabled(server.pid)
         sent = sum(len(b) for b in bodies)
         codes = {}
         for r in results:
@@ -119,7 +139,7 @@ def run(args, shape, filler, concurrent):
         print(json.dumps({"shape": shape, "concurrent": concurrent, "body_bytes": len(bodies[0]), "sent_bytes": sent,
                           "idle_rss_mib": round(idle / 1024, 1), "peak_rss_mib": round(peak / 1024, 1),
                           "growth_mib": round(growth / 2**20, 1), "growth_per_sent_byte": round(growth / sent, 2),
-                          "answers": codes, "seconds": round(took, 2)}), flush=True)
+                          "answers": codes, "seconds": round(took, 2), "thp_enabled": thp}), flush=True)
     finally:
         server.terminate()
         server.wait()
@@ -127,14 +147,20 @@ def run(args, shape, filler, concurrent):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    parser.add_argument("--certs", required=True)
-    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--print-body", metavar="SHAPE", help="only print the body of SHAPE (for benches/request_memory.rs)")
+    parser.add_argument("--binary")
+    parser.add_argument("--certs")
+    parser.add_argument("--cluster")
     parser.add_argument("--bytes", type=int, required=True)
     parser.add_argument("--concurrent", type=int, default=16)
     parser.add_argument("--shape", action="append", help="only these shapes (default: all)")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for serve (repeatable)")
     args = parser.parse_args()
+    if args.print_body:
+        os.write(1, review("u0", shapes(args.bytes)[args.print_body], args.print_body in IN_CONTAINER))
+        return
+    if not (args.binary and args.certs and args.cluster):
+        parser.error("--binary, --certs and --cluster are required")
     for shape, filler in shapes(args.bytes).items():
         if args.shape and shape not in args.shape:
             continue

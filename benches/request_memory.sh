@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Peak memory per request: the release server on 127.0.0.1, one fresh process per run, bodies of
 # hostile shapes (many tiny values, empty and one-key objects, deep-ish objects, one long string,
-# environment variables) filled to MEM_BYTES (default: the default --max-request-bytes), sent once
-# and then MEM_CONCURRENT (default 16) at once. Prints one JSON line per run with the peak RSS
-# (VmHWM from /proc/<pid>/status) over the idle RSS and its ratio to the bytes sent at once.
+# environment variables in an unknown spec field, and the same as the container's env) filled to
+# MEM_BYTES (default: the default --max-request-bytes), sent once and then MEM_CONCURRENT (default
+# 16) at once. `cargo bench --bench request_memory --no-default-features` shows where one
+# request's heap goes, stage by stage. Prints one JSON line per run with the peak RSS
+# (VmHWM from /proc/<pid>/status) over the idle RSS and its ratio to the bytes sent at once, and
+# whether the kernel may use transparent huge pages for the server (serve opts out: src/main.rs).
 # Knobs: MEM_BINARY (skip the build), MEM_BYTES, MEM_CONCURRENT, MEM_SHAPES (space-separated
 # subset), MEM_SERVE_ARGS (extra serve flags, space-separated).
 set -euo pipefail

@@ -15,6 +15,7 @@ use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
+use super::exact_value;
 use super::patch::PatchOp;
 
 /// The two AdmissionReview versions the apiserver may send. The response uses the request's version.
@@ -493,7 +494,7 @@ impl<'de> Visitor<'de> for Fields {
                 Field::Request => {
                     ("request", map.next_value_seed(Fields { level: Level::Request, parts: self.parts })?)
                 }
-                Field::Part(name, true) => (name, map.next_value::<Value>()?),
+                Field::Part(name, true) => (name, map.next_value_seed(ExactValue)?),
                 Field::Part(name, false) => (name, map.next_value::<Skip>()?.placeholder()),
                 Field::Drop => {
                     map.next_value::<Skip>()?;
@@ -532,6 +533,17 @@ impl<'de> Visitor<'de> for Fields {
 
     fn visit_str<E: de::Error>(self, _: &str) -> Result<Value, E> {
         Ok(Skip::String.placeholder())
+    }
+}
+
+/// `object` and `oldObject`, the bulk of a review, are built without growth slack.
+struct ExactValue;
+
+impl<'de> DeserializeSeed<'de> for ExactValue {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        exact_value::deserialize(deserializer)
     }
 }
 
