@@ -272,80 +272,14 @@ fn take_object(map: &mut Map<String, Value>, key: &str) -> Result<Option<Value>,
 
 /// Decode an AdmissionReview from its JSON value.
 pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
-    let Value::Object(mut top) = review else {
-        return Err(DecodeError::envelope(format!(
-            "an AdmissionReview must be a JSON object, got {}",
-            type_name(&review)
-        )));
-    };
-    let version = match top.get("apiVersion").and_then(Value::as_str) {
-        Some("admission.k8s.io/v1") => ReviewVersion::V1,
-        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
-        Some(other) => {
-            return Err(DecodeError::envelope(format!(
-                "unsupported apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
-            )));
-        }
-        None => {
-            return Err(DecodeError::envelope(
-                "apiVersion is missing: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
-            ));
-        }
-    };
-    match top.get("kind").and_then(Value::as_str) {
-        Some("AdmissionReview") => {}
-        Some(other) => {
-            return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}")));
-        }
-        None => return Err(DecodeError::envelope("kind is missing: expected AdmissionReview")),
-    }
-    let mut request = match top.remove("request") {
-        Some(Value::Object(r)) => r,
-        Some(Value::Null) | None => return Err(DecodeError::envelope("the AdmissionReview has no request")),
-        Some(other) => {
-            return Err(DecodeError::envelope(format!(
-                "request must be an object, got {}",
-                type_name(&other)
-            )));
-        }
-    };
-    let uid = match request.get("uid") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(DecodeError::envelope(
-                "request.uid is missing: the response could not be matched to the request",
-            ));
-        }
-        Some(other) => {
-            return Err(DecodeError::envelope(format!(
-                "request.uid must be a string, got {}",
-                type_name(other)
-            )));
-        }
-    };
+    let (version, mut request) = envelope(review)?;
+    let uid = request_uid(&request)?;
     // From here on the envelope is good enough to answer inside an AdmissionReview.
     let fail = |message: String| DecodeError { message, answerable: Some((version, uid.clone())) };
     let [kg, kv, kk] = gv_field(&request, "kind", "kind").map_err(fail)?;
     let [rg, rv, rr] = gv_field(&request, "resource", "resource").map_err(fail)?;
-    let op_text = str_field(&request, "operation").map_err(fail)?;
     let mut decode_warnings = Vec::new();
-    let operation = match Operation::parse(&op_text) {
-        Some((op, noncanonical)) => {
-            if noncanonical {
-                decode_warnings.push(format!(
-                    "request.operation {op_text:?} is not the API value; treated as {}",
-                    op.as_str()
-                ));
-            }
-            op
-        }
-        None if op_text.is_empty() => return Err(fail("request.operation is missing".into())),
-        None => {
-            return Err(fail(format!(
-                "request.operation {op_text:?} is not one of CREATE, UPDATE, DELETE, CONNECT"
-            )));
-        }
-    };
+    let operation = operation(&request, &mut decode_warnings).map_err(fail)?;
     let dry_run = match request.get("dryRun") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -378,6 +312,77 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
         dry_run,
         decode_warnings,
     })
+}
+
+/// The review's version and its `request`, once `apiVersion` and `kind` say it is an
+/// AdmissionReview. Errors here cannot be answered inside a review (no version or uid yet).
+fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), DecodeError> {
+    let Value::Object(mut top) = review else {
+        return Err(DecodeError::envelope(format!(
+            "an AdmissionReview must be a JSON object, got {}",
+            type_name(&review)
+        )));
+    };
+    let version = match top.get("apiVersion").and_then(Value::as_str) {
+        Some("admission.k8s.io/v1") => ReviewVersion::V1,
+        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
+        Some(other) => {
+            return Err(DecodeError::envelope(format!(
+                "unsupported apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+            )));
+        }
+        None => {
+            return Err(DecodeError::envelope(
+                "apiVersion is missing: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+            ));
+        }
+    };
+    match top.get("kind").and_then(Value::as_str) {
+        Some("AdmissionReview") => {}
+        Some(other) => {
+            return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}")));
+        }
+        None => return Err(DecodeError::envelope("kind is missing: expected AdmissionReview")),
+    }
+    match top.remove("request") {
+        Some(Value::Object(r)) => Ok((version, r)),
+        Some(Value::Null) | None => Err(DecodeError::envelope("the AdmissionReview has no request")),
+        Some(other) => {
+            Err(DecodeError::envelope(format!("request must be an object, got {}", type_name(&other))))
+        }
+    }
+}
+
+/// `request.uid`: without it no answer can be matched to the request.
+fn request_uid(request: &Map<String, Value>) -> Result<String, DecodeError> {
+    match request.get("uid") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) | None | Some(Value::Null) => Err(DecodeError::envelope(
+            "request.uid is missing: the response could not be matched to the request",
+        )),
+        Some(other) => {
+            Err(DecodeError::envelope(format!("request.uid must be a string, got {}", type_name(other))))
+        }
+    }
+}
+
+/// `request.operation`; a spelling the API server would not send (`create`) is accepted with a
+/// warning.
+fn operation(request: &Map<String, Value>, warnings: &mut Vec<String>) -> Result<Operation, String> {
+    let text = str_field(request, "operation")?;
+    match Operation::parse(&text) {
+        Some((op, noncanonical)) => {
+            if noncanonical {
+                warnings.push(format!(
+                    "request.operation {text:?} is not the API value; treated as {}",
+                    op.as_str()
+                ));
+            }
+            Ok(op)
+        }
+        None if text.is_empty() => Err("request.operation is missing".into()),
+        None => Err(format!("request.operation {text:?} is not one of CREATE, UPDATE, DELETE, CONNECT")),
+    }
 }
 
 /// Which of `object` and `oldObject` [`decode_review_body`] builds; the other ones have their type
