@@ -35,8 +35,7 @@ GO_PORT=$((PORT + 1))
 METRICS_PORT=$((PORT + 2))
 GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
-
-say() { printf '\n== %s (load average: %s)\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+. benches/support/servers.sh
 
 # --- h2load: from PATH, or Debian's package unpacked here (no root needed) -------------------------
 if [ -n "${H2LOAD:-}" ]; then
@@ -59,33 +58,15 @@ fi
 say "building release binaries (cargo build --release) and the Go floor"
 BIN=${BIN:-$(cargo_exe kruise-admission --release --bin kruise-admission)}
 TOOL=${TOOL:-$(cargo_exe bench-tool --release --example bench-tool)}
-(cd benches/go-floor && GO111MODULE=off GOCACHE="$OUT/gocache" "$GO" build -o "$OUT/go-floor" main.go)
+build_go_floor
 "$TOOL" review "$POD" >"$OUT/review-$POD.json"
-if [ ! -d "$OUT/cluster-$SETS" ]; then
-    rm -rf "$OUT/cluster-$SETS.tmp"
-    "$TOOL" cluster "$OUT/cluster-$SETS.tmp" "$SETS"
-    mv "$OUT/cluster-$SETS.tmp" "$OUT/cluster-$SETS"
-fi
-
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
+cluster_folder "$SETS"
 
 # --- servers: ours (its own embedded CA and certificate) and the Go floor with the same certificate
-"$BIN" serve --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$OUT/certs" \
-    --cluster-dir "$OUT/cluster-$SETS" 2>"$OUT/serve.log" &
-PIDS+=($!)
-for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null && break
-    sleep 0.1
-done
-curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null || { echo "serve is not ready; see $OUT/serve.log" >&2; exit 1; }
+serve "$OUT/cluster-$SETS"
 "$OUT/go-floor" "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$GO_PORT" allow 2>"$OUT/go-floor.log" &
 PIDS+=($!)
-for _ in $(seq 300); do
-    curl -s -o /dev/null --cacert "$OUT/certs/ca.crt" "https://localhost:$GO_PORT/" && break
-    sleep 0.1
-done
+wait_tls "$GO_PORT"
 
 # run NAME URL h1|h2 [h2load flags]: one h2load run; prints one line and keeps the log in OUT/NAME.*.
 run() {

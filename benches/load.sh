@@ -34,8 +34,7 @@ GO_PORT=$((PORT + 2))
 METRICS_PORT=$((PORT + 3))
 GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
-
-say() { printf '\n== %s (load average: %s)\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+. benches/support/servers.sh
 
 # into FILE CMD...: run CMD with its stdout going to FILE, which appears only when CMD succeeds
 # (a failed or interrupted run never leaves a truncated result for a later summary to read).
@@ -65,48 +64,16 @@ BIN=$(cargo_exe kruise-admission --release --bin kruise-admission)
 TOOL=$(cargo_exe bench-tool --release --example bench-tool)
 if [ -z "${SKIP_BUILD:-}" ]; then
     say "building the Go floor"
-    (cd benches/go-floor && GO111MODULE=off GOCACHE="$OUT/gocache" "$GO" build -o "$OUT/go-floor" main.go)
+    build_go_floor
 fi
 
 say "generating reviews and cluster folders (SidecarSets: 0 1000 5000 10000 $SETS) under $OUT"
 for pod in small typical largest env2000; do into "$OUT/review-$pod.json" "$TOOL" review "$pod"; done
 for n in 0 1000 5000 10000 "$SETS"; do
-    # Generated beside the final name and moved into place whole: a folder that exists is complete.
-    if [ ! -d "$OUT/cluster-$n" ]; then
-        rm -rf "$OUT/cluster-$n.tmp"
-        "$TOOL" cluster "$OUT/cluster-$n.tmp" "$n"
-        mv "$OUT/cluster-$n.tmp" "$OUT/cluster-$n"
-    fi
+    cluster_folder "$n"
 done
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-
-# serve CLUSTER_DIR: start the server, wait until /readyz answers 200; sets SERVE_PID.
-serve() {
-    "$BIN" serve --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$OUT/certs" \
-        --cluster-dir "$1" 2>>"$OUT/serve.log" &
-    SERVE_PID=$!
-    PIDS+=("$SERVE_PID")
-    for _ in $(seq 600); do
-        curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null && return 0
-        sleep 0.1
-    done
-    echo "the server did not become ready; see $OUT/serve.log" >&2
-    exit 1
-}
-
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
-
-wait_tls() {
-    for _ in $(seq 300); do
-        curl -s -o /dev/null --cacert "$OUT/certs/ca.crt" "https://localhost:$1/" && return 0
-        sleep 0.1
-    done
-    echo "nothing answers on port $1" >&2
-    exit 1
-}
 
 # load NAME URL BODY h1|h2 [extra oha flags]: one oha run, its JSON report in $OUT/NAME.json.
 load() {
