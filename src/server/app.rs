@@ -534,9 +534,8 @@ fn answer_decision(
     } else {
         decision
     };
-    let response = review::review_response(version, uid, sent);
     Answered {
-        body: serde_json::to_vec(&response).unwrap_or_default(),
+        body: review::review_response(version, uid, sent),
         uid: uid.to_owned(),
         kind: about.map(|r| r.kind.kind.clone()).unwrap_or_default(),
         object: about.map(AdmissionRequest::display_name).unwrap_or_default(),
