@@ -140,8 +140,7 @@ fn main() {
     let decision = webhooks::decide(webhook, &request, &inputs);
     row("decide", peak());
     reset_peak();
-    let answer = serde_json::to_vec(&review::review_response(request.version, &request.uid, &decision))
-        .expect("answer");
+    let answer = review::review_response(request.version, &request.uid, &decision);
     row("answer", peak());
     println!(
         "charged by review_cost: {:.1} MiB decoded ({:.2}×); patch operations: {}, answer {} bytes",

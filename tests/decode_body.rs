@@ -13,8 +13,8 @@ mod common;
 
 use std::process::Command;
 
-use kruise_admission::admission::review::{decode_review, decode_review_body};
-use kruise_admission::admission::review_cost::review_cost;
+use kruise_admission::admission::review::{Parts, decode_review, decode_review_body};
+use kruise_admission::admission::review_cost::{self, SCAN_FROM, review_cost, worst_case};
 use serde_json::{Value, json};
 
 /// The answer of the whole-document parse the server used before, as text to compare.
@@ -25,11 +25,16 @@ fn whole(body: &[u8]) -> String {
     }
 }
 
+/// The streamed decoder's answer, the same whether it builds the parts the scan selected (bodies
+/// from `SCAN_FROM` on) or all of them (smaller ones).
 fn streamed(body: &[u8]) -> String {
-    match decode_review_body(body, review_cost(body).parts()) {
+    let answer = |parts: Parts| match decode_review_body(body, parts) {
         Err(e) => format!("syntax: {e}"),
         Ok(decoded) => format!("{decoded:?}"),
-    }
+    };
+    let selected = answer(review_cost(body).parts());
+    assert_eq!(answer(Parts::ALL), selected, "{}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+    selected
 }
 
 fn review(operation: &str, object: Value, old_object: Value) -> Vec<u8> {
@@ -255,38 +260,63 @@ fn status_bytes(field: &str) -> usize {
     line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
 }
 
-/// Run in a child process by the test below (an environment variable names the shape): decode one
-/// body and print the growth of the peak resident set and the charge.
+/// Run in a child process by the tests below (environment variables name the shape and its size):
+/// charge and decode one body as `serve` does (or, with `DECODE_BODY_WHOLE`, decode all of it as
+/// a small body is, against `worst_case`), and print the growth of the peak resident set and the
+/// charge.
 #[test]
 fn measure_one_shape() {
     let Ok(name) = std::env::var("DECODE_BODY_SHAPE") else { return };
-    let body = shape(&name, 4 << 20);
-    let cost = review_cost(&body);
+    // As `serve` does (src/main.rs): else each 2 MiB huge page the heap touches is resident whole,
+    // and a 30 KiB body's decode grows the resident set by 2–8 MiB.
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+    let size = std::env::var("DECODE_BODY_SIZE").unwrap().parse().unwrap();
+    let body = shape(&name, size);
+    let mut charged = 0;
+    let parts = if std::env::var_os("DECODE_BODY_WHOLE").is_some() {
+        charged = worst_case(body.len());
+        Parts::ALL
+    } else {
+        review_cost::charge(&body, |bytes| {
+            charged = bytes;
+            Ok::<_, ()>(())
+        })
+        .unwrap()
+    };
     // Reset the peak to what is resident now (Linux: 5 > clear_refs).
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = status_bytes("VmRSS:");
-    let decoded = decode_review_body(&body, cost.parts());
+    let decoded = decode_review_body(&body, parts);
     let peak = status_bytes("VmHWM:");
     assert!(matches!(decoded, Ok(Ok(_))), "{name}: {decoded:?}");
-    println!("MEASURED {} {} {}", body.len(), peak - before, cost.decoded);
+    println!("MEASURED {} {} {}", body.len(), peak - before, charged);
+}
+
+/// Decode a body of `name`'s shape and about `size` bytes in a fresh process (`whole`: all of it,
+/// charged the worst case): its length, the growth of the resident set, and what it was charged.
+fn measure(name: &str, size: usize, whole: bool) -> [usize; 3] {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["--exact", "measure_one_shape", "--nocapture", "--test-threads=1"])
+        .env("DECODE_BODY_SHAPE", name)
+        .env("DECODE_BODY_SIZE", size.to_string());
+    if whole {
+        child.env("DECODE_BODY_WHOLE", "1");
+    }
+    let out = child.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{name}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("MEASURED ").map(|(_, rest)| rest.trim()))
+        .unwrap_or_else(|| panic!("{name}: {stdout}"));
+    line.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap()
 }
 
 #[test]
 fn the_charge_bounds_the_resident_memory_decoding_takes() {
     for name in SHAPES {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "measure_one_shape", "--nocapture", "--test-threads=1"])
-            .env("DECODE_BODY_SHAPE", name)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{name}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
-        let line = stdout
-            .lines()
-            .find_map(|l| l.split_once("MEASURED ").map(|(_, rest)| rest.trim()))
-            .unwrap_or_else(|| panic!("{name}: {stdout}"));
-        let [body, grew, charged]: [usize; 3] =
-            line.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap();
+        let [body, grew, charged] = measure(name, 4 << 20, false);
         println!(
             "{name}: body {body}, resident growth {grew} ({:.1}x the body), charged {charged} ({:.2}x the growth)",
             grew as f64 / body as f64,
@@ -299,5 +329,37 @@ fn the_charge_bounds_the_resident_memory_decoding_takes() {
         );
         // Not so loose that the budget turns honest requests away.
         assert!(charged <= 3 * grew + (1 << 20), "{name}: charged {charged} for {grew} resident bytes");
+    }
+}
+
+/// A body under `SCAN_FROM` is charged the worst case for its length without a scan, and the worst
+/// shapes, decoded whole as such a body is, stay within it: measured at their small size (as
+/// `serve` charges them), and at a hundred times it, where the page and allocator steps of the
+/// resident set no longer hide what decoding takes per byte.
+#[test]
+fn a_small_body_is_charged_the_worst_case_which_bounds_the_worst_shapes() {
+    for name in SHAPES {
+        let small = shape(name, SCAN_FROM - 2048);
+        assert!(small.len() < SCAN_FROM, "{name}: {}", small.len());
+        let mut charged = Vec::new();
+        review_cost::charge(&small, |bytes| {
+            charged.push(bytes);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(charged, [worst_case(small.len())], "{name}: charged once, its worst case");
+        for (size, whole) in [(SCAN_FROM - 2048, false), (100 * (SCAN_FROM - 2048), true)] {
+            let [body, grew, charged] = measure(name, size, whole);
+            println!(
+                "{name}: body {body}, resident growth {grew} ({:.1}x the body), worst case {charged} ({:.2}x the growth)",
+                grew as f64 / body as f64,
+                charged as f64 / grew.max(1) as f64
+            );
+            assert_eq!(charged, worst_case(body), "{name}");
+            assert!(
+                grew <= charged + (1 << 20),
+                "{name}: decoding {body} bytes whole took {grew} resident bytes, the worst case is {charged}"
+            );
+        }
     }
 }

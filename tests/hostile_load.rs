@@ -15,6 +15,7 @@ use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, StatusCode};
 use kruise_admission::admission::Inputs;
 use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
+use kruise_admission::admission::review_cost::{SCAN_FROM, worst_case};
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
 use serde_json::{Value, json};
 
@@ -147,6 +148,22 @@ async fn bytes_beyond_the_in_flight_budget_get_429_with_retry_after() {
     let _ = trickling.await;
     let metrics = http_get(server.metrics, "/metrics").await.1;
     assert!(metrics.contains(r#"kruise_admission_http_errors_total{reason="memory_busy"} 2"#), "{metrics}");
+    server.stop().await.unwrap();
+}
+
+/// A body under `SCAN_FROM` is charged the worst case for its length without being scanned (issue
+/// 20.3). A budget too small for that worst case still serves it: it is then scanned and charged
+/// what it takes, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_body_is_served_by_a_budget_smaller_than_its_worst_case() {
+    let budget = 288 << 10; // the body is held in steps of 256 KiB
+    let server = TestServer::start_with(|c| c.max_in_flight_bytes = budget).await;
+    let client = server.client();
+    let body = pod_to_pin("small").to_string();
+    assert!(body.len() < SCAN_FROM && 2 * worst_case(body.len()) > budget, "{}", body.len());
+    for proto in BOTH {
+        assert_pinned(&client.post_json(proto, "/mutate-pod", body.clone()).await, "small");
+    }
     server.stop().await.unwrap();
 }
 

@@ -44,6 +44,7 @@ mod mutate_precheck;
 mod pod_patch_differential;
 mod protection;
 mod readme;
+mod review_response;
 mod serve;
 mod serve_lifecycle;
 mod serve_live;

@@ -8,7 +8,7 @@
 //!   ITERS times; under `valgrind --tool=callgrind` the difference between two ITERS counts is the
 //!   instruction count of one request, which the machine's load does not change;
 //! - `bench-tool floor CERT KEY LISTEN`: our floor, the server's own stack (TLS, HTTP/1.1 + HTTP/2,
-//!   body limits, the memory budget, one scan and one parse, `decode_review_body`, the worker queue, metrics, JSON logs on stderr) with
+//!   body limits, the memory budget and its charge (a scan of bodies from 32 KiB on), `decode_review_body`, the worker queue, metrics, JSON logs on stderr) with
 //!   a trivial webhook table: `/floor` decodes the review and answers allowed.
 
 #[path = "mod.rs"]
@@ -23,7 +23,7 @@ use std::hint::black_box;
 use kruise_admission::admission::review::{
     self, AdmissionError, AdmissionRequest, decode_review, decode_review_body,
 };
-use kruise_admission::admission::review_cost::review_cost;
+use kruise_admission::admission::review_cost;
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
 use kruise_admission::admission::{Inputs, Settings, SystemClock, ThreadRandom, pod};
 use kruise_admission::cli::serve::{LogFormat, init_logging};
@@ -94,16 +94,13 @@ fn main() -> anyhow::Result<()> {
                 if *what != "bytes" {
                     bytes += webhooks::decide(webhook, black_box(&request), &inputs).patch.len();
                 } else {
-                    // As `serve` does: scan the body for its cost, then decode what decisions read.
-                    let cost = review_cost(black_box(&body));
-                    let request = decode_review_body(&body, cost.parts())??;
+                    // As `serve` does: charge the body's cost (a small one without a scan), then
+                    // decode what decisions read.
+                    let parts =
+                        review_cost::charge(black_box(&body), |_| Ok::<_, ()>(())).expect("nothing refuses");
+                    let request = decode_review_body(&body, parts)??;
                     let decision = webhooks::decide(webhook, &request, &inputs);
-                    bytes += serde_json::to_vec(&review::review_response(
-                        request.version,
-                        &request.uid,
-                        &decision,
-                    ))?
-                    .len();
+                    bytes += review::review_response(request.version, &request.uid, &decision).len();
                 }
             }
             println!("{bytes}");

@@ -63,6 +63,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(request) => request,
         Err(error) => {
             if let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), &error.answerable) {
+                let response: Value = serde_json::from_slice(&response).expect("the response is JSON");
                 assert_eq!(response.pointer("/response/uid").and_then(Value::as_str), Some(uid.as_str()));
             }
             return;

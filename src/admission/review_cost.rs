@@ -7,6 +7,10 @@
 //! [`decode_review_body`](super::review::decode_review_body) will allocate for it, as an upper
 //! bound, counting only the parts that are built: the envelope, and `object` / `oldObject` as the
 //! operation found by the same scan selects them ([`Parts::for_operation`]).
+//!
+//! The scan costs about a third of what decoding does, and most reviews are small: a body shorter
+//! than [`SCAN_FROM`] is not scanned but charged [`worst_case`] for its length, which bounds what
+//! the scan could find in any bytes of that length (issue 20.3; [`charge`]).
 
 use std::mem::size_of;
 
@@ -31,6 +35,28 @@ const BLOCK_OVERHEAD: usize = 16;
 
 /// serde_json's nesting limit.
 const MAX_DEPTH: usize = 128;
+
+/// Bodies shorter than this are charged [`worst_case`] instead of being scanned. A real Pod CREATE
+/// is 2–15 KB (the benchmarks' typical Pod 10 KB, the largest recorded review 14 KB), so almost
+/// every review skips the scan; and the eight workers that decode (`DEFAULT_WORKERS`) holding the
+/// worst case of a body just under it, twice (with the decision's working copy), hold about 80 MiB:
+/// half of the default `--max-in-flight-bytes`, leaving the rest to bodies being read and to large
+/// reviews, which are scanned and charged what they take.
+pub const SCAN_FROM: usize = 32 << 10;
+
+/// The most the scan charges a container with the bytes it owns: an object in an array (its slot
+/// and block) with a first member (the index map's first allocation and the member's slot).
+const CONTAINER: usize = ARRAY_SLOT + BLOCK_OVERHEAD + OBJECT_FIRST + OBJECT_SLOT;
+
+/// The most the scan charges per byte, over the patterns [`worst_case`] lists.
+const PER_BYTE: usize = max(
+    max(CONTAINER.div_ceil(4), (2 * ARRAY_SLOT + BLOCK_OVERHEAD).div_ceil(3)),
+    max(ARRAY_SLOT.div_ceil(2), OBJECT_SLOT.div_ceil(3)),
+);
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
+}
 
 /// Heap bytes for a string of `len` bytes of JSON text (its decoded form is never longer).
 fn string_heap(len: usize) -> usize {
@@ -103,9 +129,46 @@ impl Key {
     }
 }
 
+/// What decoding any body of `len` bytes can take, at most: more than [`review_cost`] charges any
+/// `len` bytes (for every part), hence more than decoding them can allocate.
+///
+/// Why: give each charge bytes of its own, no byte to two of them, and take the most any of them
+/// costs per byte ([`PER_BYTE`]). A container that is closed owns its opening and closing bytes
+/// and its first key (two or more bytes: `,""` or `""`): at most [`CONTAINER`] for four bytes
+/// (`[{""}{""}…]`, the worst on this build), a key's heap adding less than a byte costs. An
+/// array's scalar followed by the array's closing byte owns only itself: at most one per closed
+/// array, counted with it (`[[0][0]…]`: two slots and a block for three bytes). Any other scalar of
+/// an array owns its byte and the delimiter after it (`[0,0,…]`: a slot for two bytes), a string
+/// value its two quotes (less), a later key the comma before it and its quotes (an object slot for
+/// three bytes); a member's value has no slot of its own, and the top level's is smaller. What is
+/// left: containers never closed, at most [`MAX_DEPTH`] (the scan stops deeper), and one token cut
+/// off by the end of the body, charged whole. `tests::the_worst_case_bounds_the_scan` scans bodies
+/// of each pattern and of random tokens against it.
+pub fn worst_case(len: usize) -> usize {
+    len.saturating_mul(PER_BYTE).saturating_add(MAX_DEPTH * CONTAINER + ARRAY_SLOT)
+}
+
+/// Charge decoding `body` through `hold` (bytes the decoded values will take; `Err` when they
+/// cannot be held) and say which parts to decode. A body shorter than [`SCAN_FROM`] is charged
+/// [`worst_case`] and decoded whole ([`Parts::ALL`]: the answer is the same, `decode_review`
+/// drops what the operation leaves empty); when that cannot be held, or the body is larger, it is
+/// scanned and charged what [`review_cost`] finds, so nothing is refused that the scan would let in.
+pub fn charge<E>(body: &[u8], mut hold: impl FnMut(usize) -> Result<(), E>) -> Result<Parts, E> {
+    if body.len() < SCAN_FROM && hold(worst_case(body.len())).is_ok() {
+        return Ok(Parts::ALL);
+    }
+    let cost = review_cost(body);
+    hold(cost.decoded)?;
+    Ok(cost.parts())
+}
+
 /// Scan a review body. Never fails: text that is not JSON is charged as far as it goes and left
 /// to the decoder to refuse (it allocates no more than this counted for the same bytes).
 pub fn review_cost(body: &[u8]) -> ReviewCost {
+    scan(body).finish()
+}
+
+fn scan(body: &[u8]) -> Scan {
     let mut scan = Scan::default();
     let mut i = 0;
     while i < body.len() {
@@ -114,7 +177,7 @@ pub fn review_cost(body: &[u8]) -> ReviewCost {
             None => break,
         }
     }
-    scan.finish()
+    scan
 }
 
 /// The part a member's value belongs to: `request.object` and `request.oldObject` start their
@@ -310,6 +373,104 @@ mod tests {
         for junk in ["", "\"", "\"\\", "{{{{", "]]]", "{\"request\":", "nul", "[1,"] {
             review_cost(junk.as_bytes());
         }
+    }
+
+    /// What the scan charges `body` for every part.
+    fn charged_all(body: &[u8]) -> usize {
+        scan(body).charged.iter().sum()
+    }
+
+    #[test]
+    fn the_worst_case_bounds_the_scan() {
+        let repeat = |open: &str, unit: &str, len: usize| {
+            let mut body = open.to_owned();
+            while body.len() + unit.len() <= len {
+                body.push_str(unit);
+            }
+            body.into_bytes()
+        };
+        // The patterns `worst_case` names, at lengths around `SCAN_FROM`; deep openings first.
+        let deep = "[".repeat(MAX_DEPTH - 1);
+        let mut bodies = Vec::new();
+        for len in [1, 7, 1000, SCAN_FROM - 1, SCAN_FROM, 3 * SCAN_FROM] {
+            for (open, unit) in [
+                ("[", r#"{""}"#),
+                ("[", "[0]"),
+                ("[", "0,"),
+                ("[", r#""""#),
+                ("{", r#","""#),
+                ("[", r#"{"a":0},"#),
+                ("", "["),
+                ("", r#"{""}"#),
+                (deep.as_str(), r#"{""}"#),
+                (deep.as_str(), "[0]"),
+                (deep.as_str(), "["),
+                (deep.as_str(), "{"),
+            ] {
+                bodies.push(repeat(open, unit, len));
+            }
+        }
+        // And random tokens (a fixed xorshift sequence).
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        const TOKENS: &[&str] = &["{", "}", "[", "]", "\"", ",", ":", "0", " ", "\\", "a", "{\"\"", "[0"];
+        for _ in 0..3000 {
+            let len = (next() % 2000) as usize + 1;
+            let mut body = Vec::with_capacity(len);
+            while body.len() < len {
+                body.extend_from_slice(TOKENS[(next() % TOKENS.len() as u64) as usize].as_bytes());
+            }
+            bodies.push(body);
+        }
+        for body in &bodies {
+            let charged = charged_all(body);
+            assert!(
+                charged <= worst_case(body.len()),
+                "{charged} > {} for {}",
+                worst_case(body.len()),
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            );
+        }
+        // The bound is tight: objects of one empty key reach its rate.
+        let worst = repeat("[", r#"{""}"#, SCAN_FROM);
+        assert!(charged_all(&worst) * 100 >= PER_BYTE * worst.len() * 99, "{}", charged_all(&worst));
+    }
+
+    #[test]
+    fn a_small_body_is_charged_its_worst_case_without_a_scan_unless_that_cannot_be_held() {
+        let small = review("CREATE", r#"{"metadata":{"name":"p"}}"#, r#"{"metadata":{"name":"old"}}"#);
+        let scanned = review_cost(small.as_bytes());
+        let mut asked = Vec::new();
+        let parts = charge(small.as_bytes(), |bytes| {
+            asked.push(bytes);
+            Ok::<_, ()>(())
+        });
+        assert_eq!(parts, Ok(Parts::ALL));
+        assert_eq!(asked, [worst_case(small.len())]);
+        assert!(worst_case(small.len()) > 10 * scanned.decoded);
+        // Refused (a small `--max-in-flight-bytes`): scanned and charged what the scan finds.
+        asked.clear();
+        let parts = charge(small.as_bytes(), |bytes| {
+            asked.push(bytes);
+            if bytes > scanned.decoded { Err(()) } else { Ok(()) }
+        });
+        assert_eq!(parts, Ok(scanned.parts()));
+        assert_eq!(asked, [worst_case(small.len()), scanned.decoded]);
+        // From `SCAN_FROM` on, scanned at once; a refusal of what it finds is the answer.
+        let large = review("CREATE", &format!(r#"{{"x":"{}"}}"#, "x".repeat(SCAN_FROM)), "null");
+        let found = review_cost(large.as_bytes()).decoded;
+        asked.clear();
+        let parts = charge(large.as_bytes(), |bytes| {
+            asked.push(bytes);
+            Err::<(), _>(bytes)
+        });
+        assert_eq!(parts, Err(found));
+        assert_eq!(asked, [found]);
     }
 
     #[test]

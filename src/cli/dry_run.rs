@@ -480,8 +480,8 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
         Err(err) => {
             // `serve` answers a denial with code 400 inside a review when it can, otherwise HTTP 400
             // with a JSON error body; `--output review` prints whichever it would send.
-            let response =
-                review::decode_error_response(&err).unwrap_or_else(|| review::error_body(&err.message));
+            let response = review::decode_error_response(&err)
+                .map_or_else(|| review::error_body(&err.message).to_string(), review_text);
             return ReviewResult {
                 uid: sent_uid,
                 subject: "-".to_owned(),
@@ -492,12 +492,17 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
                 input: Value::Null,
                 object: Value::Null,
                 calls: Vec::new(),
-                responses: vec![response.to_string()],
+                responses: vec![response],
                 pod_create: None,
             };
         }
     };
     request_one(env, request)
+}
+
+/// A review `serve` would send, as text (it is JSON: UTF-8).
+fn review_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Run a decoded (or built) request through every webhook the apiserver would call for it.
@@ -541,9 +546,11 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
     for webhook in matching {
         let decision = call(env, webhook, &mut current);
         if env.responses {
-            result
-                .responses
-                .push(review::review_response(current.version, &current.uid, &decision).to_string());
+            result.responses.push(review_text(review::review_response(
+                current.version,
+                &current.uid,
+                &decision,
+            )));
         }
         result.warnings.extend(decision.warnings.iter().cloned());
         if !decision.allowed && result.allowed {

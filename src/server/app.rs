@@ -37,7 +37,7 @@ use super::metrics::Metrics;
 use super::snapshot_state::ClusterState;
 use super::work_queue::{Shed, WorkQueue};
 use crate::admission::review::{self, AdmissionRequest, Decision, ReviewVersion};
-use crate::admission::review_cost::review_cost;
+use crate::admission::review_cost;
 use crate::admission::shadow::{self, Outcome};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
@@ -453,10 +453,10 @@ fn prepare(
 ) -> Result<Prepared, HttpError> {
     // What the values decoded from the body will take, and as much again for the decision's
     // working copy (a mutator edits a clone of the object), held before anything is decoded.
-    let cost = review_cost(&body);
-    held.grow(cost.decoded.saturating_mul(2)).map_err(HttpError::budget)?;
+    let parts = review_cost::charge(&body, |decoded| held.grow(decoded.saturating_mul(2)))
+        .map_err(HttpError::budget)?;
     // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
-    let decoded = review::decode_review_body(&body, cost.parts())
+    let decoded = review::decode_review_body(&body, parts)
         .map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
     held.shrink(body.len());
     drop(body);
@@ -534,9 +534,8 @@ fn answer_decision(
     } else {
         decision
     };
-    let response = review::review_response(version, uid, sent);
     Answered {
-        body: serde_json::to_vec(&response).unwrap_or_default(),
+        body: review::review_response(version, uid, sent),
         uid: uid.to_owned(),
         kind: about.map(|r| r.kind.kind.clone()).unwrap_or_default(),
         object: about.map(AdmissionRequest::display_name).unwrap_or_default(),
