@@ -58,7 +58,12 @@ impl<'a> Draft<'a> {
 
     /// The field `key` of this object as it is now (`None` for a draft object's draft child).
     pub fn field(&self, key: &str) -> Option<&Value> {
-        self.at(&[key])
+        match self {
+            Draft::Same(v) => crate::api::json::field(v, key),
+            Draft::New(v) => crate::api::json::field(v, key),
+            Draft::Object(map) => map.get(key)?.value(),
+            Draft::Array(_) => None,
+        }
     }
 
     /// This node as an object whose entries can be changed one by one, or `None` when it is not

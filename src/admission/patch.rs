@@ -19,7 +19,9 @@
 //!
 //! Same input, same bytes: the walk order depends only on the documents.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::iter::Peekable;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -57,8 +59,45 @@ impl PatchOp {
 
 /// Escape one reference token (RFC 6901): `~` → `~0`, `/` → `~1`. Annotation keys such as
 /// `kruise.io/sidecarset-hash` need it.
-pub fn escape_token(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains(['~', '/']) { token.replace('~', "~0").replace('/', "~1").into() } else { token.into() }
+pub fn escape_token(token: &str) -> Cow<'_, str> {
+    let special = |b: &u8| matches!(b, b'~' | b'/');
+    if !token.as_bytes().iter().any(special) {
+        return Cow::Borrowed(token);
+    }
+    // One pass, one allocation (`str::replace` twice allocated twice per annotation key).
+    let mut out = String::with_capacity(token.len() + 8);
+    let mut rest = token;
+    while let Some(i) = rest.as_bytes().iter().position(special) {
+        out.push_str(&rest[..i]);
+        out.push_str(if rest.as_bytes()[i] == b'~' { "~0" } else { "~1" });
+        // Both are ASCII: `i + 1` is a character boundary.
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// A reference token of a pointer we wrote (so `~` is always followed by `0` or `1`), unescaped.
+fn unescape_token(token: &str) -> Cow<'_, str> {
+    // Byte scans, not `memchr`/`find`: tokens are short, and their setup cost more than the scan.
+    let tilde = |b: &u8| *b == b'~';
+    if !token.as_bytes().iter().any(tilde) {
+        return Cow::Borrowed(token);
+    }
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(i) = rest.as_bytes().iter().position(tilde) {
+        out.push_str(&rest[..i]);
+        let (unescaped, skip) = match rest.as_bytes().get(i + 1) {
+            Some(b'1') => ('/', 2),
+            Some(b'0') => ('~', 2),
+            _ => ('~', 1),
+        };
+        out.push(unescaped);
+        rest = &rest[i + skip..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// The patch that turns `from` into `to`.
@@ -76,43 +115,52 @@ pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
 pub fn diff_draft(from: &Value, mut to: Draft<'_>) -> Vec<PatchOp> {
     let mut ops = walk(from, To::of(&to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        let tokens: Vec<_> = tokens(path).collect();
-        *value = take_at(&mut to, &tokens);
+        *value = take_at(&mut to, &mut tokens(path).peekable());
     }
     ops
 }
 
 /// The value at `tokens` in `node`, moved out when the draft owns it.
-fn take_at(node: &mut Draft<'_>, tokens: &[std::borrow::Cow<'_, str>]) -> Value {
-    let Some((token, rest)) = tokens.split_first() else {
+fn take_at<'p, I: Iterator<Item = Cow<'p, str>>>(node: &mut Draft<'_>, tokens: &mut Peekable<I>) -> Value {
+    if tokens.peek().is_none() {
         return std::mem::replace(node, Draft::New(Value::Null)).into_value();
-    };
+    }
     match node {
-        Draft::Same(v) => tokens.iter().try_fold(*v, |v, token| child(v, token)).cloned().unwrap_or_default(),
+        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).cloned().unwrap_or_default(),
         Draft::New(v) => {
-            tokens.iter().try_fold(v, |v, token| child_mut(v, token)).map(std::mem::take).unwrap_or_default()
+            tokens.try_fold(v, |v, token| child_mut(v, &token)).map(std::mem::take).unwrap_or_default()
         }
-        Draft::Object(map) => map.get_mut(token).map(|n| take_at(n, rest)).unwrap_or_default(),
-        Draft::Array(items) => token
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| items.get_mut(i))
-            .map(|n| take_at(n, rest))
-            .unwrap_or_default(),
+        Draft::Object(map) => {
+            let token = tokens.next().unwrap_or_default();
+            map.get_mut(&token).map(|n| take_at(n, tokens)).unwrap_or_default()
+        }
+        Draft::Array(items) => {
+            let token = tokens.next().unwrap_or_default();
+            token
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get_mut(i))
+                .map(|n| take_at(n, tokens))
+                .unwrap_or_default()
+        }
     }
 }
 
 /// The unescaped reference tokens of a JSON pointer we wrote (`Value::pointer` allocates two
 /// strings per token; ours escape only when a key has `~` or `/`).
-fn tokens(path: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
-    path.split('/')
-        .skip(1)
-        .map(|t| if t.contains('~') { t.replace("~1", "/").replace("~0", "~").into() } else { t.into() })
+fn tokens(path: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    let mut rest = path.strip_prefix('/');
+    std::iter::from_fn(move || {
+        let tail = rest?;
+        let end = tail.as_bytes().iter().position(|b| *b == b'/');
+        rest = end.map(|i| &tail[i + 1..]);
+        Some(unescape_token(&tail[..end.unwrap_or(tail.len())]))
+    })
 }
 
 fn child<'v>(v: &'v Value, token: &str) -> Option<&'v Value> {
     match v {
-        Value::Object(map) => map.get(token),
+        Value::Object(map) => crate::api::json::get(map, token),
         Value::Array(items) => items.get(token.parse::<usize>().ok()?),
         _ => None,
     }
@@ -195,7 +243,7 @@ impl<'t> ToMap<'t> {
 
     fn get(self, key: &str) -> Option<To<'t>> {
         match self {
-            ToMap::Map(map) => map.get(key).map(To::Value),
+            ToMap::Map(map) => crate::api::json::get(map, key).map(To::Value),
             ToMap::Draft(map) => map.get(key).map(To::of),
         }
     }
@@ -287,7 +335,7 @@ fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Ve
         }
     }
     for (key, _) in b.iter().skip(common) {
-        if !a.contains_key(key) {
+        if crate::api::json::get(a, key).is_none() {
             with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
         }
     }
@@ -354,16 +402,44 @@ fn identity(v: To<'_>) -> Option<Identity<'_>> {
 /// Identities of every element, or `None` when any is missing or repeated (then alignment by
 /// identity would be ambiguous).
 fn identities<'t>(items: impl ExactSizeIterator<Item = To<'t>>) -> Option<Vec<Identity<'t>>> {
-    let mut seen = HashSet::with_capacity(items.len());
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let id = identity(item)?;
-        if !seen.insert(identity(item)?) {
-            return None;
+    let ids: Vec<Identity<'t>> = items.map(identity).collect::<Option<_>>()?;
+    let unique = if ids.len() <= SCAN_UP_TO {
+        ids.iter().enumerate().all(|(i, id)| !ids[..i].contains(id))
+    } else {
+        let mut seen = HashSet::with_capacity(ids.len());
+        ids.iter().all(|id| seen.insert(id))
+    };
+    unique.then_some(ids)
+}
+
+/// Lists up to this long are searched by scanning: the ones a mutation usually changes (a pod's
+/// containers, the volumes and pull secrets injection appends to) are short, and comparing a few
+/// names costs less than hashing them. Longer ones get a hash map (SipHash, keyed per process:
+/// the identities come from the request).
+const SCAN_UP_TO: usize = 16;
+
+/// Where each identity of a list is.
+enum Positions<'i, 't> {
+    Scan(&'i [Identity<'t>]),
+    Map(HashMap<&'i Identity<'t>, usize>),
+}
+
+impl<'i, 't> Positions<'i, 't> {
+    /// `ids` has no repeats ([`identities`]).
+    fn of(ids: &'i [Identity<'t>]) -> Self {
+        if ids.len() <= SCAN_UP_TO {
+            Positions::Scan(ids)
+        } else {
+            Positions::Map(ids.iter().enumerate().map(|(i, id)| (id, i)).collect())
         }
-        out.push(id);
     }
-    Some(out)
+
+    fn get(&self, id: &Identity<'_>) -> Option<usize> {
+        match self {
+            Positions::Scan(ids) => ids.iter().position(|x| x == id),
+            Positions::Map(map) => map.get(id).copied(),
+        }
+    }
 }
 
 fn diff_array(a: &[Value], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>) {
@@ -388,12 +464,11 @@ fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops:
     else {
         return false;
     };
-    let in_new: HashMap<&Identity, usize> = new_ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
-    let in_old: HashSet<&Identity> = old_ids.iter().collect();
+    let (in_new, in_old) = (Positions::of(&new_ids), Positions::of(&old_ids));
     // Common elements must keep their relative order, or this walk would need moves.
     let mut last = None;
     for id in &old_ids {
-        if let Some(&pos) = in_new.get(id) {
+        if let Some(pos) = in_new.get(id) {
             if last.is_some_and(|l| pos < l) {
                 return false;
             }
@@ -404,10 +479,10 @@ fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops:
     let (mut i, mut j) = (0, 0);
     while i < new.len() || j < old.len() {
         let at = base + i;
-        if j < old.len() && !in_new.contains_key(&old_ids[j]) {
+        if j < old.len() && in_new.get(&old_ids[j]).is_none() {
             with_index(path, at, |p| ops.push(PatchOp::Remove { path: p.clone() }));
             j += 1;
-        } else if i < new.len() && !in_old.contains(&new_ids[i]) {
+        } else if i < new.len() && in_old.get(&new_ids[i]).is_none() {
             with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
             i += 1;
         } else if i < new.len() && j < old.len() {

@@ -14,14 +14,17 @@ pub fn at<'v>(value: &'v Value, keys: &[&str]) -> Option<&'v Value> {
 /// pod (mounts, env vars, ports, volumes) have a handful of keys, and serde_json's map hashes every
 /// lookup with SipHash, which costs more than comparing a few short strings.
 pub fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
-    const SCAN_UP_TO: usize = 8;
     match value {
-        Value::Object(map) if map.len() <= SCAN_UP_TO => {
-            map.iter().find_map(|(k, v)| (k == key).then_some(v))
-        }
-        Value::Object(map) => map.get(key),
+        Value::Object(map) => get(map, key),
         _ => None,
     }
+}
+
+/// `map.get(key)`, scanning small maps instead of hashing (see [`field`]); also for label maps,
+/// which a selector looks up once per requirement.
+pub fn get<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
+    const SCAN_UP_TO: usize = 8;
+    if map.len() <= SCAN_UP_TO { map.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { map.get(key) }
 }
 
 /// The object under `key`, created empty when absent or null; `None` when `key` holds something

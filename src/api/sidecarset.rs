@@ -95,10 +95,12 @@ impl SidecarContainer {
 
     /// The core Container as it goes into a pod: `name` first, then the other fields in the
     /// order the SidecarSet wrote them.
+    ///
+    /// A clone of `container` (an index map clones without hashing its keys again) with `name`
+    /// put in front; `container` never holds `name`, which deserialising gives the field.
     pub fn core_container(&self) -> Map<String, Value> {
-        let mut out = Map::with_capacity(self.container.len() + 1);
-        out.insert("name".into(), Value::String(self.name.clone()));
-        out.extend(self.container.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut out = self.container.clone();
+        out.shift_insert(0, "name".into(), Value::String(self.name.clone()));
         out
     }
 

@@ -29,8 +29,9 @@ pub struct PodContext<'a> {
     shared_devices: Vec<&'a Value>,
     /// Every container and init container name of every injected SidecarSet, and the `-1`/`-2`
     /// pair names of its hot-upgrade ones (resourcesPolicy: none of them is a target, so a
-    /// re-invocation that finds the pair in the pod computes the same resources).
-    sidecar_names: HashSet<String>,
+    /// re-invocation that finds the pair in the pod computes the same resources). A list: as many
+    /// as the matching SidecarSets declare (not the request), searched by scanning.
+    sidecar_names: Vec<String>,
     pod_volumes: &'a [Value],
     index: &'a SidecarSetIndex,
 }
@@ -66,6 +67,23 @@ fn is_earlier_sidecar(container: &Value) -> bool {
     })
 }
 
+/// The first of `items` for each value of their string field `key`, in their order (items without
+/// it are left out). By sorting, not hashing: the keys come from the request, and sorting costs
+/// O(n log n) whatever they are, with no hasher to key (and for a pod's few dozen mounts it is
+/// cheaper than SipHash).
+fn first_of_each<'v>(items: impl Iterator<Item = &'v Value>, key: &str) -> Vec<&'v Value> {
+    let mut keyed: Vec<(&str, usize, &Value)> = items
+        .filter_map(|v| Some((str_field(v, key)?, v)))
+        .enumerate()
+        .map(|(i, (k, v))| (k, i, v))
+        .collect();
+    // Of equal keys the earliest comes first, and `dedup_by` keeps the first of each run.
+    keyed.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    keyed.dedup_by(|later, first| later.0 == first.0);
+    keyed.sort_unstable_by_key(|&(_, i, _)| i);
+    keyed.into_iter().map(|(_, _, v)| v).collect()
+}
+
 impl<'a> PodContext<'a> {
     pub fn new(
         pod: &'a Value,
@@ -78,22 +96,18 @@ impl<'a> PodContext<'a> {
         let hot_pairs = sidecars()
             .filter(|c| c.is_hot_upgrade())
             .flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
-        let sidecar_names: HashSet<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
+        let sidecar_names: Vec<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
         // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
         // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A
         // re-invocation no longer sees it; `keep_earlier_injection` keeps what it gave.
         let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
-        let mut shared_mounts = Vec::new();
+        let shared_mounts = first_of_each(apps.iter().flat_map(|a| list(a, "volumeMounts")), "mountPath");
         let mut subpath_env = Vec::new();
-        let mut seen = HashSet::with_capacity(apps.iter().map(|a| list(a, "volumeMounts").len()).sum());
         for app in &apps {
             // The app's env by name (the first of each), built once if a mount needs it: a search per
             // mount would be mounts × env.
             let mut env: Option<HashMap<&str, &Value>> = None;
             for mount in list(app, "volumeMounts") {
-                if str_field(mount, "mountPath").is_some_and(|p| seen.insert(p)) {
-                    shared_mounts.push(mount);
-                }
                 let Some(expr) = str_field(mount, "subPathExpr") else { continue };
                 let env = env.get_or_insert_with(|| {
                     let mut by_name = HashMap::new();
@@ -107,12 +121,7 @@ impl<'a> PodContext<'a> {
                 subpath_env.extend(subpath_vars(expr).into_iter().filter_map(|name| env.get(name).copied()));
             }
         }
-        seen.clear();
-        let shared_devices = apps
-            .iter()
-            .flat_map(|a| list(a, "volumeDevices"))
-            .filter(|d| str_field(d, "devicePath").is_some_and(|p| seen.insert(p)))
-            .collect();
+        let shared_devices = first_of_each(apps.iter().flat_map(|a| list(a, "volumeDevices")), "devicePath");
         let pod_volumes = list(spec, "volumes");
         PodContext {
             pod,
@@ -268,7 +277,7 @@ fn compose<'a>(
     // Mounts: own, then shared ones whose path is free (earlier shared entries win: the context
     // keeps the first of each path). Mount and device paths are one namespace: a shared device
     // whose path a mount uses is not shared either. The sidecar's own paths are few, so a list.
-    let (shared_mounts, shared_devices) = {
+    let (shared_mounts, shared_devices): (Vec<&'a Value>, Vec<&'a Value>) = {
         let own: Vec<&str> = mounts
             .iter()
             .filter_map(|m| str_field(m, "mountPath"))
@@ -280,22 +289,25 @@ fn compose<'a>(
         } else {
             Vec::new()
         };
-        let mount_paths: HashSet<&str> =
-            shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
-        let taken_by_mount = |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.contains(p));
-        let shared_devices: Vec<Value> = if sidecar.shares_volume_devices() {
+        let shared_devices = if sidecar.shares_volume_devices() && !ctx.shared_devices.is_empty() {
+            // As many paths as the pod has mounts: sorted and searched, not scanned per device.
+            let mut mount_paths: Vec<&str> =
+                shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
+            mount_paths.sort_unstable();
+            let taken_by_mount =
+                |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.binary_search(&p).is_ok());
             ctx.shared_devices
                 .iter()
+                .copied()
                 .filter(|d| free(d, "devicePath") && !taken_by_mount(d))
-                .map(|d| (*d).clone())
                 .collect()
         } else {
             Vec::new()
         };
-        (shared_mounts.into_iter().cloned().collect::<Vec<Value>>(), shared_devices)
+        (shared_mounts, shared_devices)
     };
-    mounts.extend(shared_mounts);
-    devices.extend(shared_devices);
+    mounts.extend(shared_mounts.into_iter().cloned());
+    devices.extend(shared_devices.into_iter().cloned());
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
     let mut env = take_list(&mut c, "env");
@@ -304,11 +316,12 @@ fn compose<'a>(
     if sidecar.shares_volumes() {
         extra.extend(ctx.subpath_env.iter().copied());
     }
-    let extra: Vec<Value> = {
+    if !extra.is_empty() {
         let mut names: HashSet<&str> = env.iter().filter_map(name_of).collect();
-        extra.into_iter().filter(|var| name_of(var).is_some_and(|n| names.insert(n))).cloned().collect()
-    };
-    env.extend(extra);
+        let extra: Vec<Value> =
+            extra.into_iter().filter(|var| name_of(var).is_some_and(|n| names.insert(n))).cloned().collect();
+        env.extend(extra);
+    }
 
     c.insert("env".into(), Value::Array(env));
     set_list(&mut c, "volumeMounts", mounts);

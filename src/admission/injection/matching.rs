@@ -16,7 +16,7 @@ pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
 }
 
 fn label<'a>(labels: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a str> {
-    labels?.get(key)?.as_str()
+    crate::api::json::get(labels?, key)?.as_str()
 }
 
 /// The usual matchLabels AND matchExpressions over labels as found in JSON (non-string values

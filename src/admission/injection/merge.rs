@@ -1,8 +1,6 @@
 //! The merge rule (docs/sidecarset.md#6-2-merge-rule), the same for init containers and containers: a sidecar
 //! replaces a same-named container of the pod in place; others go before or after the pod's list.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use crate::admission::draft::Draft;
@@ -24,15 +22,17 @@ impl Injected {
 
 /// `before + pod (with in-place replacements) + after`. Names are looked up in the pod's
 /// original list only; the pod's containers stay drafts (borrowed unless replaced).
+///
+/// A scan of the pod's list per injected container (the last of a name, as a map by name would
+/// have it), not a map of the pod's names: the injected containers are the SidecarSets' few, and
+/// a replacement keeps the name at its place.
 pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected>) -> Vec<Draft<'a>> {
-    let name = |c: &'_ Draft<'a>| c.field("name").and_then(Value::as_str).map(str::to_owned);
-    let positions: HashMap<String, usize> =
-        pod.iter().enumerate().filter_map(|(i, c)| Some((name(c)?, i))).collect();
     let mut middle = pod;
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for item in injected {
-        match positions.get(item.name()) {
-            Some(&i) => {
+        let name = item.name();
+        match middle.iter().rposition(|c| c.field("name").and_then(Value::as_str) == Some(name)) {
+            Some(i) => {
                 let replaced = keep_empty_resources(&middle[i], item.container);
                 middle[i] = Draft::New(replaced);
             }

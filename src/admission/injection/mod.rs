@@ -235,14 +235,23 @@ fn apply<'a>(
     merge_list(spec, "initContainers", init);
     merge_list(spec, "containers", containers);
 
-    // Injected volumes are few: a scan per volume is cheaper than a set of every pod volume name.
+    // Injected volumes are few: a scan of the pod's volume names per volume is cheaper than a set
+    // of them (the names are read once).
     let mut pod_volumes = spec.take_list("volumes");
-    for v in volumes {
-        let new = build::name_of(&v).is_some_and(|n| !pod_volumes.iter().any(|p| name_of(p) == Some(n)));
-        if new {
-            pod_volumes.push(Draft::New(v));
+    let added = {
+        let names: Vec<&str> = pod_volumes.iter().filter_map(name_of).collect();
+        let mut added: Vec<Value> = Vec::new();
+        for v in volumes {
+            let name = build::name_of(&v);
+            let new = name
+                .is_some_and(|n| !names.contains(&n) && !added.iter().any(|a| build::name_of(a) == Some(n)));
+            if new {
+                added.push(v);
+            }
         }
-    }
+        added
+    };
+    pod_volumes.extend(added.into_iter().map(Draft::New));
     spec.put_list("volumes", pod_volumes);
 
     let mut secrets = spec.take_list("imagePullSecrets");

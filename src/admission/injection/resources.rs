@@ -1,8 +1,6 @@
 //! `resourcesPolicy` (docs/sidecarset.md#5-6-resources-policy): a sidecar's resources computed from the pod's
 //! target containers.
 
-use std::collections::HashSet;
-
 use serde_json::{Map, Value};
 
 use crate::api::json::at;
@@ -20,7 +18,7 @@ pub fn compute(
     policy: &ResourcesPolicy,
     compiled: Option<&Pattern>,
     pod: &Value,
-    injected: &HashSet<String>,
+    injected: &[String],
 ) -> Result<Value, String> {
     let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
     let compiled_here;
@@ -44,7 +42,9 @@ pub fn compute(
     let targets: Vec<&Value> = native_init
         .chain(list("containers"))
         .filter(|c| {
-            c.get("name").and_then(Value::as_str).is_some_and(|n| !injected.contains(n) && regex.is_match(n))
+            c.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !injected.iter().any(|s| s == n) && regex.is_match(n))
         })
         .collect();
     if targets.is_empty() {
