@@ -20,7 +20,7 @@
 //! Same input, same bytes: the walk order depends only on the documents.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::iter::Peekable;
 
 use serde::Serialize;
@@ -399,17 +399,9 @@ fn identity(v: To<'_>) -> Option<Identity<'_>> {
     }
 }
 
-/// Identities of every element, or `None` when any is missing or repeated (then alignment by
-/// identity would be ambiguous).
+/// Identities of every element, or `None` when any is missing.
 fn identities<'t>(items: impl ExactSizeIterator<Item = To<'t>>) -> Option<Vec<Identity<'t>>> {
-    let ids: Vec<Identity<'t>> = items.map(identity).collect::<Option<_>>()?;
-    let unique = if ids.len() <= SCAN_UP_TO {
-        ids.iter().enumerate().all(|(i, id)| !ids[..i].contains(id))
-    } else {
-        let mut seen = HashSet::with_capacity(ids.len());
-        ids.iter().all(|id| seen.insert(id))
-    };
-    unique.then_some(ids)
+    items.map(identity).collect()
 }
 
 /// Lists up to this long are searched by scanning: the ones a mutation usually changes (a pod's
@@ -425,12 +417,14 @@ enum Positions<'i, 't> {
 }
 
 impl<'i, 't> Positions<'i, 't> {
-    /// `ids` has no repeats ([`identities`]).
-    fn of(ids: &'i [Identity<'t>]) -> Self {
+    /// Where each of `ids` is, or `None` when one repeats (then alignment by identity would be
+    /// ambiguous).
+    fn of(ids: &'i [Identity<'t>]) -> Option<Self> {
         if ids.len() <= SCAN_UP_TO {
-            Positions::Scan(ids)
+            ids.iter().enumerate().all(|(i, id)| !ids[..i].contains(id)).then_some(Positions::Scan(ids))
         } else {
-            Positions::Map(ids.iter().enumerate().map(|(i, id)| (id, i)).collect())
+            let mut map = HashMap::with_capacity(ids.len());
+            ids.iter().enumerate().all(|(i, id)| map.insert(id, i).is_none()).then_some(Positions::Map(map))
         }
     }
 
@@ -464,7 +458,9 @@ fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops:
     else {
         return false;
     };
-    let (in_new, in_old) = (Positions::of(&new_ids), Positions::of(&old_ids));
+    let (Some(in_new), Some(in_old)) = (Positions::of(&new_ids), Positions::of(&old_ids)) else {
+        return false;
+    };
     // Common elements must keep their relative order, or this walk would need moves.
     let mut last = None;
     for id in &old_ids {
