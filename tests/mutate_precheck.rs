@@ -6,14 +6,10 @@
 
 use crate::common;
 
-use std::path::Path;
-
-use kruise_admission::admission::review::{AdmissionRequest, decode_review};
+use kruise_admission::admission::pod;
+use kruise_admission::admission::review::AdmissionRequest;
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
-use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings, pod};
-use kruise_admission::cluster::files::load_dir;
-use kruise_admission::cluster::{Answers, Snapshot};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// `/mutate-pod` without its pre-check: always copy, mutate, diff.
 static UNCHECKED: Webhook = Webhook {
@@ -27,13 +23,6 @@ static UNCHECKED: Webhook = Webhook {
     capability: Capability::PodMutation,
 };
 
-fn review(pod: &Value, namespace: &str) -> AdmissionRequest {
-    decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": namespace, "operation": "CREATE", "object": pod}}))
-    .expect("review")
-}
-
 /// Every pod we can find: recorded pod CREATE reviews, workload templates (in the examples' `shop`
 /// namespace and in `default`), and edge cases of the DaemonSet trigger and of malformed pods.
 fn requests() -> Vec<(String, AdmissionRequest)> {
@@ -43,7 +32,7 @@ fn requests() -> Vec<(String, AdmissionRequest)> {
         .collect();
     for (name, pod) in common::workload_template_pods() {
         for ns in ["shop", "default"] {
-            out.push((format!("{name}/{ns}"), review(&pod, ns)));
+            out.push((format!("{name}/{ns}"), common::pod_create(&pod, ns)));
         }
     }
     let edge = [
@@ -56,34 +45,25 @@ fn requests() -> Vec<(String, AdmissionRequest)> {
         json!({"metadata": {"name": "no-spec"}}),
         json!({"metadata": {"labels": {"app": "shop"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}}),
     ];
-    out.extend(edge.iter().enumerate().map(|(i, pod)| (format!("edge case {i}"), review(pod, "shop"))));
+    out.extend(
+        edge.iter().enumerate().map(|(i, pod)| (format!("edge case {i}"), common::pod_create(pod, "shop"))),
+    );
     out
 }
 
 #[test]
 fn the_precheck_never_changes_a_decision() {
-    let (examples, _) =
-        load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
     let served = webhooks::by_path("/mutate-pod").expect("registered");
-    let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
-    let (random, settings, answers) = (SeededRandom::new(7), Settings::default(), Answers::default());
     let (mut skipped, mut mutated) = (0, 0);
-    for snapshot in [&examples, &Snapshot::default()] {
-        let inputs = Inputs {
-            cluster: snapshot,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
+    common::with_example_and_empty_cluster(|inputs| {
         for (name, request) in requests() {
             let object = request.object.as_ref().expect("a pod");
-            let served_outcome = webhooks::run(served, &request, &inputs);
-            let full = webhooks::run(&UNCHECKED, &request, &inputs);
+            let served_outcome = webhooks::run(served, &request, inputs);
+            let full = webhooks::run(&UNCHECKED, &request, inputs);
             assert_eq!(served_outcome.decision, full.decision, "{name}");
             assert_eq!(served_outcome.mutated, full.mutated, "{name}");
-            assert_eq!(webhooks::decide(served, &request, &inputs), full.decision, "{name}");
-            if pod::may_mutate(&request, object, &inputs) {
+            assert_eq!(webhooks::decide(served, &request, inputs), full.decision, "{name}");
+            if pod::may_mutate(&request, object, inputs) {
                 mutated += 1;
             } else {
                 skipped += 1;
@@ -94,7 +74,7 @@ fn the_precheck_never_changes_a_decision() {
                 );
             }
         }
-    }
+    });
     // Both paths are exercised, or the comparison above proves nothing.
     assert!(skipped > 10 && mutated > 10, "skipped {skipped}, mutated {mutated}");
 }

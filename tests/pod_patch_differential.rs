@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::sidecarset_strategies::{self, Parts};
-use kruise_admission::admission::review::{AdmissionRequest, Decision, decode_review};
+use kruise_admission::admission::review::Decision;
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
 use kruise_admission::cluster::files::load_objects;
@@ -32,13 +32,6 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 const GENERATED_CASES: usize = 1500;
-
-fn review(pod: &Value, namespace: &str) -> AdmissionRequest {
-    decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": namespace, "operation": "CREATE", "object": pod}}))
-    .expect("review")
-}
 
 /// The decision's bytes as `serve` writes them, and the mutated pod's.
 fn digest(decision: &Decision, mutated: Option<&Value>) -> String {
@@ -325,7 +318,7 @@ fn outcomes() -> Vec<(String, String)> {
     let webhook = webhooks::by_path("/mutate-pod").expect("registered");
     let mut out = Vec::new();
     let mut decide = |name: String, snapshot: &Snapshot, pod: &Value, namespace: &str| {
-        let request = review(pod, namespace);
+        let request = common::pod_create(pod, namespace);
         // Seeded the same for both calls: a partition draw must not differ between them.
         let (first, second) = (SeededRandom::new(7), SeededRandom::new(7));
         let inputs = |random| Inputs {
@@ -396,7 +389,7 @@ fn generated_cases_exercise_injection_and_the_stamp() {
             random: &random,
             settings: &settings,
         };
-        let decision = webhooks::decide(webhook, &review(&pod, "default"), &inputs);
+        let decision = webhooks::decide(webhook, &common::pod_create(&pod, "default"), &inputs);
         let paths: Vec<&str> = decision.patch.iter().map(|op| op.path()).collect();
         injected += usize::from(paths.iter().any(|p| p.starts_with("/spec/containers")));
         stamped += usize::from(

@@ -7,16 +7,12 @@
 
 use crate::common;
 
-use std::path::Path;
-
 use kruise_admission::admission::patch::PatchOp;
 use kruise_admission::admission::review::{
     self, AdmissionError, Decision, ReviewVersion, decode_error_decision, decode_review, review_response,
 };
 use kruise_admission::admission::webhooks;
-use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
-use kruise_admission::cluster::files::{load_dir, read_documents};
-use kruise_admission::cluster::{Answers, Snapshot};
+use kruise_admission::cluster::files::read_documents;
 use serde_json::{Map, Value, json};
 
 /// The answer as serde_json writes it from `Value`s: the object `review_response` built before it
@@ -81,19 +77,8 @@ impl Seen {
 
 #[test]
 fn the_answer_is_the_text_serde_json_writes_for_every_recorded_review_and_pod() {
-    let (examples, _) =
-        load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
-    let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
-    let (random, settings, answers) = (SeededRandom::new(7), Settings::default(), Answers::default());
     let mut seen = Seen::default();
-    for snapshot in [&examples, &Snapshot::default()] {
-        let inputs = Inputs {
-            cluster: snapshot,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
+    common::with_example_and_empty_cluster(|inputs| {
         for path in common::recorded_reviews() {
             let text = std::fs::read_to_string(&path).unwrap();
             let Some(document) = read_documents(&text).ok().and_then(|mut docs| docs.pop()) else { continue };
@@ -101,7 +86,7 @@ fn the_answer_is_the_text_serde_json_writes_for_every_recorded_review_and_pod() 
             match decode_review(document) {
                 Ok(request) => {
                     for webhook in webhooks::matching(&request) {
-                        let decision = webhooks::decide(webhook, &request, &inputs);
+                        let decision = webhooks::decide(webhook, &request, inputs);
                         seen.check(
                             &format!("{what} {}", webhook.path),
                             request.version,
@@ -128,16 +113,15 @@ fn the_answer_is_the_text_serde_json_writes_for_every_recorded_review_and_pod() 
             pod["metadata"]["labels"] = json!({"mesh.example.com/inject": "true", "logging": "fluent-bit",
                 "mesh.example.com/agent": "enabled", "auth.example.com/token": "refresh"});
             pod["metadata"]["labels"].as_object_mut().unwrap().extend(labels);
-            let request =
-                decode_review(json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
-                "request": {"uid": name, "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "shop",
-                "operation": "CREATE", "object": pod}}))
-                .unwrap();
-            let decision = webhooks::decide(mutate_pod, &request, &inputs);
+            let mut review = common::pod_create_review(&pod, "shop");
+            // The older API version's answer, and each pod's own uid.
+            review["apiVersion"] = json!("admission.k8s.io/v1beta1");
+            review["request"]["uid"] = json!(name);
+            let request = decode_review(review).unwrap();
+            let decision = webhooks::decide(mutate_pod, &request, inputs);
             seen.check(&name, request.version, &request.uid, &decision);
         }
-    }
+    });
     println!("{seen:?}");
     assert!(seen.answers > 60 && seen.patches > 20 && seen.statuses > 0 && seen.warnings > 20, "{seen:?}");
 }

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use kruise_admission::admission::review::{AdmissionRequest, decode_review};
-use kruise_admission::cluster::files::read_documents;
+use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
+use kruise_admission::cluster::files::{load_dir, read_documents};
+use kruise_admission::cluster::{Answers, Snapshot};
 
 /// The public fixtures committed with the tests (`tests/fixtures/`, provenance and licences in its
 /// `SOURCES.md`): `recorded/` AdmissionReviews and `workloads/` manifests.
@@ -59,6 +61,36 @@ pub fn workload_template_pods() -> Vec<(String, serde_json::Value)> {
         }
     }
     out
+}
+
+/// An `admission.k8s.io/v1` CREATE review of `pod` in `namespace`, uid `u`.
+pub fn pod_create_review(pod: &serde_json::Value, namespace: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": namespace, "operation": "CREATE", "object": pod}})
+}
+
+/// [`pod_create_review`], decoded.
+pub fn pod_create(pod: &serde_json::Value, namespace: &str) -> AdmissionRequest {
+    decode_review(pod_create_review(pod, namespace)).expect("review")
+}
+
+/// Run `decide` with the inputs of the examples' cluster (`examples/cluster`), then with those of an
+/// empty cluster: a fixed clock and seed, default settings, no lookups answered.
+pub fn with_example_and_empty_cluster(mut decide: impl FnMut(&Inputs)) {
+    let (examples, _) =
+        load_dir(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
+    let clock = FixedClock(time::macros::datetime!(2026-07-02 09:56:09 UTC));
+    let (random, settings, answers) = (SeededRandom::new(7), Settings::default(), Answers::default());
+    for snapshot in [&examples, &Snapshot::default()] {
+        decide(&Inputs {
+            cluster: snapshot,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        });
+    }
 }
 
 /// A plain pod CREATE review the server must answer with 200 and `allowed`: the "still serving?"
