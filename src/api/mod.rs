@@ -12,4 +12,5 @@ pub mod pattern;
 pub mod quantity;
 pub mod resource_expression;
 pub mod sidecarset;
+pub mod tree;
 pub mod workloads;
