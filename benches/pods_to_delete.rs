@@ -32,7 +32,7 @@ fn cloneset(names: Vec<String>) -> Value {
     })
 }
 
-fn update(n: usize) -> AdmissionRequest {
+fn update(n: usize) -> AdmissionRequest<'static> {
     let names = |prefix: &str| (0..n).map(|i| format!("{prefix}-{i:06}")).collect::<Vec<_>>();
     decode_review(json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kruise_admission::api::tree::{Json, Object};
 use kruise_admission::cluster::{Change, ObjectKey, Snapshot, TypeKey};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -115,7 +116,7 @@ fn change(op: &Op) -> Change {
 }
 
 /// Every pod shape the generated selectors can tell apart, in every namespace.
-fn pods() -> Vec<(&'static str, Option<serde_json::Map<String, Value>>)> {
+fn pods() -> Vec<(&'static str, Option<Object<'static>>)> {
     let mut pods = Vec::new();
     for ns in NAMESPACES {
         for app in [None, Some("web"), Some("db"), Some("cache")] {
@@ -127,7 +128,7 @@ fn pods() -> Vec<(&'static str, Option<serde_json::Map<String, Value>>)> {
                 if let Some(tier) = tier {
                     labels.insert("tier".into(), json!(tier));
                 }
-                pods.push((ns, Some(labels.clone())));
+                pods.push((ns, Some(Object::from(labels.clone()))));
                 if labels.is_empty() {
                     pods.push((ns, None));
                 }
@@ -215,7 +216,7 @@ fn unchanged_sidecarsets_are_shared_with_the_previous_index() {
                "spec": {"selector": {"matchLabels": {"app": app}}, "containers": [{"name": name, "image": "busybox"}]}})
     };
     let before = Snapshot::from_objects([set("keep", "web"), set("move", "web")]);
-    let labels = json!({"app": "web"});
+    let labels = Json::from(json!({"app": "web"}));
     let old = before.sidecarset_index().candidates("default", labels.as_object());
     assert_eq!(old.len(), 2);
 
@@ -227,7 +228,8 @@ fn unchanged_sidecarsets_are_shared_with_the_previous_index() {
         Arc::ptr_eq(&old[0], &new[0]),
         "the unchanged SidecarSet is the same decoded object, not decoded again"
     );
-    assert_eq!(after.sidecarset_index().candidates("default", json!({"app": "db"}).as_object()).len(), 1);
+    let db = Json::from(json!({"app": "db"}));
+    assert_eq!(after.sidecarset_index().candidates("default", db.as_object()).len(), 1);
     // The previous snapshot is untouched: readers holding it still see both.
     assert_eq!(before.sidecarset_index().candidates("default", labels.as_object()).len(), 2);
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use fake_apiserver::FakeApiServer;
+use kruise_admission::api::tree::Json;
 use kruise_admission::cluster::Snapshot;
 use kruise_admission::cluster::live::{LiveCluster, LiveError, LiveSettings};
 use serde_json::{Value, json};
@@ -221,7 +222,7 @@ async fn a_change_decodes_only_the_changed_sidecarset_and_a_relist_none() {
     seed(&server);
     server.apply(sidecarset("another", "agent:1"));
     let (live, target) = started(&server).await;
-    let labels = json!({"app": "web"});
+    let labels = Json::from(json!({"app": "web"}));
     let candidates = |s: &Snapshot| s.sidecarset_index().candidates("shop", labels.as_object());
     let before = candidates(&target.load());
     assert_eq!(before.iter().map(|s| s.name()).collect::<Vec<_>>(), ["another", "sidecar"]);

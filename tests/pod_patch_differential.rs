@@ -85,7 +85,7 @@ fn fixture_pods() -> Vec<(String, Value, String)> {
     let mut out = Vec::new();
     for (path, request) in common::recorded_pod_reviews() {
         let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
-        out.push((name, request.object.expect("a pod"), request.namespace));
+        out.push((name, request.object.expect("a pod").into_value(), request.namespace));
     }
     for (name, pod) in common::workload_template_pods() {
         for ns in ["shop", "default"] {

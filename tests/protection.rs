@@ -144,7 +144,7 @@ fn request_json(k: Kind, operation: &str, old_object: Value) -> Value {
     })
 }
 
-fn delete(k: Kind, old_object: Value) -> AdmissionRequest {
+fn delete(k: Kind, old_object: Value) -> AdmissionRequest<'static> {
     decode_review(request_json(k, "DELETE", old_object)).unwrap()
 }
 
@@ -362,7 +362,7 @@ fn cascading_service_and_ingress_are_allowed() {
     }
 }
 
-fn namespace(name: &str, label: Option<&str>) -> AdmissionRequest {
+fn namespace(name: &str, label: Option<&str>) -> AdmissionRequest<'static> {
     let mut ns = object(NAMESPACE, name, label, json!({"finalizers": ["kubernetes"]}));
     ns["status"] = json!({"phase": "Active"});
     delete(NAMESPACE, ns)

@@ -53,7 +53,7 @@ fn cases() -> Vec<PathBuf> {
     files
 }
 
-fn request_for(case: &Value, pod: &Value) -> AdmissionRequest {
+fn request_for(case: &Value, pod: &Value) -> AdmissionRequest<'static> {
     let review = json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",

@@ -10,6 +10,7 @@ use std::path::Path;
 use kruise_admission::admission::review::{Operation, decode_review};
 use kruise_admission::admission::webhooks;
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
+use kruise_admission::api::tree::Json;
 use kruise_admission::cluster::files::{load_dir, read_documents};
 use kruise_admission::cluster::{Answers, Snapshot};
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ fn pod_creates() -> Vec<(String, Value)> {
             if request.kind.kind == "Pod"
                 && request.operation == Operation::Create
                 && request.sub_resource.is_empty()
-                && request.object.as_ref().is_some_and(|o| o.get("spec").is_some_and(Value::is_object))
+                && request.object.as_ref().is_some_and(|o| o.get("spec").is_some_and(Json::is_object))
             {
                 out.push((path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned(), review));
             }
@@ -118,7 +119,7 @@ fn run_all(snapshot: &Snapshot, expect_injection: bool) {
         let patch: json_patch::Patch =
             serde_json::from_value(serde_json::to_value(&first.decision.patch).expect("patch json"))
                 .expect("patch");
-        let mut applied = request.object.clone().expect("object");
+        let mut applied = request.object.as_ref().map(Json::to_value).expect("object");
         json_patch::patch(&mut applied, &patch)
             .unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
         assert_eq!(applied, mutated, "{name}: patch and mutated object differ");

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use kruise_admission::admission::review::{AdmissionRequest, decode_review};
 use kruise_admission::admission::webhooks::{self, Webhook};
 use kruise_admission::api::sidecarset::SidecarSet;
+use kruise_admission::api::tree::Json;
 use kruise_admission::cluster::{Snapshot, files};
 use kruise_admission_fuzz::{check_webhook, settings};
 use libfuzzer_sys::fuzz_target;
@@ -33,7 +34,7 @@ fn webhook(path: &str) -> &'static Webhook {
     webhooks::by_path(path).unwrap_or_else(|| panic!("no webhook at {path}"))
 }
 
-fn review(kind: Value, resource: Value, namespace: &str, object: &Value) -> Option<AdmissionRequest> {
+fn review(kind: Value, resource: Value, namespace: &str, object: &Value) -> Option<AdmissionRequest<'static>> {
     decode_review(json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -47,8 +48,8 @@ fn review(kind: Value, resource: Value, namespace: &str, object: &Value) -> Opti
 
 /// Pods the example SidecarSets (the seeds) select: every label they look for, containers with
 /// the volume mounts and env that sharing and env transfer read, in a selected namespace.
-fn pods() -> &'static [AdmissionRequest] {
-    static PODS: OnceLock<Vec<AdmissionRequest>> = OnceLock::new();
+fn pods() -> &'static [AdmissionRequest<'static>] {
+    static PODS: OnceLock<Vec<AdmissionRequest<'static>>> = OnceLock::new();
     PODS.get_or_init(|| {
         let labels = json!({
             "app": "web", "mesh.example.com/inject": "true", "mesh.example.com/agent": "hot",
@@ -100,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
             let mutated = check_webhook(webhook("/mutate-apps-kruise-io-sidecarset"), &request, &cluster, &settings);
             let mut validated = request;
             if let Some(mutated) = mutated {
-                validated.object = Some(mutated);
+                validated.object = Some(Json::from(mutated));
             }
             check_webhook(webhook("/validate-apps-kruise-io-sidecarset"), &validated, &cluster, &settings);
         }

@@ -6,6 +6,7 @@ use kruise_admission::admission::patch::PatchOp;
 use kruise_admission::admission::review::{self, AdmissionRequest, Decision};
 use kruise_admission::admission::webhooks::{self, Handler, Webhook, WebhookKind};
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
+use kruise_admission::api::tree::Json;
 use kruise_admission::cluster::{Answers, Snapshot};
 use serde_json::Value;
 
@@ -101,7 +102,7 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
         if !may_mutate(request, object, &inputs) {
             let mut draft = Draft::Same(object);
             let said = mutate(request, &mut draft, &inputs);
-            let copy = draft.into_value();
+            let copy = draft.into_json();
             assert!(
                 matches!(&said, Ok(w) if w.is_empty()) && &copy == object,
                 "{}: the pre-check skipped a request the mutator acts on: {said:?}",
@@ -110,12 +111,12 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
         }
     }
     let (Some(mutated), Some(original)) = (outcome.mutated, &request.object) else { return None };
-    assert_eq!(apply(original, &decision.patch), mutated, "{}: the patched object differs from the mutated one", webhook.name);
+    assert_eq!(apply(&original.to_value(), &decision.patch), mutated, "{}: the patched object differs from the mutated one", webhook.name);
     if decision.patch.is_empty() {
         return None;
     }
     let mut again = request.clone();
-    again.object = Some(mutated.clone());
+    again.object = Some(Json::from(mutated.clone()));
     let second = run(&again, &answers).decision;
     assert!(
         !second.allowed || second.patch.is_empty(),
@@ -132,7 +133,7 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
 pub fn apiserver_could_send(webhook: &Webhook, request: &AdmissionRequest) -> bool {
     let kind = request.kind.kind.to_lowercase();
     let resource = &request.resource.resource;
-    let object_kind = request.subject().and_then(|o| o.get("kind")).and_then(Value::as_str);
+    let object_kind = request.subject().and_then(|o| o.get("kind")).and_then(Json::as_str);
     webhook.matches(request)
         && !kind.is_empty()
         && request.kind.group == request.resource.group

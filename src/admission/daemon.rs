@@ -14,13 +14,13 @@
 //! Everything is done on the pod's JSON (a copy-on-write draft: only affinity and tolerations are
 //! copied, when the stamp writes them) so that fields this binary does not model survive.
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::Inputs;
 use super::draft::{Draft, DraftMap};
 use super::review::AdmissionError;
-use crate::api::json::{object_entry, object_in};
 use crate::api::keys;
+use crate::api::tree::{Json, Object};
 
 /// The default daemon tolerations in upstream's order (docs/workloads.md#5-3-default-tolerations); the last
 /// one only for hostNetwork pods.
@@ -78,7 +78,7 @@ pub fn stamp(
 }
 
 /// Whether [`stamp`] would change `pod` or warn about it (the trigger alone; cheap).
-pub fn triggers(pod: &Value) -> bool {
+pub fn triggers(pod: &Json<'_>) -> bool {
     let mut warnings = Vec::new();
     plan(&Draft::Same(pod), &mut warnings) != Plan::Nothing || !warnings.is_empty()
 }
@@ -86,7 +86,7 @@ pub fn triggers(pod: &Value) -> bool {
 /// The trigger: which node (if any) the pod names, and who owns it.
 fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
     let annotation =
-        |key: &str| pod.at(&["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Value::as_str);
+        |key: &str| pod.at(&["metadata", "annotations"]).and_then(|a| a.get(key)).and_then(Json::as_str);
     let (daemon_owned, broadcast_owned) = owners(pod);
     let target = match annotation(keys::TARGET_NODE_ANNOTATION) {
         Some("") => {
@@ -98,7 +98,7 @@ fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
         }
         other => other,
     };
-    let node_name = pod.at(&["spec", "nodeName"]).and_then(Value::as_str).filter(|n| !n.is_empty());
+    let node_name = pod.at(&["spec", "nodeName"]).and_then(Json::as_str).filter(|n| !n.is_empty());
     let opted_in = daemon_owned || annotation(keys::DAEMON_SCHEDULING_ANNOTATION) == Some("true");
     match target.or(node_name.filter(|_| opted_in)) {
         Some(node) => Plan::Pin { node: node.to_owned(), tolerations: !broadcast_owned },
@@ -111,13 +111,13 @@ fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
 fn owners(pod: &Draft<'_>) -> (bool, bool) {
     let refs = pod
         .at(&["metadata", "ownerReferences"])
-        .and_then(Value::as_array)
+        .and_then(Json::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
     let (mut daemon, mut broadcast) = (false, false);
     for owner in refs {
-        let kind = owner.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let api_version = owner.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = owner.get("kind").and_then(Json::as_str).unwrap_or_default();
+        let api_version = owner.get("apiVersion").and_then(Json::as_str).unwrap_or_default();
         let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
         match (kind, group) {
             ("DaemonSet", keys::APPS_GROUP | keys::KRUISE_APPS_GROUP) => daemon = true,
@@ -131,20 +131,21 @@ fn owners(pod: &Draft<'_>) -> (bool, bool) {
 /// `ReplaceDaemonSetPodNodeNameNodeAffinity` (docs/workloads.md#5-2-node-pinning), then clear
 /// `spec.nodeName`.
 fn pin(spec: &mut DraftMap<'_>, node: &str) -> Result<(), AdmissionError> {
-    let terms =
-        json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]);
+    let terms = Json::from(
+        json!([{"matchFields": [{"key": keys::NODE_NAME_FIELD, "operator": "In", "values": [node]}]}]),
+    );
     let not_object =
         |path: &str| AdmissionError::BadRequest(format!("request.object.{path} must be an object"));
-    let affinity = object_in(spec.value_mut("affinity")).ok_or_else(|| not_object("spec.affinity"))?;
+    let affinity = spec.value_mut("affinity").object_or_new().ok_or_else(|| not_object("spec.affinity"))?;
     let node_affinity =
-        object_entry(affinity, "nodeAffinity").ok_or_else(|| not_object("spec.affinity.nodeAffinity"))?;
+        affinity.object_entry("nodeAffinity").ok_or_else(|| not_object("spec.affinity.nodeAffinity"))?;
     // Only the terms are replaced: podAffinity, podAntiAffinity, preferred terms and any field of
     // the node selector we do not know are kept.
     let required =
-        object_entry(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution").ok_or_else(|| {
+        node_affinity.object_entry("requiredDuringSchedulingIgnoredDuringExecution").ok_or_else(|| {
             not_object("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
         })?;
-    required.insert("nodeSelectorTerms".into(), terms);
+    required.insert("nodeSelectorTerms", terms);
     spec.remove("nodeName");
     Ok(())
 }
@@ -152,10 +153,10 @@ fn pin(spec: &mut DraftMap<'_>, node: &str) -> Result<(), AdmissionError> {
 /// `AddOrUpdateDaemonPodTolerations` (docs/workloads.md#5-3-default-tolerations): each default in table
 /// order, through add-or-update.
 fn add_daemon_tolerations(spec: &mut DraftMap<'_>) -> Result<(), AdmissionError> {
-    let host_network = spec.get("hostNetwork").and_then(Draft::value) == Some(&Value::Bool(true));
+    let host_network = spec.get("hostNetwork").and_then(Draft::value).and_then(Json::as_bool) == Some(true);
     let slot = spec.value_mut("tolerations");
     if slot.is_null() {
-        *slot = Value::Array(Vec::new());
+        *slot = Json::Array(Vec::new());
     }
     let Some(list) = slot.as_array_mut() else {
         return Err(AdmissionError::BadRequest("request.object.spec.tolerations must be an array".into()));
@@ -170,7 +171,7 @@ fn add_daemon_tolerations(spec: &mut DraftMap<'_>) -> Result<(), AdmissionError>
 
 /// `AddOrUpdateTolerationInPodSpec` (docs/workloads.md#5-4-add-or-update) for the default toleration
 /// `{key, operator: Exists, effect}`.
-fn add_or_update(list: &mut Vec<Value>, key: &str, effect: &str) -> Result<(), AdmissionError> {
+fn add_or_update(list: &mut Vec<Json<'_>>, key: &str, effect: &str) -> Result<(), AdmissionError> {
     let mut matching = Vec::new();
     for (index, existing) in list.iter().enumerate() {
         let Some(existing) = existing.as_object() else {
@@ -187,7 +188,7 @@ fn add_or_update(list: &mut Vec<Value>, key: &str, effect: &str) -> Result<(), A
             matching.push(index);
         }
     }
-    let wanted = json!({"key": key, "operator": "Exists", "effect": effect});
+    let wanted = Json::from(json!({"key": key, "operator": "Exists", "effect": effect}));
     if matching.is_empty() {
         list.push(wanted);
         return Ok(());
@@ -200,9 +201,9 @@ fn add_or_update(list: &mut Vec<Value>, key: &str, effect: &str) -> Result<(), A
 
 /// Key, effect, operator and value equal to the default's (`operator: Exists`, no value). An empty
 /// operator means `Equal`, so it never matches the defaults' `Exists`.
-fn matches_default(toleration: &Map<String, Value>, key: &str, effect: &str) -> bool {
+fn matches_default(toleration: &Object<'_>, key: &str, effect: &str) -> bool {
     let field = |name: &str| match toleration.get(name) {
-        None | Some(Value::Null) => Some(""),
+        None | Some(Json::Null) => Some(""),
         Some(v) => v.as_str(),
     };
     let operator = match field("operator") {
@@ -215,14 +216,15 @@ fn matches_default(toleration: &Map<String, Value>, key: &str, effect: &str) -> 
         && field("value") == Some("")
 }
 
-fn is_unset(value: Option<&Value>) -> bool {
-    value.is_none_or(Value::is_null)
+fn is_unset(value: Option<&Json<'_>>) -> bool {
+    value.is_none_or(Json::is_null)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::admission::patch::diff;
+    use serde_json::Value;
 
     /// The seven defaults, written out from the table in docs/workloads.md#5-3-default-tolerations.
     fn defaults(host_network: bool) -> Vec<Value> {
@@ -287,10 +289,11 @@ mod tests {
     }
 
     fn stamp_pod(pod: &mut Value, warnings: &mut Vec<String>) -> Result<(), AdmissionError> {
-        let original = pod.clone();
+        let original = Json::from(&*pod);
         let mut draft = Draft::Same(&original);
         with_inputs(|inputs| stamp(&mut draft, inputs, warnings))?;
-        *pod = draft.into_value();
+        let stamped = draft.into_json().into_value();
+        *pod = stamped;
         Ok(())
     }
 

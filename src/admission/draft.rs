@@ -11,15 +11,15 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use crate::api::tree::{Json, Object};
 
 /// One node of the object being mutated.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Draft<'a> {
     /// Unchanged: the request's own value.
-    Same(&'a Value),
+    Same(&'a Json<'a>),
     /// Written by a mutator (a copy of the original, or new).
-    New(Value),
+    New(Json<'a>),
     /// An object of the request with some entries changed.
     Object(DraftMap<'a>),
     /// An array of the request with some elements kept, some changed, added or dropped.
@@ -34,7 +34,7 @@ pub struct DraftMap<'a> {
 
 impl<'a> Draft<'a> {
     /// The node as a plain value, when it is one (unchanged or written whole).
-    pub fn value(&self) -> Option<&Value> {
+    pub fn value(&self) -> Option<&Json<'a>> {
         match self {
             Draft::Same(v) => Some(v),
             Draft::New(v) => Some(v),
@@ -43,24 +43,24 @@ impl<'a> Draft<'a> {
     }
 
     pub fn is_null(&self) -> bool {
-        self.value().is_some_and(Value::is_null)
+        self.value().is_some_and(Json::is_null)
     }
 
     /// The value at `keys` (object keys only) as it is now.
-    pub fn at(&self, keys: &[&str]) -> Option<&Value> {
+    pub fn at(&self, keys: &[&str]) -> Option<&Json<'a>> {
         match (self, keys) {
             (_, []) => self.value(),
             (Draft::Object(map), [key, rest @ ..]) => map.get(key)?.at(rest),
             (Draft::Array(_), _) => None,
-            (_, keys) => crate::api::json::at(self.value()?, keys),
+            (_, keys) => self.value()?.at(keys),
         }
     }
 
     /// The field `key` of this object as it is now (`None` for a draft object's draft child).
-    pub fn field(&self, key: &str) -> Option<&Value> {
+    pub fn field(&self, key: &str) -> Option<&Json<'a>> {
         match self {
-            Draft::Same(v) => crate::api::json::field(v, key),
-            Draft::New(v) => crate::api::json::field(v, key),
+            Draft::Same(v) => v.get(key),
+            Draft::New(v) => v.get(key),
             Draft::Object(map) => map.get(key)?.value(),
             Draft::Array(_) => None,
         }
@@ -70,10 +70,9 @@ impl<'a> Draft<'a> {
     /// an object. Its entries stay borrowed.
     pub fn object_mut(&mut self) -> Option<&mut DraftMap<'a>> {
         match self {
-            Draft::Same(Value::Object(map)) => *self = Draft::Object(DraftMap::of(map)),
-            Draft::New(Value::Object(map)) => {
-                let entries =
-                    std::mem::take(map).into_iter().map(|(k, v)| (Cow::Owned(k), Draft::New(v))).collect();
+            Draft::Same(Json::Object(map)) => *self = Draft::Object(DraftMap::of(map)),
+            Draft::New(Json::Object(map)) => {
+                let entries = std::mem::take(map).into_iter().map(|(k, v)| (k, Draft::New(v))).collect();
                 *self = Draft::Object(DraftMap { entries });
             }
             _ => {}
@@ -86,9 +85,9 @@ impl<'a> Draft<'a> {
 
     /// This node as a plain value to change in place: copied here, the first time, if it was the
     /// request's (a small subtree: annotations, tolerations, affinity).
-    pub fn to_mut(&mut self) -> &mut Value {
+    pub fn to_mut(&mut self) -> &mut Json<'a> {
         if !matches!(self, Draft::New(_)) {
-            let value = std::mem::replace(self, Draft::New(Value::Null)).into_value();
+            let value = std::mem::replace(self, Draft::New(Json::Null)).into_json();
             *self = Draft::New(value);
         }
         match self {
@@ -101,33 +100,33 @@ impl<'a> Draft<'a> {
     /// place; none when it is not an array.
     pub fn take_items(&mut self) -> Vec<Draft<'a>> {
         match self {
-            Draft::Same(Value::Array(items)) => items.iter().map(Draft::Same).collect(),
-            Draft::New(Value::Array(items)) => std::mem::take(items).into_iter().map(Draft::New).collect(),
+            Draft::Same(Json::Array(items)) => items.iter().map(Draft::Same).collect(),
+            Draft::New(Json::Array(items)) => std::mem::take(items).into_iter().map(Draft::New).collect(),
             Draft::Array(items) => std::mem::take(items),
             _ => Vec::new(),
         }
     }
 
     pub fn is_array(&self) -> bool {
-        matches!(self, Draft::Array(_) | Draft::Same(Value::Array(_)) | Draft::New(Value::Array(_)))
+        matches!(self, Draft::Array(_) | Draft::Same(Json::Array(_)) | Draft::New(Json::Array(_)))
     }
 
     /// The object as mutated.
-    pub fn into_value(self) -> Value {
+    pub fn into_json(self) -> Json<'a> {
         match self {
             Draft::Same(v) => v.clone(),
             Draft::New(v) => v,
-            Draft::Object(map) => Value::Object(
-                map.entries.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect(),
-            ),
-            Draft::Array(items) => Value::Array(items.into_iter().map(Draft::into_value).collect()),
+            Draft::Object(map) => {
+                Json::Object(map.entries.into_iter().map(|(k, v)| (k, v.into_json())).collect())
+            }
+            Draft::Array(items) => Json::Array(items.into_iter().map(Draft::into_json).collect()),
         }
     }
 }
 
 impl<'a> DraftMap<'a> {
-    fn of(map: &'a Map<String, Value>) -> Self {
-        DraftMap { entries: map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), Draft::Same(v))).collect() }
+    fn of(map: &'a Object<'a>) -> Self {
+        DraftMap { entries: map.iter().map(|(k, v)| (Cow::Borrowed(k), Draft::Same(v))).collect() }
     }
 
     pub fn len(&self) -> usize {
@@ -169,12 +168,12 @@ impl<'a> DraftMap<'a> {
 
     /// `Map::insert`: a present key keeps its place.
     pub fn insert(&mut self, key: &str, value: Draft<'a>) {
-        *self.entry_or_insert(key, Draft::New(Value::Null)) = value;
+        *self.entry_or_insert(key, Draft::New(Json::Null)) = value;
     }
 
     /// `Map::entry(key).or_insert(Value::Null)`, as a plain value to change in place.
-    pub fn value_mut(&mut self, key: &str) -> &mut Value {
-        self.entry_or_insert(key, Draft::New(Value::Null)).to_mut()
+    pub fn value_mut(&mut self, key: &str) -> &mut Json<'a> {
+        self.entry_or_insert(key, Draft::New(Json::Null)).to_mut()
     }
 
     /// The list at `key` as drafts of its elements (empty when absent or not a list); `put_list`
@@ -204,7 +203,7 @@ impl<'a> DraftMap<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     /// The same calls on a `Map` and on a draft of it leave the same object, keys in the same order.
     #[test]
@@ -218,27 +217,29 @@ mod tests {
         map.entry("f").or_insert(Value::Null);
         map.remove("nothing");
 
+        let original = Json::from(&original);
         let mut draft = Draft::Same(&original);
         let d = draft.object_mut().unwrap();
-        d.insert("e", Draft::New(json!(5)));
+        d.insert("e", Draft::New(json!(5).into()));
         d.remove("a");
-        d.insert("c", Draft::New(json!(30)));
-        d.get_mut("b").unwrap().object_mut().unwrap().insert("y", Draft::New(json!(2)));
+        d.insert("c", Draft::New(json!(30).into()));
+        d.get_mut("b").unwrap().object_mut().unwrap().insert("y", Draft::New(json!(2).into()));
         d.value_mut("f");
         d.remove("nothing");
-        let mutated = draft.into_value();
+        let mutated = draft.into_json().into_value();
         assert_eq!(mutated, Value::Object(map.clone()));
         assert!(mutated.as_object().unwrap().keys().eq(map.keys()), "{mutated}");
     }
 
     #[test]
     fn reads_see_the_writes() {
-        let original = json!({"metadata": {"annotations": {"a": "1"}}, "spec": {"nodeName": "n"}});
+        let original =
+            Json::from(json!({"metadata": {"annotations": {"a": "1"}}, "spec": {"nodeName": "n"}}));
         let mut draft = Draft::Same(&original);
         let metadata = draft.object_mut().unwrap().get_mut("metadata").unwrap().object_mut().unwrap();
-        metadata.value_mut("annotations").as_object_mut().unwrap().insert("b".into(), json!("2"));
-        assert_eq!(draft.at(&["metadata", "annotations", "b"]), Some(&json!("2")));
-        assert_eq!(draft.at(&["spec", "nodeName"]), Some(&json!("n")));
+        metadata.value_mut("annotations").as_object_mut().unwrap().insert("b", Json::from("2"));
+        assert_eq!(draft.at(&["metadata", "annotations", "b"]).and_then(Json::as_str), Some("2"));
+        assert_eq!(draft.at(&["spec", "nodeName"]).and_then(Json::as_str), Some("n"));
         assert_eq!(draft.at(&["spec", "nodeName", "x"]), None);
     }
 }

@@ -4,7 +4,6 @@
 pub mod agreement;
 pub mod daemon;
 pub mod draft;
-pub mod exact_value;
 pub mod injection;
 pub mod inplace;
 pub mod patch;

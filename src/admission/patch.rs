@@ -24,9 +24,10 @@ use std::collections::HashMap;
 use std::iter::Peekable;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::draft::{Draft, DraftMap};
+use crate::api::tree::{Json, Object};
 
 /// One RFC 6902 operation. Only the three a diff needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -102,9 +103,15 @@ fn unescape_token(token: &str) -> Cow<'_, str> {
 
 /// The patch that turns `from` into `to`.
 pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
+    diff_json(&Json::from(from), &Json::from(to))
+}
+
+/// [`diff`] of two trees.
+pub fn diff_json(from: &Json<'_>, to: &Json<'_>) -> Vec<PatchOp> {
     let mut ops = walk(from, To::Value(to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).cloned().unwrap_or_default();
+        *value =
+            tokens(path).try_fold(to, |v, token| child(v, &token)).map(Json::to_value).unwrap_or_default();
     }
     ops
 }
@@ -112,7 +119,7 @@ pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
 /// The patch that turns `from` into the draft a mutator made of it. Subtrees the draft still
 /// borrows from `from` are skipped by pointer, and the values of `add` and `replace` operations
 /// (injected containers, mostly) are moved out of the draft instead of copied.
-pub fn diff_draft(from: &Value, mut to: Draft<'_>) -> Vec<PatchOp> {
+pub fn diff_draft(from: &Json<'_>, mut to: Draft<'_>) -> Vec<PatchOp> {
     let mut ops = walk(from, To::of(&to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
         *value = take_at(&mut to, &mut tokens(path).peekable());
@@ -123,13 +130,16 @@ pub fn diff_draft(from: &Value, mut to: Draft<'_>) -> Vec<PatchOp> {
 /// The value at `tokens` in `node`, moved out when the draft owns it.
 fn take_at<'p, I: Iterator<Item = Cow<'p, str>>>(node: &mut Draft<'_>, tokens: &mut Peekable<I>) -> Value {
     if tokens.peek().is_none() {
-        return std::mem::replace(node, Draft::New(Value::Null)).into_value();
+        return std::mem::replace(node, Draft::New(Json::Null)).into_json().into_value();
     }
     match node {
-        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).cloned().unwrap_or_default(),
-        Draft::New(v) => {
-            tokens.try_fold(v, |v, token| child_mut(v, &token)).map(std::mem::take).unwrap_or_default()
+        Draft::Same(v) => {
+            tokens.try_fold(*v, |v, token| child(v, &token)).map(Json::to_value).unwrap_or_default()
         }
+        Draft::New(v) => tokens
+            .try_fold(v, |v, token| child_mut(v, &token))
+            .map(|v| v.take().into_value())
+            .unwrap_or_default(),
         Draft::Object(map) => {
             let token = tokens.next().unwrap_or_default();
             map.get_mut(&token).map(|n| take_at(n, tokens)).unwrap_or_default()
@@ -158,18 +168,18 @@ fn tokens(path: &str) -> impl Iterator<Item = Cow<'_, str>> {
     })
 }
 
-fn child<'v>(v: &'v Value, token: &str) -> Option<&'v Value> {
+fn child<'v, 'a>(v: &'v Json<'a>, token: &str) -> Option<&'v Json<'a>> {
     match v {
-        Value::Object(map) => crate::api::json::get(map, token),
-        Value::Array(items) => items.get(token.parse::<usize>().ok()?),
+        Json::Object(map) => map.get(token),
+        Json::Array(items) => items.get(token.parse::<usize>().ok()?),
         _ => None,
     }
 }
 
-fn child_mut<'v>(v: &'v mut Value, token: &str) -> Option<&'v mut Value> {
+fn child_mut<'v, 'a>(v: &'v mut Json<'a>, token: &str) -> Option<&'v mut Json<'a>> {
     match v {
-        Value::Object(map) => map.get_mut(token),
-        Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
+        Json::Object(map) => map.get_mut(token),
+        Json::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
         _ => None,
     }
 }
@@ -178,7 +188,7 @@ fn child_mut<'v>(v: &'v mut Value, token: &str) -> Option<&'v mut Value> {
 /// draft's borrowed and owned nodes are plain values).
 #[derive(Clone, Copy)]
 enum To<'t> {
-    Value(&'t Value),
+    Value(&'t Json<'t>),
     Object(&'t DraftMap<'t>),
     Array(&'t [Draft<'t>]),
 }
@@ -186,14 +196,14 @@ enum To<'t> {
 /// An object on the `to` side.
 #[derive(Clone, Copy)]
 enum ToMap<'t> {
-    Map(&'t Map<String, Value>),
+    Map(&'t Object<'t>),
     Draft(&'t DraftMap<'t>),
 }
 
 /// An array on the `to` side.
 #[derive(Clone, Copy)]
 enum ToList<'t> {
-    Values(&'t [Value]),
+    Values(&'t [Json<'t>]),
     Drafts(&'t [Draft<'t>]),
 }
 
@@ -209,7 +219,7 @@ impl<'t> To<'t> {
 
     fn as_map(self) -> Option<ToMap<'t>> {
         match self {
-            To::Value(Value::Object(map)) => Some(ToMap::Map(map)),
+            To::Value(Json::Object(map)) => Some(ToMap::Map(map)),
             To::Object(map) => Some(ToMap::Draft(map)),
             _ => None,
         }
@@ -217,7 +227,7 @@ impl<'t> To<'t> {
 
     fn as_list(self) -> Option<ToList<'t>> {
         match self {
-            To::Value(Value::Array(items)) => Some(ToList::Values(items)),
+            To::Value(Json::Array(items)) => Some(ToList::Values(items)),
             To::Array(items) => Some(ToList::Drafts(items)),
             _ => None,
         }
@@ -237,13 +247,13 @@ impl<'t> ToMap<'t> {
             ToMap::Map(map) => (Some(map), None),
             ToMap::Draft(draft) => (None, Some(draft)),
         };
-        let plain = map.into_iter().flat_map(|m| m.iter().map(|(k, v)| (k.as_str(), To::Value(v))));
+        let plain = map.into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, To::Value(v))));
         plain.chain(draft.into_iter().flat_map(|d| d.iter().map(|(k, v)| (k, To::of(v)))))
     }
 
     fn get(self, key: &str) -> Option<To<'t>> {
         match self {
-            ToMap::Map(map) => crate::api::json::get(map, key).map(To::Value),
+            ToMap::Map(map) => map.get(key).map(To::Value),
             ToMap::Draft(map) => map.get(key).map(To::of),
         }
     }
@@ -280,17 +290,17 @@ impl<'t> ToList<'t> {
 /// is also where its value sits in `to` (an array index counts the elements before it in the
 /// patched array, which are `to`'s), and no operation lies inside another's value, so the callers
 /// above fill them in by path.
-fn walk(from: &Value, to: To) -> Vec<PatchOp> {
+fn walk(from: &Json<'_>, to: To) -> Vec<PatchOp> {
     let mut ops = Vec::new();
     let mut path = String::new();
     diff_value(from, to, &mut path, &mut ops);
     ops
 }
 
-fn diff_value(from: &Value, to: To, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp>) {
     match (from, to.as_map(), to.as_list()) {
-        (Value::Object(a), Some(b), _) => diff_object(a, b, path, ops),
-        (Value::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
+        (Json::Object(a), Some(b), _) => diff_object(a, b, path, ops),
+        (Json::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
         _ if same(from, to) => {}
         _ => ops.push(PatchOp::Replace { path: path.clone(), value: Value::Null }),
     }
@@ -314,7 +324,7 @@ fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) ->
     r
 }
 
-fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp>) {
     // A mutated copy keeps the original's key order, so keys pair up by position and need no
     // hashing; only the keys after the first mismatch are looked up (same output order either way:
     // `a`'s keys first, then the keys only `b` has).
@@ -324,8 +334,16 @@ fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Ve
             with_token(path, key, |p| diff_value(old, new, p, ops));
         }
     }
+    // Past the common prefix each key is looked up on the other side: by scanning when few are
+    // left, else in a hash map built once (an object of 10,000 annotations with one removed near
+    // the front must not cost 10,000 scans of 10,000 keys).
+    let hashed = a.len() + b.len() - 2 * common > SCAN_UP_TO;
+    let a_index: Option<HashMap<&str, &Json>> = hashed.then(|| a.iter().collect());
+    let b_index: Option<HashMap<&str, To>> = hashed.then(|| b.iter().collect());
+    let in_a = |key: &str| a_index.as_ref().map_or_else(|| a.get(key), |m| m.get(key).copied());
+    let in_b = |key: &str| b_index.as_ref().map_or_else(|| b.get(key), |m| m.get(key).copied());
     for (key, old) in a.iter().skip(common) {
-        match b.get(key) {
+        match in_b(key) {
             None => with_token(path, key, |p| ops.push(PatchOp::Remove { path: p.clone() })),
             Some(new) => {
                 if !same(old, new) {
@@ -335,7 +353,7 @@ fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Ve
         }
     }
     for (key, _) in b.iter().skip(common) {
-        if crate::api::json::get(a, key).is_none() {
+        if in_a(key).is_none() {
             with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
         }
     }
@@ -344,14 +362,14 @@ fn diff_object(a: &Map<String, Value>, b: ToMap, path: &mut String, ops: &mut Ve
 /// `a == b`, but maps whose keys come in the same order (a mutated copy and its original) are
 /// compared by position: serde_json's map equality hashes every key to look it up, which was the
 /// largest single cost of diffing a pod. A draft's borrowed node is its original: equal by pointer.
-fn same(a: &Value, b: To) -> bool {
+fn same(a: &Json<'_>, b: To) -> bool {
     if let To::Value(b) = b
         && std::ptr::eq(a, b)
     {
         return true;
     }
     match (a, b.as_map(), b.as_list()) {
-        (Value::Object(x), Some(y), _) => {
+        (Json::Object(x), Some(y), _) => {
             if x.len() != y.len() {
                 return false;
             }
@@ -369,7 +387,7 @@ fn same(a: &Value, b: To) -> bool {
             }
             true
         }
-        (Value::Array(x), _, Some(y)) => {
+        (Json::Array(x), _, Some(y)) => {
             x.len() == y.len() && x.iter().zip(y.iter()).all(|(vx, vy)| same(vx, vy))
         }
         (_, _, _) => match b {
@@ -388,13 +406,11 @@ enum Identity<'a> {
 
 fn identity(v: To<'_>) -> Option<Identity<'_>> {
     match v {
-        To::Object(map) => map.get("name").and_then(Draft::value).and_then(Value::as_str).map(Identity::Name),
+        To::Object(map) => map.get("name").and_then(Draft::value).and_then(Json::as_str).map(Identity::Name),
         To::Array(_) => None,
-        To::Value(v @ Value::Object(_)) => {
-            crate::api::json::field(v, "name").and_then(Value::as_str).map(Identity::Name)
-        }
-        To::Value(Value::Array(_)) => None,
-        To::Value(Value::String(s)) => Some(Identity::Scalar(format!("s{s}"))),
+        To::Value(Json::Object(map)) => map.get("name").and_then(Json::as_str).map(Identity::Name),
+        To::Value(Json::Array(_)) => None,
+        To::Value(Json::String(s)) => Some(Identity::Scalar(format!("s{s}"))),
         To::Value(other) => Some(Identity::Scalar(other.to_string())),
     }
 }
@@ -436,7 +452,7 @@ impl<'i, 't> Positions<'i, 't> {
     }
 }
 
-fn diff_array(a: &[Value], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_array(a: &[Json<'_>], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>) {
     let prefix = a.iter().zip(b.iter()).take_while(|(x, y)| same(x, *y)).count();
     let (a_rest, b_rest) = (&a[prefix..], b.slice(prefix..b.len()));
     let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, *y)).count();
@@ -453,7 +469,13 @@ fn diff_array(a: &[Value], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>)
 /// Walks `old` and `new` together, matching elements by identity. At every step the partly patched
 /// array is `new[..i] ++ old[j..]`, so the index of the next operation is `base + i`.
 /// Returns false (having emitted nothing) when identities cannot align the two sides in order.
-fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) -> bool {
+fn diff_aligned(
+    old: &[Json<'_>],
+    new: ToList,
+    base: usize,
+    path: &mut String,
+    ops: &mut Vec<PatchOp>,
+) -> bool {
     let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter()))
     else {
         return false;
@@ -496,7 +518,7 @@ fn diff_aligned(old: &[Value], new: ToList, base: usize, path: &mut String, ops:
     true
 }
 
-fn diff_pairwise(old: &[Value], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_pairwise(old: &[Json<'_>], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
     let common = old.len().min(new.len());
     for (k, (old_k, new_k)) in old.iter().zip(new.iter()).enumerate() {
         if !same(old_k, new_k) {
@@ -519,12 +541,13 @@ mod tests {
 
     fn check(from: Value, to: Value) -> Vec<PatchOp> {
         let ops = diff(&from, &to);
+        let tree = Json::from(&from);
         assert_eq!(
-            diff_draft(&from, Draft::New(to.clone())),
+            diff_draft(&tree, Draft::New(Json::from(&to))),
             ops,
             "moving the values must give the same patch"
         );
-        assert!(diff_draft(&from, Draft::Same(&from)).is_empty());
+        assert!(diff_draft(&tree, Draft::Same(&tree)).is_empty());
         let patch: json_patch::Patch = serde_json::from_value(serde_json::to_value(&ops).unwrap()).unwrap();
         let mut doc = from.clone();
         json_patch::patch(&mut doc, &patch).unwrap();
@@ -611,10 +634,13 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn same_is_equality_and_diffs_apply(a in arb_value(), b in arb_value()) {
-            proptest::prop_assert_eq!(same(&a, To::Value(&b)), a == b);
             let r = reversed(&a);
-            proptest::prop_assert!(same(&a, To::Value(&r)) && same(&r, To::Value(&a)));
-            proptest::prop_assert_eq!(same(&r, To::Value(&b)), r == b);
+            let (ja, jb, jr) = (Json::from(&a), Json::from(&b), Json::from(&r));
+            proptest::prop_assert_eq!(same(&ja, To::Value(&jb)), a == b);
+            proptest::prop_assert!(same(&ja, To::Value(&jr)) && same(&jr, To::Value(&ja)));
+            proptest::prop_assert_eq!(same(&jr, To::Value(&jb)), r == b);
+            proptest::prop_assert_eq!(ja == jb, a == b);
+            proptest::prop_assert_eq!(ja == b, a == b);
             check(a.clone(), b.clone());
             check(r, b);
         }
@@ -628,17 +654,17 @@ mod tests {
         for (key, what, value) in edits {
             match what {
                 0 => map.remove(key),
-                1 => map.insert(key, Draft::New(value.clone())),
+                1 => map.insert(key, Draft::New(Json::from(value.clone()))),
                 2 => {
                     if let Some(inner) = map.get_mut(key).and_then(Draft::object_mut) {
-                        inner.insert(key, Draft::New(value.clone()));
+                        inner.insert(key, Draft::New(Json::from(value.clone())));
                     }
                 }
                 _ => {
                     if let Some(entry) = map.get_mut(key).filter(|e| e.is_array()) {
                         let mut items = entry.take_items();
                         if let Some(first) = items.first_mut() {
-                            *first = Draft::New(value.clone());
+                            *first = Draft::New(Json::from(value.clone()));
                         }
                         *entry = Draft::Array(items);
                     }
@@ -651,10 +677,11 @@ mod tests {
         /// A draft's patch is the patch to the object it stands for, whatever was edited.
         #[test]
         fn a_draft_patches_like_its_value(a in arb_value(), edits in proptest::collection::vec(("[a-d]", 0..4u8, arb_value()), 0..6)) {
-            let mut draft = Draft::Same(&a);
+            let tree = Json::from(&a);
+            let mut draft = Draft::Same(&tree);
             edit(&mut draft, &edits);
-            let value = draft.clone().into_value();
-            proptest::prop_assert_eq!(diff_draft(&a, draft), diff(&a, &value));
+            let value = draft.clone().into_json().into_value();
+            proptest::prop_assert_eq!(diff_draft(&tree, draft), diff(&a, &value));
         }
     }
 

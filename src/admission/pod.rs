@@ -1,11 +1,10 @@
 //! `/mutate-pod`: every Pod mutation this binary makes, in a fixed order, on one copy-on-write
 //! draft of the pod. The patch is computed once, afterwards, by the caller (see `webhooks::run`).
 
-use serde_json::Value;
-
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, daemon, injection};
+use crate::api::tree::Json;
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
@@ -30,7 +29,7 @@ pub fn mutate(
 /// Whether [`mutate`] could change `pod` or say anything about it (an error or a warning). `false`
 /// only when it certainly does neither, so `webhooks::run` can answer without copying and diffing
 /// the pod: most pods of a cluster are selected by no SidecarSet and name no node.
-pub fn may_mutate(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> bool {
+pub fn may_mutate(request: &AdmissionRequest, pod: &Json<'_>, inputs: &Inputs) -> bool {
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
         return false;
     }
@@ -39,8 +38,8 @@ pub fn may_mutate(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> b
 
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot
 /// have come from the apiserver and is refused with a message that says what is wrong.
-fn check_is_pod(pod: &Value) -> Result<(), AdmissionError> {
-    if let Some(kind) = pod.get("kind").and_then(Value::as_str)
+fn check_is_pod(pod: &Json<'_>) -> Result<(), AdmissionError> {
+    if let Some(kind) = pod.get("kind").and_then(Json::as_str)
         && kind != "Pod"
     {
         return Err(AdmissionError::BadRequest(format!("request.object is a {kind}, not a Pod")));
@@ -49,7 +48,7 @@ fn check_is_pod(pod: &Value) -> Result<(), AdmissionError> {
         return Err(AdmissionError::BadRequest("request.object.metadata must be an object".into()));
     }
     match pod.get("spec") {
-        Some(Value::Object(_)) => Ok(()),
+        Some(Json::Object(_)) => Ok(()),
         Some(_) => Err(AdmissionError::BadRequest("request.object.spec must be an object".into())),
         None => Err(AdmissionError::BadRequest("request.object is not a Pod: it has no spec".into())),
     }

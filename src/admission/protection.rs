@@ -7,11 +7,10 @@
 //! cached: [`queries`] names them, the edge answers them, and the decision reads `inputs.answers`.
 //! Both go through the same [`plan`], so they cannot disagree about which lookups a request needs.
 
-use serde_json::Value;
-
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
 use super::{Inputs, Settings};
+use crate::api::tree::Json;
 use crate::cluster::{Answers, Counted, ListFilter, Query};
 
 /// The label users put on an object to protect it.
@@ -126,7 +125,7 @@ fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, Admissi
     match (label_value(object)?, kind) {
         (Some(ALWAYS), _) => Err(forbidden(ALWAYS, "")),
         (Some(CASCADING), Protected::Namespace) => {
-            let name = object.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty());
+            let name = object.pointer("/metadata/name").and_then(Json::as_str).filter(|n| !n.is_empty());
             Ok(Plan::NamespaceDependents(name.unwrap_or(&request.name).to_owned()))
         }
         (Some(CASCADING), Protected::CustomResourceDefinition) => {
@@ -143,7 +142,7 @@ fn plan(request: &AdmissionRequest, settings: &Settings) -> Result<Plan, Admissi
 
 /// The protected kind of the request (`request.kind`, or the object's own apiVersion/kind when a
 /// hand-written review leaves `kind` out); `None` for kinds that carry no protection.
-fn request_kind(request: &AdmissionRequest, object: &Value) -> Option<Protected> {
+fn request_kind(request: &AdmissionRequest, object: &Json) -> Option<Protected> {
     if !request.kind.kind.is_empty() {
         return protected_kind(&request.kind.group, &request.kind.version, &request.kind.kind);
     }
@@ -156,17 +155,17 @@ fn forbidden(value: &str, detail: &str) -> AdmissionError {
     AdmissionError::Forbidden(format!("{FORBIDDEN} {LABEL}={value}{detail}"))
 }
 
-fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
+fn label_value<'j>(object: &'j Json) -> Result<Option<&'j str>, AdmissionError> {
     let labels = match object.get("metadata") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(metadata)) => metadata.get("labels"),
+        None | Some(Json::Null) => return Ok(None),
+        Some(Json::Object(metadata)) => metadata.get("labels"),
         Some(_) => {
             return Err(AdmissionError::BadRequest("request.oldObject.metadata must be an object".into()));
         }
     };
     let labels = match labels {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(labels)) => labels,
+        None | Some(Json::Null) => return Ok(None),
+        Some(Json::Object(labels)) => labels,
         Some(_) => {
             return Err(AdmissionError::BadRequest(
                 "request.oldObject.metadata.labels must be an object".into(),
@@ -174,8 +173,8 @@ fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
         }
     };
     match labels.get(LABEL) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(v)) => Ok(Some(v)),
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(v)) => Ok(Some(v.as_ref())),
         Some(_) => Err(AdmissionError::BadRequest(format!(
             "request.oldObject.metadata.labels[{LABEL:?}] must be a string"
         ))),
@@ -184,9 +183,9 @@ fn label_value(object: &Value) -> Result<Option<&str>, AdmissionError> {
 
 /// `spec.replicas` of a workload. Absent or null means "not set", which Kruise treats as nothing to
 /// protect (the API server defaults it, so a real object being deleted has it).
-fn replicas(object: &Value) -> Result<Option<i64>, AdmissionError> {
+fn replicas(object: &Json) -> Result<Option<i64>, AdmissionError> {
     match object.pointer("/spec/replicas") {
-        None | Some(Value::Null) => Ok(None),
+        None | Some(Json::Null) => Ok(None),
         Some(v) => v.as_i64().map(Some).ok_or_else(|| {
             AdmissionError::BadRequest(format!("request.oldObject.spec.replicas must be an integer, got {v}"))
         }),
@@ -223,7 +222,7 @@ fn pvcs_in(namespace: &str) -> Query {
     }
 }
 
-fn terminating(object: &Value) -> bool {
+fn terminating(object: &Json) -> bool {
     object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
@@ -263,22 +262,22 @@ impl CustomResourceType {
     /// Group, storage version and kind from the CRD object itself. The storage version is the first
     /// entry of `spec.versions` with `storage: true`; a v1beta1 CRD may instead carry only the
     /// deprecated `spec.version`, which is then its one (storage) version.
-    fn of_crd(crd: &Value) -> Result<Self, AdmissionError> {
+    fn of_crd(crd: &Json) -> Result<Self, AdmissionError> {
         let spec = crd.get("spec");
         let text = |pointer: &str| {
-            spec.and_then(|s| s.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
+            spec.and_then(|s| s.pointer(pointer)).and_then(Json::as_str).unwrap_or_default().to_owned()
         };
         let (group, kind, list_kind) = (text("/group"), text("/names/kind"), text("/names/listKind"));
         let storage = spec
             .and_then(|s| s.get("versions"))
-            .and_then(Value::as_array)
+            .and_then(Json::as_array)
             .and_then(|versions| {
-                versions.iter().find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                versions.iter().find(|v| v.get("storage").and_then(Json::as_bool) == Some(true))
             })
             .and_then(|v| v.get("name"))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .map(str::to_owned)
-            .or_else(|| spec.and_then(|s| s.get("version")).and_then(Value::as_str).map(str::to_owned))
+            .or_else(|| spec.and_then(|s| s.get("version")).and_then(Json::as_str).map(str::to_owned))
             .unwrap_or_default();
         let list_kind =
             if list_kind.is_empty() && !kind.is_empty() { format!("{kind}List") } else { list_kind };
@@ -343,7 +342,7 @@ mod tests {
     fn storage_version_is_the_first_with_storage_true() {
         let crd = json!({"spec": {"group": "g.io", "names": {"kind": "Foo", "listKind": "FooList"},
             "versions": [{"name": "v1", "storage": false}, {"name": "v2", "storage": true}, {"name": "v3", "storage": true}]}});
-        let t = CustomResourceType::of_crd(&crd).unwrap();
+        let t = CustomResourceType::of_crd(&Json::from(crd)).unwrap();
         assert_eq!((t.group.as_str(), t.version.as_str(), t.kind.as_str()), ("g.io", "v2", "Foo"));
         assert_eq!(t.gvk(), "g.io/v2, Kind=FooList");
     }
@@ -351,7 +350,7 @@ mod tests {
     #[test]
     fn v1beta1_crd_without_versions_uses_spec_version_and_default_list_kind() {
         let crd = json!({"spec": {"group": "g.io", "version": "v1alpha1", "names": {"kind": "Foo"}}});
-        let t = CustomResourceType::of_crd(&crd).unwrap();
+        let t = CustomResourceType::of_crd(&Json::from(crd)).unwrap();
         assert_eq!(t.version, "v1alpha1");
         assert_eq!(t.gvk(), "g.io/v1alpha1, Kind=FooList");
     }
@@ -359,7 +358,7 @@ mod tests {
     #[test]
     fn crd_without_storage_version_cannot_be_checked_and_is_refused() {
         let crd = json!({"spec": {"group": "g.io", "names": {"kind": "Foo"}, "versions": [{"name": "v1", "storage": false}]}});
-        let err = CustomResourceType::of_crd(&crd).unwrap_err();
+        let err = CustomResourceType::of_crd(&Json::from(crd)).unwrap_err();
         assert_eq!(err.code(), 403);
         assert!(
             err.to_string()

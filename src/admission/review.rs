@@ -2,8 +2,9 @@
 //! and turning a [`Decision`] or an [`AdmissionError`] into the response the apiserver expects.
 //!
 //! This is the one place where errors become responses (code + message), so every edge (`serve`,
-//! `dry-run`) answers the same way. Objects are kept as `serde_json::Value` so that fields this binary
-//! does not know survive untouched into patches and outputs.
+//! `dry-run`) answers the same way. Objects are kept as JSON trees ([`Json`]) so that fields this
+//! binary does not know survive untouched into patches and outputs; decoded from a body, their
+//! strings stay borrowed from it (issue 17.1).
 //!
 //! `serve` decodes straight from the body with [`decode_review_body`], which never builds the parts
 //! of a review no decision reads (unknown fields, and the object the operation leaves empty);
@@ -15,8 +16,8 @@ use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
-use super::exact_value;
 use super::patch::PatchOp;
+use crate::api::tree::{self, Json};
 
 /// The two AdmissionReview versions the apiserver may send. The response uses the request's version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,9 +94,10 @@ pub struct Gvr {
     pub resource: String,
 }
 
-/// One admission request, decoded. Objects stay as JSON values.
+/// One admission request, decoded. Objects stay as JSON trees, borrowing from the body they were
+/// decoded from (`'a`; `'static` when decoded from a `Value`).
 #[derive(Debug, Clone)]
-pub struct AdmissionRequest {
+pub struct AdmissionRequest<'a> {
     pub version: ReviewVersion,
     pub uid: String,
     pub kind: Gvk,
@@ -108,19 +110,38 @@ pub struct AdmissionRequest {
     pub user_info: Value,
     /// `None` when absent or `null` (DELETE). An empty object `{}` counts as absent too: real
     /// reviews carry `oldObject: {}` on CREATE.
-    pub object: Option<Value>,
-    pub old_object: Option<Value>,
+    pub object: Option<Json<'a>>,
+    pub old_object: Option<Json<'a>>,
     pub dry_run: bool,
     /// Warnings about the review itself (e.g. a non-canonical operation spelling).
     pub decode_warnings: Vec<String>,
 }
 
-impl AdmissionRequest {
+impl<'a> AdmissionRequest<'a> {
     /// The object a decision should look at: `object`, or `oldObject` on DELETE.
-    pub fn subject(&self) -> Option<&Value> {
+    pub fn subject(&self) -> Option<&Json<'a>> {
         match self.operation {
             Operation::Delete => self.old_object.as_ref(),
             _ => self.object.as_ref(),
+        }
+    }
+
+    /// The same request, owning its objects (no longer tied to the body they were decoded from).
+    pub fn into_owned(self) -> AdmissionRequest<'static> {
+        AdmissionRequest {
+            object: self.object.map(Json::into_owned),
+            old_object: self.old_object.map(Json::into_owned),
+            version: self.version,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            dry_run: self.dry_run,
+            decode_warnings: self.decode_warnings,
         }
     }
 
@@ -128,8 +149,8 @@ impl AdmissionRequest {
     pub fn display_name(&self) -> String {
         let name = if self.name.is_empty() {
             self.subject()
-                .and_then(|o| o.pointer("/metadata/generateName"))
-                .and_then(Value::as_str)
+                .and_then(|o| o.at(&["metadata", "generateName"]))
+                .and_then(Json::as_str)
                 .map(|g| format!("{g}*"))
                 .unwrap_or_default()
         } else {
@@ -261,17 +282,39 @@ fn gv_field(map: &Map<String, Value>, key: &str, last: &str) -> Result<[String; 
 }
 
 /// Moves `key` out of the request: objects are the bulk of a review and are never copied.
-fn take_object(map: &mut Map<String, Value>, key: &str) -> Result<Option<Value>, String> {
-    match map.remove(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) if o.is_empty() => Ok(None),
-        Some(v @ Value::Object(_)) => Ok(Some(v)),
-        Some(other) => Err(format!("request.{key} must be an object, got {}", type_name(&other))),
+/// `request.object` or `request.oldObject`: absent, null and `{}` are all absent; anything but an
+/// object is an error. `decoded` is the part as [`decode_review_body`] built it, when it did; else
+/// the value in `request` (a placeholder of the right type when the body's part was not built).
+fn take_object<'a>(
+    request: &mut Map<String, Value>,
+    decoded: Option<Json<'a>>,
+    key: &str,
+) -> Result<Option<Json<'a>>, String> {
+    let part = decoded.or_else(|| request.remove(key).map(Json::from));
+    match part {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Object(o)) if o.is_empty() => Ok(None),
+        Some(v @ Json::Object(_)) => Ok(Some(v)),
+        Some(other) => Err(format!(
+            "request.{key} must be an object, got {}",
+            type_name(&Skip::of(&other).placeholder())
+        )),
     }
 }
 
 /// Decode an AdmissionReview from its JSON value.
-pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
+pub fn decode_review(review: Value) -> Result<AdmissionRequest<'static>, DecodeError> {
+    decode_envelope(review, Decoded::default())
+}
+
+/// `object` and `oldObject` as [`decode_review_body`] decoded them, kept out of the envelope.
+#[derive(Default)]
+struct Decoded<'a> {
+    object: Option<Json<'a>>,
+    old_object: Option<Json<'a>>,
+}
+
+fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionRequest<'a>, DecodeError> {
     let (version, mut request) = envelope(review)?;
     let uid = request_uid(&request)?;
     // From here on the envelope is good enough to answer inside an AdmissionReview.
@@ -294,9 +337,11 @@ pub fn decode_review(review: Value) -> Result<AdmissionRequest, DecodeError> {
             return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other))));
         }
     };
-    let object = take_object(&mut request, "object").map_err(fail)?.filter(|_| operation.carries(true));
-    let old_object =
-        take_object(&mut request, "oldObject").map_err(fail)?.filter(|_| operation.carries(false));
+    let object =
+        take_object(&mut request, parts.object, "object").map_err(fail)?.filter(|_| operation.carries(true));
+    let old_object = take_object(&mut request, parts.old_object, "oldObject")
+        .map_err(fail)?
+        .filter(|_| operation.carries(false));
     Ok(AdmissionRequest {
         version,
         uid: uid.clone(),
@@ -410,11 +455,11 @@ impl Parts {
 pub fn decode_review_body(
     body: &[u8],
     parts: Parts,
-) -> Result<Result<AdmissionRequest, DecodeError>, serde_json::Error> {
+) -> Result<Result<AdmissionRequest<'_>, DecodeError>, serde_json::Error> {
     // Read from a slice, serde_json checks the UTF-8 of each string on its own (a tenth of the
     // decode for a typical Pod, issue 20.3); checked once over the whole body, the text is read as
-    // a `str` without those checks. A body that is not UTF-8 is read as bytes, for the parser's
-    // own error at the right place.
+    // a `str` without those checks, and strings are borrowed from it. A body that is not UTF-8 is
+    // read as bytes, for the parser's own error at the right place.
     match std::str::from_utf8(body) {
         Ok(text) => decode_from(serde_json::Deserializer::from_str(text), parts),
         Err(_) => decode_from(serde_json::Deserializer::from_slice(body), parts),
@@ -424,10 +469,11 @@ pub fn decode_review_body(
 fn decode_from<'de, R: serde_json::de::Read<'de>>(
     mut deserializer: serde_json::Deserializer<R>,
     parts: Parts,
-) -> Result<Result<AdmissionRequest, DecodeError>, serde_json::Error> {
-    let review = Fields { level: Level::Top, parts }.deserialize(&mut deserializer)?;
+) -> Result<Result<AdmissionRequest<'de>, DecodeError>, serde_json::Error> {
+    let mut decoded = Decoded::default();
+    let review = Fields { level: Level::Top, parts, decoded: &mut decoded }.deserialize(&mut deserializer)?;
     deserializer.end()?;
-    Ok(decode_review(review))
+    Ok(decode_envelope(review, decoded))
 }
 
 const TOP_FIELDS: &[&str] = &["apiVersion", "kind"];
@@ -444,19 +490,20 @@ enum Level {
 enum Field {
     Keep(&'static str),
     Request,
-    /// `object` or `oldObject`: built when the flag is set, else only its type is kept.
+    /// `object` or `oldObject`: built as a tree when the flag is set, else only its type is kept.
     Part(&'static str, bool),
     Drop,
 }
 
-/// The keys of the top level or of `request` that [`decode_review`] reads.
-#[derive(Clone, Copy)]
-struct Fields {
+/// The keys of the top level or of `request` that [`decode_review`] reads; the parts built go to
+/// `decoded`, the rest into the envelope's `Value`.
+struct Fields<'s, 'de> {
     level: Level,
     parts: Parts,
+    decoded: &'s mut Decoded<'de>,
 }
 
-impl<'de> DeserializeSeed<'de> for Fields {
+impl<'de> DeserializeSeed<'de> for Fields<'_, 'de> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -465,7 +512,7 @@ impl<'de> DeserializeSeed<'de> for Fields {
 }
 
 /// A key is matched against the names this level keeps without being copied.
-struct KeyOf(Fields);
+struct KeyOf(Level, Parts);
 
 impl<'de> DeserializeSeed<'de> for KeyOf {
     type Value = Field;
@@ -483,7 +530,7 @@ impl Visitor<'_> for KeyOf {
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
-        let Fields { level, parts } = self.0;
+        let KeyOf(level, parts) = self;
         let keep = |names: &[&'static str]| {
             names.iter().find(|name| **name == key).map_or(Field::Drop, |name| Field::Keep(name))
         };
@@ -497,7 +544,7 @@ impl Visitor<'_> for KeyOf {
     }
 }
 
-impl<'de> Visitor<'de> for Fields {
+impl<'de> Visitor<'de> for Fields<'_, 'de> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -506,13 +553,24 @@ impl<'de> Visitor<'de> for Fields {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut kept = Map::new();
-        while let Some(field) = map.next_key_seed(KeyOf(self))? {
+        while let Some(field) = map.next_key_seed(KeyOf(self.level, self.parts))? {
             let (name, value) = match field {
                 Field::Keep(name) => (name, map.next_value::<Value>()?),
                 Field::Request => {
-                    ("request", map.next_value_seed(Fields { level: Level::Request, parts: self.parts })?)
+                    let request =
+                        Fields { level: Level::Request, parts: self.parts, decoded: &mut *self.decoded };
+                    ("request", map.next_value_seed(request)?)
                 }
-                Field::Part(name, true) => (name, map.next_value_seed(ExactValue)?),
+                Field::Part(name, true) => {
+                    // Kept out of the envelope; the last of repeated keys wins, as for any member.
+                    let part = map.next_value_seed(ExactTree)?;
+                    if name == "object" {
+                        self.decoded.object = Some(part)
+                    } else {
+                        self.decoded.old_object = Some(part)
+                    }
+                    continue;
+                }
                 Field::Part(name, false) => (name, map.next_value::<Skip>()?.placeholder()),
                 Field::Drop => {
                     map.next_value::<Skip>()?;
@@ -554,14 +612,14 @@ impl<'de> Visitor<'de> for Fields {
     }
 }
 
-/// `object` and `oldObject`, the bulk of a review, are built without growth slack.
-struct ExactValue;
+/// `object` and `oldObject`, the bulk of a review, are built as trees borrowing from the body.
+struct ExactTree;
 
-impl<'de> DeserializeSeed<'de> for ExactValue {
-    type Value = Value;
+impl<'de> DeserializeSeed<'de> for ExactTree {
+    type Value = Json<'de>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        exact_value::deserialize(deserializer)
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json<'de>, D::Error> {
+        tree::deserialize(deserializer)
     }
 }
 
@@ -577,6 +635,17 @@ enum Skip {
 }
 
 impl Skip {
+    fn of(value: &Json<'_>) -> Skip {
+        match value {
+            Json::Null => Skip::Null,
+            Json::Bool(_) => Skip::Bool,
+            Json::Number(_) => Skip::Number,
+            Json::String(_) => Skip::String,
+            Json::Array(_) => Skip::Array,
+            Json::Object(_) => Skip::Object,
+        }
+    }
+
     /// The smallest value of the same type: an empty object reads as absent, anything else as
     /// the type error it is.
     fn placeholder(self) -> Value {

@@ -1,9 +1,10 @@
 //! How much memory decoding a review will take, found by one cheap pass over its bytes before any
 //! of it is decoded, so `serve` can refuse a body whose decoded form would not fit (issue 17.1).
 //!
-//! A `serde_json::Value` is far larger than its text: with `preserve_order` every value is an
-//! 80-byte slot, every object member a hash-map entry around it, and vectors grow by doubling, so
-//! `[0,0,0,…]` takes about 80 times its length. The scan charges each value what
+//! Decoded JSON is larger than its text: `object` and `oldObject` become trees ([`Json`]) of
+//! 32-byte nodes, so `[0,0,0,…]` takes 16 bytes per byte of text and more while vectors grow;
+//! the envelope becomes `serde_json::Value`s (with `preserve_order` every value an 80-byte slot,
+//! every object member a hash-map entry around it). The scan charges each value what
 //! [`decode_review_body`](super::review::decode_review_body) will allocate for it, as an upper
 //! bound, counting only the parts that are built: the envelope, and `object` / `oldObject` as the
 //! operation found by the same scan selects them ([`Parts::for_operation`]).
@@ -12,24 +13,129 @@
 //! than [`SCAN_FROM`] is not scanned but charged [`worst_case`] for its length, which bounds what
 //! the scan could find in any bytes of that length (issue 20.3; [`charge`]).
 
+use std::borrow::Cow;
 use std::mem::size_of;
 
 use serde_json::Value;
 
 use super::review::{Operation, Parts};
+use crate::api::tree::Json;
 
-/// A value's slot in an array. Vectors grow by doubling: up to twice the slots in use, and three
-/// times while the last doubling copies them (measured: `[{},{},…]` peaks at 3× when the
-/// reallocation cannot grow in place).
-const ARRAY_SLOT: usize = 3 * size_of::<Value>();
+/// What one representation of decoded JSON takes, per piece of text.
+struct Model {
+    /// A value's slot in an array. Vectors grow by doubling: up to twice the slots in use, and
+    /// three times while the last doubling copies them (measured: `[{},{},…]` peaks at 3× when
+    /// the reallocation cannot grow in place).
+    array_slot: usize,
+    /// A member of an object, with room for growth.
+    object_slot: usize,
+    /// What an object's first member allocates besides its slot.
+    object_first: usize,
+    /// Whether strings without escapes get heap of their own (else they borrow the body).
+    owns_plain_strings: bool,
+}
+
+impl Model {
+    /// The most the scan charges a container with the bytes it owns: an object in an array (its
+    /// slot and block) with a first member (the first member's extra and its slot).
+    const fn container(&self) -> usize {
+        self.array_slot + BLOCK_OVERHEAD + self.object_first + self.object_slot
+    }
+
+    /// The most the scan charges per byte, over the patterns [`worst_case`] lists.
+    const fn per_byte(&self) -> usize {
+        max(
+            max(self.container().div_ceil(4), (2 * self.array_slot + BLOCK_OVERHEAD).div_ceil(3)),
+            max(self.array_slot.div_ceil(2), self.object_slot.div_ceil(3)),
+        )
+    }
+
+    fn string_heap(&self, len: usize, escaped: bool) -> usize {
+        if escaped || self.owns_plain_strings { string_heap(len) } else { 0 }
+    }
+}
+
 /// An index-map entry: hash, key, value.
 const ENTRY: usize = size_of::<(u64, String, Value)>();
-/// A member of an object: its entry plus its index, doubled for growth.
-const OBJECT_SLOT: usize = 2 * (ENTRY + size_of::<usize>() + 1);
-/// What an object's first member allocates besides its slot: the smallest index map holds three
-/// entries and four index buckets, more than one slot covers (a one-key object is about 400
-/// resident bytes; from two members on, the slots cover it).
-const OBJECT_FIRST: usize = ENTRY + 4 * (size_of::<usize>() + 1) + 2 * BLOCK_OVERHEAD;
+
+/// The envelope (`userInfo`, the request's small fields): `serde_json::Value`s.
+const VALUE: Model = Model {
+    array_slot: 3 * size_of::<Value>(),
+    // The entry plus its index, doubled for growth.
+    object_slot: 2 * (ENTRY + size_of::<usize>() + 1),
+    // The smallest index map holds three entries and four index buckets, more than one slot
+    // covers (a one-key object is about 400 resident bytes; from two members on, the slots cover it).
+    object_first: ENTRY + 4 * (size_of::<usize>() + 1) + 2 * BLOCK_OVERHEAD,
+    owns_plain_strings: true,
+};
+
+/// `object` and `oldObject`: trees ([`Json`]), strings borrowed from the body unless they had
+/// escapes. Each container is allocated once, at its length, so a value costs its slot; while
+/// containers are open their values wait on two stacks that grow by doubling, which [`Stacks`]
+/// charges from the most values waiting at once; an array of more than [`LARGE_ARRAY`] elements
+/// grows in a vector of its own, by doubling.
+const TREE: Model = Model {
+    array_slot: size_of::<Json>(),
+    object_slot: size_of::<(Cow<str>, Json)>(),
+    object_first: 0,
+    owns_plain_strings: false,
+};
+
+/// `api::tree`'s threshold: a longer array leaves the stack and grows on its own.
+const LARGE_ARRAY: usize = 1024;
+/// `api::tree` finds repeated keys of a larger object by sorting.
+const SORTED_FROM: usize = 17;
+/// The scratch that sorting takes per member: an index, a flag, and a pair per repeated key.
+const SORT_SCRATCH: usize = 3 * size_of::<usize>() + 1;
+
+/// The stacks a tree is decoded through (`api::tree`), for one part: a stack's capacity is at most
+/// twice the most entries it held, and three times while its last doubling copies them.
+#[derive(Default, Clone, Copy)]
+struct Stacks {
+    elements: usize,
+    members: usize,
+    peak_elements: usize,
+    peak_members: usize,
+    largest_object: usize,
+}
+
+impl Stacks {
+    fn push_element(&mut self) {
+        self.elements += 1;
+        self.peak_elements = self.peak_elements.max(self.elements);
+    }
+
+    fn push_member(&mut self) {
+        self.members += 1;
+        self.peak_members = self.peak_members.max(self.members);
+    }
+
+    /// A container closed (or left open at the end) with `count` values: the stack gives back
+    /// what it held of them; a large array had grown on its own, by doubling.
+    fn close(&mut self, is_object: bool, count: usize) -> usize {
+        if is_object {
+            self.members -= count;
+            self.largest_object = self.largest_object.max(count);
+            0
+        } else {
+            self.elements -= count.min(LARGE_ARRAY);
+            if count > LARGE_ARRAY { 2 * count * TREE.array_slot } else { 0 }
+        }
+    }
+
+    fn charge(&self) -> usize {
+        let sorting = if self.largest_object >= SORTED_FROM { self.largest_object * SORT_SCRATCH } else { 0 };
+        3 * (self.peak_elements * TREE.array_slot + self.peak_members * TREE.object_slot) + sorting
+    }
+}
+
+const fn model(part: Part) -> &'static Model {
+    match part {
+        Part::Envelope => &VALUE,
+        Part::Object | Part::OldObject => &TREE,
+    }
+}
+
 /// What the allocator adds to each heap block (header and size-class rounding, at most).
 const BLOCK_OVERHEAD: usize = 16;
 
@@ -44,15 +150,14 @@ const MAX_DEPTH: usize = 128;
 /// reviews, which are scanned and charged what they take.
 pub const SCAN_FROM: usize = 32 << 10;
 
-/// The most the scan charges a container with the bytes it owns: an object in an array (its slot
-/// and block) with a first member (the index map's first allocation and the member's slot).
-const CONTAINER: usize = ARRAY_SLOT + BLOCK_OVERHEAD + OBJECT_FIRST + OBJECT_SLOT;
+/// The most the scan charges a container with the bytes it owns, in either representation.
+const CONTAINER: usize = max(VALUE.container(), TREE.container());
 
-/// The most the scan charges per byte, over the patterns [`worst_case`] lists.
-const PER_BYTE: usize = max(
-    max(CONTAINER.div_ceil(4), (2 * ARRAY_SLOT + BLOCK_OVERHEAD).div_ceil(3)),
-    max(ARRAY_SLOT.div_ceil(2), OBJECT_SLOT.div_ceil(3)),
-);
+/// The most the scan charges per byte, in either representation.
+const PER_BYTE: usize = max(VALUE.per_byte(), TREE.per_byte());
+
+/// The largest array slot, for the one token a body may end in.
+const ARRAY_SLOT: usize = max(VALUE.array_slot, TREE.array_slot);
 
 const fn max(a: usize, b: usize) -> usize {
     if a > b { a } else { b }
@@ -97,6 +202,8 @@ struct Frame {
     key: Key,
     /// Whether a member was seen (objects only; an empty object allocates nothing).
     has_members: bool,
+    /// Values seen so far (members or elements).
+    count: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +242,7 @@ impl Key {
 /// Why: give each charge bytes of its own, no byte to two of them, and take the most any of them
 /// costs per byte ([`PER_BYTE`]). A container that is closed owns its opening and closing bytes
 /// and its first key (two or more bytes: `,""` or `""`): at most [`CONTAINER`] for four bytes
-/// (`[{""}{""}…]`, the worst on this build), a key's heap adding less than a byte costs. An
+/// (`[{""}{""}…]`, the worst on this build, as `Value`s), a key's heap adding less than a byte costs. An
 /// array's scalar followed by the array's closing byte owns only itself: at most one per closed
 /// array, counted with it (`[[0][0]…]`: two slots and a block for three bytes). Any other scalar of
 /// an array owns its byte and the delimiter after it (`[0,0,…]`: a slot for two bytes), a string
@@ -199,9 +306,36 @@ struct Scan {
     operation: Option<Operation>,
     /// After `{` or `,` in an object, the next string is a key.
     expect_key: bool,
+    /// The decoder's stacks for each part that is a tree.
+    stacks: [Stacks; 3],
+}
+
+const fn is_tree(part: Part) -> bool {
+    !matches!(part, Part::Envelope)
 }
 
 impl Scan {
+    /// A value starts in the innermost container: an array counts it, and a tree's array holds
+    /// it on the elements' stack (up to [`LARGE_ARRAY`]).
+    fn element_starts(&mut self) {
+        if let Some(frame) = self.stack.last_mut().filter(|f| !f.is_object) {
+            frame.count += 1;
+            if is_tree(frame.part) && frame.count <= LARGE_ARRAY {
+                self.stacks[frame.part as usize].push_element();
+            }
+        }
+    }
+
+    /// The innermost container closes (or is left open at the end of the body).
+    fn close(&mut self) {
+        if let Some(frame) = self.stack.pop()
+            && is_tree(frame.part)
+        {
+            self.charged[frame.part as usize] +=
+                self.stacks[frame.part as usize].close(frame.is_object, frame.count);
+        }
+    }
+
     /// The role and part of a value starting now, and its slot in its parent.
     fn position(&self) -> (Role, Part, usize) {
         match self.stack.last() {
@@ -215,7 +349,7 @@ impl Scan {
                 // The member's slot was charged with its key.
                 (role, member_part(parent), 0)
             }
-            Some(parent) => (Role::Inside, parent.part, ARRAY_SLOT),
+            Some(parent) => (Role::Inside, parent.part, model(parent.part).array_slot),
         }
     }
 
@@ -225,15 +359,26 @@ impl Scan {
         match body[i] {
             // serde_json refuses the 128th level of nesting: nothing after it is ever built.
             b'{' | b'[' if self.stack.len() >= MAX_DEPTH => return None,
-            byte @ (b'{' | b'[') => self.open(byte == b'{', role, part, slot),
+            byte @ (b'{' | b'[') => {
+                self.element_starts();
+                self.open(byte == b'{', role, part, slot);
+            }
             b'}' | b']' => {
-                self.stack.pop();
+                self.close();
                 self.expect_key = false;
             }
             b',' => self.expect_key = self.stack.last().is_some_and(|f| f.is_object),
-            b'"' => return Some(self.string(body, i, part, slot)),
+            b'"' => {
+                if !self.expect_key {
+                    self.element_starts();
+                }
+                return Some(self.string(body, i, part, slot));
+            }
             b' ' | b'\t' | b'\n' | b'\r' | b':' => {}
-            _ => return Some(self.scalar(body, i, part, slot)),
+            _ => {
+                self.element_starts();
+                return Some(self.scalar(body, i, part, slot));
+            }
         }
         Some(i + 1)
     }
@@ -243,7 +388,7 @@ impl Scan {
         if role == Role::Request {
             self.operation = None; // a later `request` replaces an earlier one whole
         }
-        self.stack.push(Frame { is_object, role, part, key: Key::Other, has_members: false });
+        self.stack.push(Frame { is_object, role, part, key: Key::Other, has_members: false, count: 0 });
         self.expect_key = is_object;
     }
 
@@ -254,9 +399,15 @@ impl Scan {
         match self.stack.last_mut() {
             Some(frame) if frame.is_object && self.expect_key => {
                 frame.key = if escaped { Key::Other } else { Key::of(text, frame.role) };
-                let first = if frame.has_members { 0 } else { OBJECT_FIRST };
+                let model = model(member_part(frame));
+                let first = if frame.has_members { 0 } else { model.object_first };
                 frame.has_members = true;
-                self.charged[member_part(frame) as usize] += first + OBJECT_SLOT + string_heap(len);
+                frame.count += 1;
+                if is_tree(frame.part) {
+                    self.stacks[frame.part as usize].push_member();
+                }
+                self.charged[member_part(frame) as usize] +=
+                    first + model.object_slot + model.string_heap(len, escaped);
                 self.expect_key = false;
             }
             Some(frame) => {
@@ -267,9 +418,9 @@ impl Scan {
                         std::str::from_utf8(text).ok().and_then(Operation::parse).map(|(op, _)| op)
                     };
                 }
-                self.charged[part as usize] += slot + string_heap(len);
+                self.charged[part as usize] += slot + model(part).string_heap(len, escaped);
             }
-            None => self.charged[part as usize] += slot + string_heap(len),
+            None => self.charged[part as usize] += slot + model(part).string_heap(len, escaped),
         }
         i + 1 + len + 1
     }
@@ -290,7 +441,18 @@ impl Scan {
     }
 
     /// The charges of the parts the decoder builds for the operation found.
-    fn finish(self) -> ReviewCost {
+    /// Close what the body left open and charge the trees' stacks.
+    fn settle(&mut self) {
+        while !self.stack.is_empty() {
+            self.close();
+        }
+        for part in [Part::Object, Part::OldObject] {
+            self.charged[part as usize] += self.stacks[part as usize].charge();
+        }
+    }
+
+    fn finish(mut self) -> ReviewCost {
+        self.settle();
         let parts = Parts::for_operation(self.operation);
         let charged = |part: Part| self.charged[part as usize];
         let decoded = charged(Part::Envelope)
@@ -341,7 +503,7 @@ mod tests {
             review("UPDATE", &format!(r#"{{"x":{big}}}"#), &format!(r#"{{"x":{big}}}"#)).as_bytes(),
         );
         assert_eq!(update.parts(), Parts::ALL);
-        assert!(update.decoded > create.decoded + 10_000 * ARRAY_SLOT, "{update:?} {create:?}");
+        assert!(update.decoded > create.decoded + 10_000 * TREE.array_slot, "{update:?} {create:?}");
         let delete = review_cost(review("DELETE", "null", &format!(r#"{{"x":{big}}}"#)).as_bytes());
         assert_eq!(delete.parts(), Parts { object: false, old_object: true });
     }
@@ -377,7 +539,9 @@ mod tests {
 
     /// What the scan charges `body` for every part.
     fn charged_all(body: &[u8]) -> usize {
-        scan(body).charged.iter().sum()
+        let mut scan = scan(body);
+        scan.settle();
+        scan.charged.iter().sum()
     }
 
     #[test]
@@ -427,6 +591,10 @@ mod tests {
             }
             bodies.push(body);
         }
+        // The same patterns inside `object`, where they are decoded as trees.
+        let in_object: Vec<Vec<u8>> =
+            bodies.iter().map(|b| [br#"{"request":{"object":"#.as_slice(), b].concat()).collect();
+        bodies.extend(in_object);
         for body in &bodies {
             let charged = charged_all(body);
             assert!(

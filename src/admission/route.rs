@@ -2,7 +2,7 @@
 //! policy and capability. Kept apart from the table so the handlers' modules (protection builds
 //! its own entries) can use these types without importing the table that names them.
 
-use serde_json::Value;
+use crate::api::tree::Json;
 
 use super::Inputs;
 use super::draft::Draft;
@@ -41,7 +41,7 @@ pub type Queries = fn(&AdmissionRequest, &Inputs) -> Vec<Query>;
 
 /// A mutator's pre-check: `false` only when the mutator would certainly change nothing and say
 /// nothing (no error, no warning), so `run` answers "allowed, no patch" without copying the object.
-pub type MayMutate = fn(&AdmissionRequest, &Value, &Inputs) -> bool;
+pub type MayMutate = fn(&AdmissionRequest, &Json<'_>, &Inputs) -> bool;
 
 #[derive(Debug, Clone, Copy)]
 pub enum Handler {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::patch::{diff, diff_draft};
+use super::patch::{diff_draft, diff_json};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::{Inputs, inplace, pod, protection, sidecarset_rules};
 use crate::cluster::{Answers, Query};
@@ -247,7 +247,7 @@ pub fn by_path(path: &str) -> Option<&'static Webhook> {
 
 /// The webhooks the apiserver would call for `request`, mutating ones first (the apiserver runs
 /// all mutating admission before validating admission), each group in table order.
-pub fn matching(request: &AdmissionRequest) -> impl Iterator<Item = &'static Webhook> + '_ {
+pub fn matching<'r>(request: &'r AdmissionRequest<'_>) -> impl Iterator<Item = &'static Webhook> + 'r {
     let of = move |kind| WEBHOOKS.iter().filter(move |w| w.kind() == kind && w.matches(request));
     of(WebhookKind::Mutating).chain(of(WebhookKind::Validating))
 }
@@ -300,7 +300,7 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
         Handler::MutateIf(may_mutate, mutate) => match &request.object {
             Some(object) if !may_mutate(request, object, inputs) => {
-                Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.clone()) }
+                Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.to_value()) }
             }
             _ => run_mutator(mutate, request, inputs, want_object),
         },
@@ -338,8 +338,8 @@ fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, wan
     match mutate(request, &mut draft, inputs) {
         Ok(warnings) => {
             let (patch, mutated) = if want_object {
-                let object = draft.into_value();
-                (diff(original, &object), Some(object))
+                let object = draft.into_json();
+                (diff_json(original, &object), Some(object.into_value()))
             } else {
                 (diff_draft(original, draft), None)
             };

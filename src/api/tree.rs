@@ -23,7 +23,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Number, Value};
 
@@ -187,9 +189,9 @@ impl<'a> Json<'a> {
             Json::Number(n) => Value::Number(n.clone()),
             Json::String(s) => Value::String(s.as_ref().to_owned()),
             Json::Array(items) => Value::Array(items.iter().map(Json::to_value).collect()),
-            Json::Object(map) => {
-                Value::Object(map.members.iter().map(|(k, v)| (k.as_ref().to_owned(), v.to_value())).collect())
-            }
+            Json::Object(map) => Value::Object(
+                map.members.iter().map(|(k, v)| (k.as_ref().to_owned(), v.to_value())).collect(),
+            ),
         }
     }
 
@@ -201,9 +203,9 @@ impl<'a> Json<'a> {
             Json::Number(n) => Value::Number(n),
             Json::String(s) => Value::String(s.into_owned()),
             Json::Array(items) => Value::Array(items.into_iter().map(Json::into_value).collect()),
-            Json::Object(map) => {
-                Value::Object(map.members.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect())
-            }
+            Json::Object(map) => Value::Object(
+                map.members.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect(),
+            ),
         }
     }
 
@@ -216,7 +218,11 @@ impl<'a> Json<'a> {
             Json::String(s) => Json::String(Cow::Owned(s.into_owned())),
             Json::Array(items) => Json::Array(items.into_iter().map(Json::into_owned).collect()),
             Json::Object(map) => Json::Object(Object {
-                members: map.members.into_iter().map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned())).collect(),
+                members: map
+                    .members
+                    .into_iter()
+                    .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
+                    .collect(),
             }),
         }
     }
@@ -235,10 +241,14 @@ impl From<Value> for Json<'static> {
             Value::Number(n) => Json::Number(n),
             Value::String(s) => Json::String(Cow::Owned(s)),
             Value::Array(items) => Json::Array(items.into_iter().map(Json::from).collect()),
-            Value::Object(map) => Json::Object(Object {
-                members: map.into_iter().map(|(k, v)| (Cow::Owned(k), Json::from(v))).collect(),
-            }),
+            Value::Object(map) => Json::Object(Object::from(map)),
         }
+    }
+}
+
+impl From<serde_json::Map<String, Value>> for Object<'static> {
+    fn from(map: serde_json::Map<String, Value>) -> Self {
+        Object { members: map.into_iter().map(|(k, v)| (Cow::Owned(k), Json::from(v))).collect() }
     }
 }
 
@@ -322,7 +332,19 @@ impl PartialEq for Json<'_> {
 impl PartialEq for Object<'_> {
     /// As maps: the same keys with equal values, in any order.
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+        if self.len() != other.len() {
+            return false;
+        }
+        // Keys are unique: in the same order, members pair up by position (a copy and its
+        // original); else each is looked up, in a hash map when there are many.
+        if self.keys().eq(other.keys()) {
+            return self.values().eq(other.values());
+        }
+        if self.len() <= SCAN_DUPLICATES_UP_TO {
+            return self.iter().all(|(k, v)| other.get(k) == Some(v));
+        }
+        let index: std::collections::HashMap<&str, &Json> = other.iter().collect();
+        self.iter().all(|(k, v)| index.get(k) == Some(&v))
     }
 }
 
@@ -471,6 +493,34 @@ impl<'a> Object<'a> {
     }
 }
 
+impl<'a> Json<'a> {
+    /// The object in this slot, made an empty one when it is null; `None` when it is something
+    /// else (the caller decides whether that is an error or left for validation to report).
+    pub fn object_or_new(&mut self) -> Option<&mut Object<'a>> {
+        if self.is_null() {
+            *self = Json::Object(Object::new());
+        }
+        self.as_object_mut()
+    }
+}
+
+impl<'a> Object<'a> {
+    /// The object under `key`, created empty when absent or null; `None` when `key` holds
+    /// something else.
+    pub fn object_entry(&mut self, key: &str) -> Option<&mut Object<'a>> {
+        self.entry_or_insert(key.to_owned(), Json::Null).object_or_new()
+    }
+
+    /// The list at `key`, taken out (the key stays where it was, so putting the list back keeps
+    /// the member order); empty when absent or not a list.
+    pub fn take_list(&mut self, key: &str) -> Vec<Json<'a>> {
+        match self.get_mut(key) {
+            Some(Json::Array(items)) => std::mem::take(items),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl<'a> IntoIterator for Object<'a> {
     type Item = (Cow<'a, str>, Json<'a>);
     type IntoIter = std::vec::IntoIter<(Cow<'a, str>, Json<'a>)>;
@@ -483,11 +533,9 @@ impl<'a> IntoIterator for Object<'a> {
 impl<'a, K: Into<Cow<'a, str>>> FromIterator<(K, Json<'a>)> for Object<'a> {
     /// Like collecting into a `Map`: a repeated key keeps its first place and its last value.
     fn from_iter<I: IntoIterator<Item = (K, Json<'a>)>>(iter: I) -> Self {
-        let mut map = Object::new();
-        for (k, v) in iter {
-            map.insert(k, v);
-        }
-        map
+        let mut members: Vec<_> = iter.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        dedupe(&mut members);
+        Object { members }
     }
 }
 
@@ -685,12 +733,13 @@ fn dedupe(members: &mut Vec<(Cow<'_, str>, Json<'_>)>) {
         members[first].1 = value;
         dropped[later] = true;
     }
+    // Not shrunk: a copy at the new length would briefly hold both (review_cost charges every
+    // member, repeated or not).
     let mut i = 0;
     members.retain(|_| {
         i += 1;
         !dropped[i - 1]
     });
-    members.shrink_to_fit();
 }
 
 #[cfg(test)]
@@ -731,7 +780,11 @@ mod tests {
         };
         for text in [small, large.as_str()] {
             let (tree, value) = both(text);
-            assert_eq!(serde_json::to_string(&tree).unwrap(), serde_json::to_string(&value).unwrap(), "{text}");
+            assert_eq!(
+                serde_json::to_string(&tree).unwrap(),
+                serde_json::to_string(&value).unwrap(),
+                "{text}"
+            );
         }
     }
 
@@ -775,8 +828,14 @@ mod tests {
         assert_eq!(tree["spec"]["containers"][0]["name"], value["spec"]["containers"][0]["name"]);
         assert_eq!(tree["missing"][3], Json::Null);
         assert_eq!(tree.at(&["spec", "containers"]).map(|c| c.is_array()), Some(true));
-        for pointer in ["", "/spec/containers/0/name", "/spec/containers/01", "/n", "/spec/x", "/spec/containers/0"] {
-            assert_eq!(tree.pointer(pointer).map(Json::to_value).as_ref(), value.pointer(pointer), "{pointer}");
+        for pointer in
+            ["", "/spec/containers/0/name", "/spec/containers/01", "/n", "/spec/x", "/spec/containers/0"]
+        {
+            assert_eq!(
+                tree.pointer(pointer).map(Json::to_value).as_ref(),
+                value.pointer(pointer),
+                "{pointer}"
+            );
         }
     }
 

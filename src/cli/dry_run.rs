@@ -18,10 +18,11 @@ use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Call, ReviewResult, Table, Totals};
 use super::settings::DecisionArgs;
-use crate::admission::patch::diff;
+use crate::admission::patch::diff_json;
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
+use crate::api::tree::Json;
 use crate::cluster::files::load_objects;
 use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
 
@@ -448,7 +449,7 @@ fn apply(env: &Env, object: Value, file: &str) -> Result<Value, String> {
     let mut request = inputs::bare_object(object, file);
     if let Some(old) = existing {
         request.operation = Operation::Update;
-        request.old_object = Some(old);
+        request.old_object = Some(Json::from(old));
     }
     let subject = format!("{} {}", request.kind.kind, request.display_name());
     let result = request_one(env, request);
@@ -573,14 +574,14 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
             (Some(only), None) => result.patch = only.patch.clone(),
             (Some(_), Some(_)) => {
                 if let (Some(from), Some(to)) = (&original, &current.object) {
-                    result.patch = diff(from, to);
+                    result.patch = diff_json(from, to);
                 }
             }
         }
-        result.object = current.object.unwrap_or(Value::Null);
+        result.object = current.object.map_or(Value::Null, Json::into_value);
     }
     if env.keep_input {
-        result.input = original.unwrap_or(Value::Null);
+        result.input = original.map_or(Value::Null, Json::into_value);
     }
     result
 }
@@ -588,7 +589,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
 /// The namespace a Pod is created in: the request's, else the object's, else `default`.
 fn pod_namespace(request: &AdmissionRequest) -> String {
     let from_object =
-        || request.object.as_ref().and_then(|o| o.pointer("/metadata/namespace")).and_then(Value::as_str);
+        || request.object.as_ref().and_then(|o| o.at(&["metadata", "namespace"])).and_then(Json::as_str);
     let namespace =
         Some(request.namespace.as_str()).filter(|n| !n.is_empty()).or_else(from_object).unwrap_or_default();
     if namespace.is_empty() { "default".to_owned() } else { namespace.to_owned() }
@@ -607,7 +608,7 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
     };
     let outcome = webhooks::run_offline(webhook, request, &inputs);
     if let Some(mutated) = outcome.mutated {
-        request.object = Some(mutated);
+        request.object = Some(Json::from(mutated));
     }
     outcome.decision
 }
@@ -621,12 +622,14 @@ mod tests {
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
     use serde_json::json;
 
-    fn label(object: &Value, key: &str) -> Option<String> {
-        object.pointer(&format!("/metadata/labels/{key}")).and_then(Value::as_str).map(str::to_owned)
+    fn label(object: &Json, key: &str) -> Option<String> {
+        object.at(&["metadata", "labels", key]).and_then(Json::as_str).map(str::to_owned)
     }
 
-    fn set_label(object: &mut Value, key: &str, value: String) {
-        object["metadata"]["labels"][key] = Value::String(value);
+    fn set_label(object: &mut Json, key: &str, value: String) {
+        let labels =
+            object.get_mut("metadata").and_then(|m| m.get_mut("labels")).and_then(Json::as_object_mut);
+        labels.unwrap().insert(key.to_owned(), Json::from(value));
     }
 
     fn first(
@@ -689,7 +692,7 @@ mod tests {
     static SEES_FINAL: Webhook = hook("/sees-final", Handler::Validate(sees_final));
     static REFUSE_VALIDATION: Webhook = hook("/refuse-validation", Handler::Validate(refuse_validation));
 
-    fn request() -> AdmissionRequest {
+    fn request() -> AdmissionRequest<'static> {
         AdmissionRequest {
             version: ReviewVersion::V1,
             uid: "u".into(),
@@ -700,7 +703,7 @@ mod tests {
             namespace: String::new(),
             operation: Operation::Create,
             user_info: json!({}),
-            object: Some(json!({"metadata": {"labels": {}}, "spec": {}})),
+            object: Some(Json::from(json!({"metadata": {"labels": {}}, "spec": {}}))),
             old_object: None,
             dry_run: false,
             decode_warnings: Vec::new(),

@@ -14,6 +14,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::admission::review::{AdmissionRequest, Gvk, Gvr, Operation, ReviewVersion};
 use crate::admission::webhooks;
+use crate::api::tree::Json;
 use crate::cluster::files::{expand_list, object_files, read_documents};
 
 /// The files an input argument stands for: itself, every `.yaml`/`.yml`/`.json` file below a
@@ -81,7 +82,7 @@ pub enum Case {
     /// An AdmissionReview, replayed as recorded (decoding errors answer like `serve`).
     Review(Value),
     /// A request built from a bare object or an audit event.
-    Request(Box<AdmissionRequest>),
+    Request(Box<AdmissionRequest<'static>>),
     /// An audit event that is not replayed, and why.
     Skip(Skip),
 }
@@ -190,19 +191,19 @@ impl Classifier {
                     let Some(old) = self.last_seen.get(&key) else {
                         return Ok(Case::Skip(Skip::NoOldObject));
                     };
-                    request.old_object = Some(old.clone());
+                    request.old_object = Some(Json::from(old.clone()));
                 }
                 if remember {
                     // What was stored: the response, or the request when the response is a Status.
                     self.last_seen.insert(key, response.unwrap_or_else(|| object.clone()));
                 }
-                request.object = Some(object);
+                request.object = Some(Json::from(object));
             }
             Operation::Delete | Operation::Connect => {
                 // A graceful deletion answers with the object itself; others with a Status.
                 let old = self.last_seen.remove(&key).or(response);
                 let Some(old) = old else { return Ok(Case::Skip(Skip::NoOldObject)) };
-                request.old_object = Some(old);
+                request.old_object = Some(Json::from(old));
             }
         }
         Ok(Case::Request(Box::new(request)))
@@ -266,7 +267,7 @@ fn audit_operation(event: &Value) -> Result<Operation, Skip> {
 }
 
 /// The request an audit event records, named by its `objectRef`, without its objects.
-fn audit_request(event: &Value, operation: Operation) -> Result<AdmissionRequest, String> {
+fn audit_request(event: &Value, operation: Operation) -> Result<AdmissionRequest<'static>, String> {
     let Some(object_ref) = event.get("objectRef").filter(|r| r.is_object()) else {
         return Err(
             "the audit event has no objectRef: expected resource, namespace and name of the object".into()
@@ -362,7 +363,7 @@ fn kind_of(group: &str, resource: &str) -> Option<&'static str> {
 /// A CREATE of `object` by [`DRY_RUN_USER`], as the apiserver would send it for `kubectl create`.
 /// The namespace is the object's, or `default` for a namespaced kind without one (kubectl's
 /// default context namespace). The uid is derived from the source so runs are repeatable.
-pub fn bare_object(object: Value, source: &str) -> AdmissionRequest {
+pub fn bare_object(object: Value, source: &str) -> AdmissionRequest<'static> {
     let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
     let api_version = text("/apiVersion");
     let (group, version) = api_version
@@ -385,7 +386,7 @@ pub fn bare_object(object: Value, source: &str) -> AdmissionRequest {
         namespace,
         operation: Operation::Create,
         user_info: json!({"username": DRY_RUN_USER, "groups": ["system:authenticated"]}),
-        object: Some(object),
+        object: Some(Json::from(object)),
         old_object: None,
         dry_run: false,
         decode_warnings: Vec::new(),
@@ -473,7 +474,7 @@ mod tests {
         );
         assert_eq!(r.kind.kind, "Pod");
         assert_eq!(r.user_info["username"], "alice");
-        assert_eq!(r.object, Some(pod.clone()));
+        assert_eq!(r.object, Some(Json::from(pod.clone())));
         create["impersonatedUser"] = json!({"username": "bob"});
         let Ok(Case::Request(r)) = c.classify(create.clone(), "log#0") else { panic!() };
         assert_eq!(r.user_info["username"], "bob");
@@ -509,7 +510,7 @@ mod tests {
         let Ok(Case::Request(r)) = c.classify(delete.clone(), "log#2") else {
             panic!("the delete is replayed")
         };
-        assert_eq!((r.operation, r.old_object.as_ref()), (Operation::Delete, Some(&created)));
+        assert_eq!((r.operation, r.old_object.as_ref()), (Operation::Delete, Some(&Json::from(created))));
         assert!(r.object.is_none());
         // Deleted: a second delete has nothing to go on again.
         assert!(matches!(c.classify(delete, "log#3"), Ok(Case::Skip(Skip::NoOldObject))));

@@ -16,11 +16,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::api::names::dns1123_subdomain_errors;
 use crate::api::pattern::Pattern;
 use crate::api::sidecarset::{GROUP, KIND, LabelSelector, NAMESPACE_NAME_LABEL, SidecarSet};
+use crate::api::tree::Object;
 use crate::cluster::shared_map::SharedMap;
 use crate::cluster::{ObjectKey, Snapshot};
 
@@ -102,13 +103,13 @@ impl Bucket {
     /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
     fn collect<'a>(
         &'a self,
-        labels: Option<&Map<String, Value>>,
+        labels: Option<&Object<'_>>,
         out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>,
     ) -> usize {
         let mut lists = usize::from(!self.fallback.is_empty());
         out.extend(self.fallback.iter());
-        for (k, v) in labels.into_iter().flatten() {
-            if let Some(members) = v.as_str().and_then(|v| self.by_label.get(k.as_str())?.get(v)) {
+        for (k, v) in labels.into_iter().flat_map(Object::iter) {
+            if let Some(members) = v.as_str().and_then(|v| self.by_label.get(k)?.get(v)) {
                 lists += 1;
                 out.extend(members.iter());
             }
@@ -229,7 +230,7 @@ impl SidecarSetIndex {
     }
 
     /// The SidecarSets that could match a pod in `namespace` with `labels`, in name order, each once.
-    pub fn candidates(&self, namespace: &str, labels: Option<&Map<String, Value>>) -> Vec<Arc<SidecarSet>> {
+    pub fn candidates(&self, namespace: &str, labels: Option<&Object<'_>>) -> Vec<Arc<SidecarSet>> {
         let mut found = Vec::new();
         let mut lists = self.namespaced.get(namespace).map_or(0, |bucket| bucket.collect(labels, &mut found));
         lists += self.cluster.collect(labels, &mut found);
@@ -297,6 +298,7 @@ fn valid_name(set: SidecarSet) -> Result<SidecarSet, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::tree::Json;
     use serde_json::json;
 
     fn set(name: &str, spec: Value) -> Value {
@@ -314,7 +316,7 @@ mod tests {
             set("a,b", selector.clone()),
             set("ok", selector),
         ]));
-        let labels = json!({"app": "web"});
+        let labels = Json::from(json!({"app": "web"}));
         assert_eq!(names(index.candidates("default", labels.as_object())), ["ok"]);
         assert_eq!(index.unreadable().len(), 1);
         assert!(index.unreadable()[0].contains("not a valid Kubernetes name"), "{:?}", index.unreadable());
@@ -354,8 +356,8 @@ mod tests {
             ),
         ]);
         let index = SidecarSetIndex::build(&snapshot);
-        let pod = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
-        let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+        let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "tier": "front"}}}));
+        let labels = pod.at(&["metadata", "labels"]).and_then(Json::as_object);
         assert_eq!(
             names(index.candidates("team", labels)),
             ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "z-web"]

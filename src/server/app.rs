@@ -420,7 +420,7 @@ async fn drain(mut body: Body, limit: usize) {
 
 /// A decoded review, and the lookups its decision reads.
 struct Pending {
-    request: AdmissionRequest,
+    request: AdmissionRequest<'static>,
     snapshot: Arc<Snapshot>,
     queries: Vec<Query>,
     /// The decoded request's share of the memory budget, kept until it is decided.
@@ -458,8 +458,6 @@ fn prepare(
     // serde_json refuses nesting deeper than 128 levels, so hostile input cannot exhaust the stack.
     let decoded = review::decode_review_body(&body, parts)
         .map_err(|e| HttpError::bad_request(format!("the body is not valid JSON: {e}")))?;
-    held.shrink(body.len());
-    drop(body);
     let request = match decoded {
         Ok(request) => request,
         Err(error) => {
@@ -487,6 +485,11 @@ fn prepare(
     if queries.is_empty() {
         return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
     }
+    // The request borrows its strings from the body; while the lookups are awaited (rare: deletion
+    // protection, CloneSet pods to delete) it owns them instead, and the body goes.
+    let request = request.into_owned();
+    held.shrink(body.len());
+    drop(body);
     Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, _held: held })))
 }
 

@@ -17,6 +17,7 @@ use crate::admission::review::{AdmissionRequest, Operation};
 use crate::admission::shadow;
 use crate::admission::webhooks::{Capability, Webhook};
 use crate::api::sidecarset::{self, SidecarSet};
+use crate::api::tree::Json;
 use crate::cluster::Snapshot;
 
 /// The `sidecarset` label for a Pod neither side injected.
@@ -57,7 +58,7 @@ impl LiveAgreement {
     /// Keep our decision on `request` (`ours`: its Pod with our patch applied) until the stored Pod
     /// arrives. The first call for a Pod wins (see `pending_decisions`).
     pub fn remember(&self, request: &AdmissionRequest, ours: Value, now: Instant) {
-        let Some(original) = request.object.clone() else { return };
+        let Some(original) = request.object.as_ref().map(Json::to_value) else { return };
         let name = if request.name.is_empty() {
             original.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned()
         } else {

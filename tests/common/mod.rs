@@ -27,7 +27,7 @@ pub fn recorded_reviews() -> Vec<PathBuf> {
 
 /// Every recorded review (the last document of its file) that is about a Pod and carries one,
 /// with its file.
-pub fn recorded_pod_reviews() -> Vec<(PathBuf, AdmissionRequest)> {
+pub fn recorded_pod_reviews() -> Vec<(PathBuf, AdmissionRequest<'static>)> {
     let mut out = Vec::new();
     for path in recorded_reviews() {
         let text = std::fs::read_to_string(&path).expect("readable");
@@ -71,7 +71,7 @@ pub fn pod_create_review(pod: &serde_json::Value, namespace: &str) -> serde_json
 }
 
 /// [`pod_create_review`], decoded.
-pub fn pod_create(pod: &serde_json::Value, namespace: &str) -> AdmissionRequest {
+pub fn pod_create(pod: &serde_json::Value, namespace: &str) -> AdmissionRequest<'static> {
     decode_review(pod_create_review(pod, namespace)).expect("review")
 }
 

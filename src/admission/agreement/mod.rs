@@ -717,9 +717,9 @@ mod tests {
             random: &random,
             settings: &settings,
         };
-        let mut draft = crate::admission::draft::Draft::Same(&original);
+        let mut draft = crate::admission::draft::Draft::Same(request.object.as_ref().unwrap());
         crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
-        let ours = draft.into_value();
+        let ours = draft.into_json().into_value();
         (cluster, original, ours)
     }
 

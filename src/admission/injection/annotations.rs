@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::api::tree::{Json, Object};
+
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION,
     WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
@@ -106,8 +108,8 @@ pub struct PodAnnotations {
 }
 
 impl PodAnnotations {
-    pub fn read(annotations: Option<&Map<String, Value>>) -> Result<Self, String> {
-        let get = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str);
+    pub fn read(annotations: Option<&Object<'_>>) -> Result<Self, String> {
+        let get = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Json::as_str);
         let working_hot: Option<BTreeMap<String, String>> = get(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION)
             .map(|w| serde_json::from_str(w).ok())
             .unwrap_or(Some(BTreeMap::new()));
@@ -127,21 +129,15 @@ impl PodAnnotations {
     }
 
     /// The annotations to write over the pod's (docs/sidecarset.md#6-6-annotations-written).
-    pub fn write(&self, out: &mut Map<String, Value>) {
-        out.insert(HASH_ANNOTATION.into(), Value::String(write_hash_map(&self.hash)));
-        out.insert(
-            HASH_WITHOUT_IMAGE_ANNOTATION.into(),
-            Value::String(write_hash_map(&self.hash_without_image)),
-        );
+    pub fn write(&self, out: &mut Object<'_>) {
+        out.insert(HASH_ANNOTATION, Json::from(write_hash_map(&self.hash)));
+        out.insert(HASH_WITHOUT_IMAGE_ANNOTATION, Json::from(write_hash_map(&self.hash_without_image)));
         let list: Vec<&str> = self.injected.iter().map(String::as_str).collect();
-        out.insert(INJECTED_LIST_ANNOTATION.into(), Value::String(list.join(",")));
+        out.insert(INJECTED_LIST_ANNOTATION, Json::from(list.join(",")));
         if self.hot_upgrade_used {
             let map: Map<String, Value> =
                 self.working_hot.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            out.insert(
-                WORKING_HOTUPGRADE_CONTAINER_ANNOTATION.into(),
-                Value::String(Value::Object(map).to_string()),
-            );
+            out.insert(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION, Json::from(Value::Object(map).to_string()));
         }
     }
 }

@@ -5,35 +5,37 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::hotupgrade;
 use super::merge::Injected;
 use super::resources;
-use crate::api::json::{at, field, take_list};
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
+use crate::api::tree::{Json, Object};
 use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
-pub struct PodContext<'a> {
+/// `'a` is the request's pod, which what is built may borrow from; `'p` the rest (the draft's
+/// annotations, the SidecarSets), read while building.
+pub struct PodContext<'p, 'a> {
     /// The pod as the request has it (injection has changed nothing but annotations yet).
-    pub pod: &'a Value,
+    pub pod: &'a Json<'a>,
     /// The pod's `metadata.annotations` now, after `patchPodMetadata`.
-    annotations: Option<&'a Value>,
+    annotations: Option<&'p Json<'a>>,
     /// Mounts of the app containers (not earlier sidecars), container then mount order, the first
     /// of each `mountPath` (later ones with the same path are never shared).
-    shared_mounts: Vec<&'a Value>,
+    shared_mounts: Vec<&'a Json<'a>>,
     /// Env vars the shared mounts' `subPathExpr` refer to, from the same app container.
-    subpath_env: Vec<&'a Value>,
+    subpath_env: Vec<&'a Json<'a>>,
     /// Likewise for `volumeDevices`, the first of each `devicePath`.
-    shared_devices: Vec<&'a Value>,
+    shared_devices: Vec<&'a Json<'a>>,
     /// Every container and init container name of every injected SidecarSet, and the `-1`/`-2`
     /// pair names of its hot-upgrade ones (resourcesPolicy: none of them is a target, so a
     /// re-invocation that finds the pair in the pod computes the same resources). A list: as many
     /// as the matching SidecarSets declare (not the request), searched by scanning.
     sidecar_names: Vec<String>,
-    pod_volumes: &'a [Value],
-    index: &'a SidecarSetIndex,
+    pod_volumes: &'a [Json<'a>],
+    index: &'p SidecarSetIndex,
 }
 
 /// The `$(NAME)` references of a `subPathExpr` (Kruise's `\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)`).
@@ -53,26 +55,26 @@ fn subpath_vars(expr: &str) -> Vec<&str> {
     out
 }
 
-pub(super) fn name_of(v: &Value) -> Option<&str> {
+pub(super) fn name_of<'v>(v: &'v Json<'_>) -> Option<&'v str> {
     str_field(v, "name")
 }
 
-fn list<'v>(v: &'v Value, key: &str) -> &'v [Value] {
-    field(v, key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+fn list<'v, 'a>(v: &'v Json<'a>, key: &str) -> &'v [Json<'a>] {
+    v.get(key).and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default()
 }
 
-fn is_earlier_sidecar(container: &Value) -> bool {
-    list(container, "env").iter().any(|e| {
-        name_of(e) == Some(IS_INJECTED_ENV) && e.get("value").and_then(Value::as_str) == Some("true")
-    })
+fn is_earlier_sidecar(container: &Json<'_>) -> bool {
+    list(container, "env")
+        .iter()
+        .any(|e| name_of(e) == Some(IS_INJECTED_ENV) && e.get("value").and_then(Json::as_str) == Some("true"))
 }
 
 /// The first of `items` for each value of their string field `key`, in their order (items without
 /// it are left out). By sorting, not hashing: the keys come from the request, and sorting costs
 /// O(n log n) whatever they are, with no hasher to key (and for a pod's few dozen mounts it is
 /// cheaper than SipHash).
-fn first_of_each<'v>(items: impl Iterator<Item = &'v Value>, key: &str) -> Vec<&'v Value> {
-    let mut keyed: Vec<(&str, usize, &Value)> = items
+fn first_of_each<'v, 'a>(items: impl Iterator<Item = &'v Json<'a>>, key: &str) -> Vec<&'v Json<'a>> {
+    let mut keyed: Vec<(&str, usize, &Json<'a>)> = items
         .filter_map(|v| Some((str_field(v, key)?, v)))
         .enumerate()
         .map(|(i, (k, v))| (k, i, v))
@@ -84,14 +86,14 @@ fn first_of_each<'v>(items: impl Iterator<Item = &'v Value>, key: &str) -> Vec<&
     keyed.into_iter().map(|(_, _, v)| v).collect()
 }
 
-impl<'a> PodContext<'a> {
+impl<'p, 'a> PodContext<'p, 'a> {
     pub fn new(
-        pod: &'a Value,
-        annotations: Option<&'a Value>,
-        sets: &'a [Arc<SidecarSet>],
-        index: &'a SidecarSetIndex,
+        pod: &'a Json<'a>,
+        annotations: Option<&'p Json<'a>>,
+        sets: &[Arc<SidecarSet>],
+        index: &'p SidecarSetIndex,
     ) -> Self {
-        let spec = pod.get("spec").unwrap_or(&Value::Null);
+        let spec = &pod["spec"];
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
         let hot_pairs = sidecars()
             .filter(|c| c.is_hot_upgrade())
@@ -100,13 +102,14 @@ impl<'a> PodContext<'a> {
         // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
         // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A
         // re-invocation no longer sees it; `keep_earlier_injection` keeps what it gave.
-        let apps: Vec<&Value> = list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
+        let apps: Vec<&Json<'a>> =
+            list(spec, "containers").iter().filter(|c| !is_earlier_sidecar(c)).collect();
         let shared_mounts = first_of_each(apps.iter().flat_map(|a| list(a, "volumeMounts")), "mountPath");
         let mut subpath_env = Vec::new();
         for app in &apps {
             // The app's env by name (the first of each), built once if a mount needs it: a search per
             // mount would be mounts × env.
-            let mut env: Option<HashMap<&str, &Value>> = None;
+            let mut env: Option<HashMap<&str, &Json<'a>>> = None;
             for mount in list(app, "volumeMounts") {
                 let Some(expr) = str_field(mount, "subPathExpr") else { continue };
                 let env = env.get_or_insert_with(|| {
@@ -142,47 +145,51 @@ impl<'a> PodContext<'a> {
 /// earlier injection and every mount, device and env var rebuilt now is already in it (by mount or
 /// device path, by env name), the earlier lists are kept as they are: a re-invocation then changes
 /// nothing.
-fn keep_earlier_injection(injected: &mut Injected, pod: &Value) {
-    let spec = pod.get("spec").unwrap_or(&Value::Null);
+fn keep_earlier_injection<'a>(injected: &mut Injected<'a>, pod: &Json<'a>) {
+    let spec = &pod["spec"];
     let name = injected.name();
     let earlier = list(spec, "containers")
         .iter()
         .chain(list(spec, "initContainers"))
         .find(|c| name_of(c) == Some(name) && is_earlier_sidecar(c));
-    let (Some(earlier), Value::Object(container)) = (earlier, &mut injected.container) else { return };
+    let (Some(earlier), Json::Object(container)) = (earlier, &mut injected.container) else { return };
     for (key, id) in [("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"), ("env", "name")] {
         let before = list(earlier, key);
         let ids: HashSet<&str> = before.iter().filter_map(|item| str_field(item, id)).collect();
-        let now = container.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let now = container.get(key).and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default();
         // By key only: with the replaced container gone, another app container may now be the first
         // with a mount path, so the rebuilt entry can differ in value from the one shared before.
         let contained = now.iter().all(|item| str_field(item, id).is_some_and(|k| ids.contains(k)));
         if contained && !before.is_empty() {
-            container.insert(key.into(), Value::Array(before.to_vec()));
+            container.insert(key, Json::Array(before.to_vec()));
         }
     }
 }
 
 /// One SidecarSet's contribution.
 #[derive(Debug, Default)]
-pub struct Built {
-    pub init_containers: Vec<Injected>,
-    pub containers: Vec<Injected>,
-    pub volumes: Vec<Value>,
+pub struct Built<'a> {
+    pub init_containers: Vec<Injected<'a>>,
+    pub containers: Vec<Injected<'a>>,
+    pub volumes: Vec<Json<'a>>,
     /// Container names plus native-sidecar init container names, sorted.
     pub sidecar_list: Vec<String>,
     /// Sidecar names emitted as hot-upgrade pairs.
     pub hot_upgraded: Vec<String>,
 }
 
-impl Built {
+impl Built<'_> {
     /// Any container or init container: the SidecarSet gets hash entries.
     pub fn injects(&self) -> bool {
         !self.init_containers.is_empty() || !self.containers.is_empty()
     }
 }
 
-pub fn build(set: &SidecarSet, ctx: &PodContext, warnings: &mut Vec<String>) -> Result<Built, String> {
+pub fn build<'a>(
+    set: &SidecarSet,
+    ctx: &PodContext<'_, 'a>,
+    warnings: &mut Vec<String>,
+) -> Result<Built<'a>, String> {
     let mut built = Built::default();
     for sidecar in &set.spec.init_containers {
         let native = sidecar.is_native_sidecar();
@@ -222,13 +229,13 @@ pub fn build(set: &SidecarSet, ctx: &PodContext, warnings: &mut Vec<String>) -> 
     Ok(built)
 }
 
-fn emit(
+fn emit<'a>(
     set: &SidecarSet,
     sidecar: &SidecarContainer,
-    composed: Map<String, Value>,
+    composed: Object<'a>,
     hot: bool,
     before: bool,
-    out: &mut Vec<Injected>,
+    out: &mut Vec<Injected<'a>>,
     hot_names: &mut Vec<String>,
 ) {
     let sidecarset = set.name().to_owned();
@@ -236,11 +243,11 @@ fn emit(
         let empty_image =
             sidecar.upgrade_strategy.as_ref().map_or("", |u| u.hot_upgrade_empty_image.as_str());
         for c in hotupgrade::pair(composed, &sidecar.name, empty_image) {
-            out.push(Injected { container: Value::Object(c), before, sidecarset: sidecarset.clone() });
+            out.push(Injected { container: Json::Object(c), before, sidecarset: sidecarset.clone() });
         }
         hot_names.push(sidecar.name.clone());
     } else {
-        out.push(Injected { container: Value::Object(composed), before, sidecarset });
+        out.push(Injected { container: Json::Object(composed), before, sidecarset });
     }
 }
 
@@ -248,23 +255,23 @@ fn emit(
 fn compose<'a>(
     set: &SidecarSet,
     sidecar: &SidecarContainer,
-    ctx: &PodContext<'a>,
-    volumes: &mut Vec<Value>,
+    ctx: &PodContext<'_, 'a>,
+    volumes: &mut Vec<Json<'a>>,
     warnings: &mut Vec<String>,
-) -> Result<Map<String, Value>, String> {
-    let mut c = sidecar.core_container();
+) -> Result<Object<'a>, String> {
+    let mut c = Object::from(sidecar.core_container());
     if let Some(policy) = &sidecar.resources_policy {
         let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
         let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;
-        c.insert("resources".into(), computed);
+        c.insert("resources", Json::from(computed));
     }
 
     // Volumes the sidecar's own mounts and devices reference, from the SidecarSet's declarations.
-    let mut mounts = take_list(&mut c, "volumeMounts");
-    let mut devices = take_list(&mut c, "volumeDevices");
+    let mut mounts = c.take_list("volumeMounts");
+    let mut devices = c.take_list("volumeDevices");
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
-        match set.spec.volumes.iter().find(|v| name_of(v) == Some(reference)) {
-            Some(volume) => volumes.push(volume.clone()),
+        match set.spec.volumes.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(reference)) {
+            Some(volume) => volumes.push(Json::from(volume.clone())),
             None if ctx.pod_volumes.iter().any(|v| name_of(v) == Some(reference)) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
@@ -277,14 +284,14 @@ fn compose<'a>(
     // Mounts: own, then shared ones whose path is free (earlier shared entries win: the context
     // keeps the first of each path). Mount and device paths are one namespace: a shared device
     // whose path a mount uses is not shared either. The sidecar's own paths are few, so a list.
-    let (shared_mounts, shared_devices): (Vec<&'a Value>, Vec<&'a Value>) = {
+    let (shared_mounts, shared_devices): (Vec<&'a Json<'a>>, Vec<&'a Json<'a>>) = {
         let own: Vec<&str> = mounts
             .iter()
             .filter_map(|m| str_field(m, "mountPath"))
             .chain(devices.iter().filter_map(|d| str_field(d, "devicePath")))
             .collect();
-        let free = |v: &Value, key: &str| str_field(v, key).is_some_and(|p| !own.contains(&p));
-        let shared_mounts: Vec<&Value> = if sidecar.shares_volumes() {
+        let free = |v: &Json<'_>, key: &str| str_field(v, key).is_some_and(|p| !own.contains(&p));
+        let shared_mounts: Vec<&Json<'a>> = if sidecar.shares_volumes() {
             ctx.shared_mounts.iter().copied().filter(|m| free(m, "mountPath")).collect()
         } else {
             Vec::new()
@@ -294,8 +301,9 @@ fn compose<'a>(
             let mut mount_paths: Vec<&str> =
                 shared_mounts.iter().filter_map(|m| str_field(m, "mountPath")).collect();
             mount_paths.sort_unstable();
-            let taken_by_mount =
-                |d: &Value| str_field(d, "devicePath").is_some_and(|p| mount_paths.binary_search(&p).is_ok());
+            let taken_by_mount = |d: &Json<'_>| {
+                str_field(d, "devicePath").is_some_and(|p| mount_paths.binary_search(&p).is_ok())
+            };
             ctx.shared_devices
                 .iter()
                 .copied()
@@ -310,34 +318,34 @@ fn compose<'a>(
     devices.extend(shared_devices.into_iter().cloned());
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
-    let mut env = take_list(&mut c, "env");
-    env.push(json!({"name": IS_INJECTED_ENV, "value": "true"}));
+    let mut env = c.take_list("env");
+    env.push(Json::from(json!({"name": IS_INJECTED_ENV, "value": "true"})));
     let mut extra = transferred_env(set, sidecar, ctx, warnings);
     if sidecar.shares_volumes() {
         extra.extend(ctx.subpath_env.iter().copied());
     }
     if !extra.is_empty() {
         let mut names: HashSet<&str> = env.iter().filter_map(name_of).collect();
-        let extra: Vec<Value> =
+        let extra: Vec<Json<'a>> =
             extra.into_iter().filter(|var| name_of(var).is_some_and(|n| names.insert(n))).cloned().collect();
         env.extend(extra);
     }
 
-    c.insert("env".into(), Value::Array(env));
+    c.insert("env", Json::Array(env));
     set_list(&mut c, "volumeMounts", mounts);
     set_list(&mut c, "volumeDevices", devices);
     Ok(c)
 }
 
-fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
-    field(v, key)?.as_str()
+fn str_field<'v>(v: &'v Json<'_>, key: &str) -> Option<&'v str> {
+    v.get(key)?.as_str()
 }
 
-fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
+fn set_list<'a>(c: &mut Object<'a>, key: &str, items: Vec<Json<'a>>) {
     if items.is_empty() {
         c.remove(key);
     } else {
-        c.insert(key.into(), Value::Array(items));
+        c.insert(key.to_owned(), Json::Array(items));
     }
 }
 
@@ -346,11 +354,10 @@ fn set_list(c: &mut Map<String, Value>, key: &str, items: Vec<Value>) {
 fn transferred_env<'a>(
     set: &SidecarSet,
     sidecar: &SidecarContainer,
-    ctx: &PodContext<'a>,
+    ctx: &PodContext<'_, 'a>,
     warnings: &mut Vec<String>,
-) -> Vec<&'a Value> {
-    let containers =
-        at(ctx.pod, &["spec", "containers"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+) -> Vec<&'a Json<'a>> {
+    let containers = list(&ctx.pod["spec"], "containers");
     let mut out = Vec::new();
     for entry in &sidecar.transfer_env {
         let Some(source) = source_name(entry, ctx) else {
@@ -391,18 +398,18 @@ fn transferred_env<'a>(
 }
 
 /// The source container's name, or `None` for an unsupported fieldPath.
-fn source_name(entry: &TransferEnvVar, ctx: &PodContext) -> Option<String> {
+fn source_name(entry: &TransferEnvVar, ctx: &PodContext<'_, '_>) -> Option<String> {
     let Some(field_ref) = entry.source_container_name_from.as_ref().and_then(|f| f.field_ref.as_ref()) else {
         return Some(entry.source_container_name.clone());
     };
     let path = field_ref.field_path.as_str();
     let (map, rest) = if let Some(rest) = path.strip_prefix("metadata.labels") {
-        (at(ctx.pod, &["metadata", "labels"]), rest)
+        (ctx.pod.at(&["metadata", "labels"]), rest)
     } else {
         (ctx.annotations, path.strip_prefix("metadata.annotations")?)
     };
     let key = rest.strip_prefix("['")?.strip_suffix("']")?;
-    Some(map.and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned())
+    Some(map.and_then(|m| m.get(key)).and_then(Json::as_str).unwrap_or_default().to_owned())
 }
 
 #[cfg(test)]
@@ -420,6 +427,7 @@ mod tests {
             {"name": "b", "volumeMounts": [{"name": "v3", "mountPath": "/data"}, {"name": "v4", "mountPath": "/dev/y"}],
              "volumeDevices": [{"name": "d2", "devicePath": "/dev/x"}, {"name": "d3", "devicePath": "/dev/y"}, {"name": "d4", "devicePath": "/dev/z"}]}
         ], "volumes": [{"name": "v1"}, {"name": "v2"}, {"name": "v3"}, {"name": "v4"}, {"name": "own"}]}});
+        let pod = Json::from(pod);
         let set =
             SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
             "name": "side", "image": "i", "volumeMounts": [{"name": "own", "mountPath": "/own"}],
@@ -455,6 +463,7 @@ mod tests {
             {"name": "proxy", "env": [{"name": "POD", "value": "p"}],
              "volumeMounts": [{"name": "logs", "mountPath": "/logs", "subPathExpr": "$(POD)"}, {"name": "data2", "mountPath": "/data"}]}
         ]}});
+        let pod = Json::from(pod);
         let set =
             SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [
             {"name": "proxy", "image": "proxy:2", "shareVolumePolicy": {"type": "enabled"}},
@@ -463,7 +472,7 @@ mod tests {
         let sets = [Arc::new(set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
         let built = build(&sets[0], &PodContext::new(&pod, None, &sets, &index), &mut Vec::new()).unwrap();
-        let mounts = |c: &Value| {
+        let mounts = |c: &Json| {
             c["volumeMounts"]
                 .as_array()
                 .unwrap()
@@ -471,7 +480,7 @@ mod tests {
                 .map(|m| m["name"].as_str().unwrap().to_owned())
                 .collect::<Vec<_>>()
         };
-        let env = |c: &Value| {
+        let env = |c: &Json| {
             c["env"]
                 .as_array()
                 .unwrap()
@@ -485,9 +494,19 @@ mod tests {
             assert_eq!(env(&injected.container), ["IS_INJECTED", "POD"], "{}", injected.name());
         }
         // Re-invocation: the pod as the first injection left it.
-        let injected_pod = serde_json::json!({"spec": {"containers":
-            super::super::merge::merge(pod["spec"]["containers"].as_array().unwrap().iter().map(crate::admission::draft::Draft::Same).collect(),
-                built.containers.clone()).into_iter().map(crate::admission::draft::Draft::into_value).collect::<Vec<_>>()}});
+        let containers = super::super::merge::merge(
+            pod["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(crate::admission::draft::Draft::Same)
+                .collect(),
+            built.containers.clone(),
+        );
+        let containers: Vec<Json> =
+            containers.into_iter().map(crate::admission::draft::Draft::into_json).collect();
+        let injected_pod =
+            Json::from(serde_json::json!({"spec": {"containers": Json::Array(containers).into_value()}}));
         let again =
             build(&sets[0], &PodContext::new(&injected_pod, None, &sets, &index), &mut Vec::new()).unwrap();
         for (first, second) in built.containers.iter().zip(&again.containers) {

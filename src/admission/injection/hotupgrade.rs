@@ -1,7 +1,9 @@
 //! Hot upgrade (docs/sidecarset.md#5-7-hot-upgrade): a sidecar `N` becomes the pair `N-1` (working, the
 //! SidecarSet's image) and `N-2` (the empty image), each told its version through annotations.
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
+
+use crate::api::tree::{Json, Object};
 
 use crate::api::sidecarset::{
     SIDECARSET_VERSION_ALT_ENV, SIDECARSET_VERSION_ENV, VERSION_ALT_ANNOTATION_PREFIX,
@@ -14,23 +16,22 @@ pub fn working_name(name: &str) -> String {
 }
 
 /// `N-1` and `N-2` from the composed container `N` (one copy: `N-2` takes the original).
-pub fn pair(container: Map<String, Value>, name: &str, empty_image: &str) -> [Map<String, Value>; 2] {
-    let make = |mut c: Map<String, Value>, own: String, image: Option<&str>| {
-        c.insert("name".into(), Value::String(own.clone()));
+pub fn pair<'a>(container: Object<'a>, name: &str, empty_image: &str) -> [Object<'a>; 2] {
+    let make = |mut c: Object<'a>, own: String, image: Option<&str>| {
+        c.insert("name", Json::from(own.clone()));
         match image {
             Some("") => {
                 c.remove("image");
             }
             Some(image) => {
-                c.insert("image".into(), Value::String(image.to_owned()));
+                c.insert("image", Json::from(image.to_owned()));
             }
             None => {}
         }
-        let env = c.entry("env").or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(env) = env {
+        if let Json::Array(env) = c.entry_or_insert("env", Json::Array(Vec::new())) {
             // Neither fieldRef carries an apiVersion (Kruise writes them that way).
-            env.push(json!({"name": SIDECARSET_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ANNOTATION_PREFIX}{own}']")}}}));
-            env.push(json!({"name": SIDECARSET_VERSION_ALT_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ALT_ANNOTATION_PREFIX}{own}']")}}}));
+            env.push(json!({"name": SIDECARSET_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ANNOTATION_PREFIX}{own}']")}}}).into());
+            env.push(json!({"name": SIDECARSET_VERSION_ALT_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ALT_ANNOTATION_PREFIX}{own}']")}}}).into());
         }
         c
     };

@@ -5,40 +5,48 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::api::sidecarset::{LabelSelector, SidecarSet};
+use crate::api::tree::{Json, Object};
 use crate::cluster::Snapshot;
 
 /// Pod or namespace labels, as found in `metadata.labels` (non-string values never match).
-pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
-    object.get("metadata")?.get("labels")?.as_object()
+pub fn labels_of<'p, 'a>(object: &'p Json<'a>) -> Option<&'p Object<'a>> {
+    object.at(&["metadata", "labels"])?.as_object()
 }
 
-fn label<'a>(labels: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a str> {
-    crate::api::json::get(labels?, key)?.as_str()
+fn label<'l>(labels: Option<&'l Object<'_>>, key: &str) -> Option<&'l str> {
+    labels?.get(key)?.as_str()
 }
 
 /// The usual matchLabels AND matchExpressions over labels as found in JSON (non-string values
 /// never match). The selector must have passed [`LabelSelector::check`].
-pub fn selector_matches(selector: &LabelSelector, labels: Option<&Map<String, Value>>) -> bool {
+pub fn selector_matches(selector: &LabelSelector, labels: Option<&Object<'_>>) -> bool {
     selector.matches_by(|k| label(labels, k))
 }
 
 /// The pod as matching sees it: its labels and its Namespace object (read once per pod).
 pub struct PodTarget<'a> {
-    pub labels: Option<&'a Map<String, Value>>,
+    pub labels: Option<&'a Object<'a>>,
     /// `None` when the Namespace is not in the snapshot.
     pub namespace: Option<&'a Value>,
 }
 
 impl<'a> PodTarget<'a> {
-    pub fn new(pod: &'a Value, namespace: &str, cluster: &'a Snapshot) -> Self {
+    pub fn new(pod: &'a Json<'a>, namespace: &str, cluster: &'a Snapshot) -> Self {
         PodTarget {
             labels: labels_of(pod),
             namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n),
         }
     }
+}
+
+/// The labels of an object of the cluster snapshot (kept as `Value`s), borrowed into a tree's
+/// [`Object`] so one selector code reads both.
+fn snapshot_labels(object: &Value) -> Option<Object<'_>> {
+    let labels = object.get("metadata")?.get("labels")?.as_object()?;
+    Some(labels.iter().map(|(k, v)| (k.as_str(), Json::from(v))).collect())
 }
 
 /// Does `set` match the pod (docs/sidecarset.md#2-which-sidecarsets-match, rules 1–3)? `Err` only for an
@@ -50,7 +58,7 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
         let Some(ns) = pod.namespace else { return Ok(false) };
-        if ns_selector.check().is_err() || !selector_matches(ns_selector, labels_of(ns)) {
+        if ns_selector.check().is_err() || !selector_matches(ns_selector, snapshot_labels(ns).as_ref()) {
             return Ok(false);
         }
     }
@@ -78,7 +86,7 @@ mod tests {
 
     #[test]
     fn selector_semantics() {
-        let pod = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "tier": "front"}}}));
         let l = labels_of(&pod);
         assert!(selector_matches(&sel(json!({"matchLabels": {"app": "web"}})), l));
         assert!(!selector_matches(&sel(json!({"matchLabels": {"app": "web", "x": "y"}})), l));
@@ -113,7 +121,7 @@ mod tests {
     #[test]
     fn empty_selector_matches_nothing_and_invalid_one_is_an_error() {
         let cluster = Snapshot::default();
-        let pod = json!({"metadata": {"labels": {"app": "web"}}});
+        let pod = Json::from(json!({"metadata": {"labels": {"app": "web"}}}));
         let target = PodTarget::new(&pod, "default", &cluster);
         let mut set = SidecarSet::default();
         set.spec.selector = Some(LabelSelector::default());

@@ -1,22 +1,21 @@
 //! The merge rule (docs/sidecarset.md#6-2-merge-rule), the same for init containers and containers: a sidecar
 //! replaces a same-named container of the pod in place; others go before or after the pod's list.
 
-use serde_json::Value;
-
 use crate::admission::draft::Draft;
+use crate::api::tree::{Json, Object};
 
 /// A container ready for the pod, with its SidecarSet's placement.
 #[derive(Debug, Clone)]
-pub struct Injected {
-    pub container: Value,
+pub struct Injected<'a> {
+    pub container: Json<'a>,
     pub before: bool,
     /// The SidecarSet that injects it (for the duplicate-name check).
     pub sidecarset: String,
 }
 
-impl Injected {
+impl Injected<'_> {
     pub fn name(&self) -> &str {
-        self.container.get("name").and_then(Value::as_str).unwrap_or_default()
+        self.container.get("name").and_then(Json::as_str).unwrap_or_default()
     }
 }
 
@@ -26,12 +25,12 @@ impl Injected {
 /// A scan of the pod's list per injected container (the last of a name, as a map by name would
 /// have it), not a map of the pod's names: the injected containers are the SidecarSets' few, and
 /// a replacement keeps the name at its place.
-pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected>) -> Vec<Draft<'a>> {
+pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected<'a>>) -> Vec<Draft<'a>> {
     let mut middle = pod;
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for item in injected {
         let name = item.name();
-        match middle.iter().rposition(|c| c.field("name").and_then(Value::as_str) == Some(name)) {
+        match middle.iter().rposition(|c| c.field("name").and_then(Json::as_str) == Some(name)) {
             Some(i) => {
                 let replaced = keep_empty_resources(&middle[i], item.container);
                 middle[i] = Draft::New(replaced);
@@ -51,13 +50,13 @@ pub fn merge<'a>(pod: Vec<Draft<'a>>, injected: Vec<Injected>) -> Vec<Draft<'a>>
 /// earlier patch carries it on the injected sidecar; it means the same as no `resources`, and
 /// keeping it is what lets re-invocation patch nothing (found against a real kube-apiserver by
 /// `tests/e2e`, check `reinvocation-no-patch`).
-fn keep_empty_resources(old: &Draft<'_>, mut new: Value) -> Value {
-    let old_is_empty = old.field("resources").and_then(Value::as_object).is_some_and(|r| r.is_empty());
-    if let Value::Object(container) = &mut new
+fn keep_empty_resources<'a>(old: &Draft<'_>, mut new: Json<'a>) -> Json<'a> {
+    let old_is_empty = old.field("resources").and_then(Json::as_object).is_some_and(|r| r.is_empty());
+    if let Json::Object(container) = &mut new
         && old_is_empty
         && !container.contains_key("resources")
     {
-        container.insert("resources".to_owned(), Value::Object(Default::default()));
+        container.insert("resources", Json::Object(Object::new()));
     }
     new
 }
@@ -65,14 +64,16 @@ fn keep_empty_resources(old: &Draft<'_>, mut new: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn inj(name: &str, before: bool) -> Injected {
-        Injected { container: json!({"name": name, "image": "new"}), before, sidecarset: "s".into() }
+    fn inj(name: &str, before: bool) -> Injected<'static> {
+        Injected { container: json!({"name": name, "image": "new"}).into(), before, sidecarset: "s".into() }
     }
 
     fn merged(pod: Vec<Value>, injected: Vec<Injected>) -> Vec<Value> {
-        merge(pod.iter().map(Draft::Same).collect(), injected).into_iter().map(Draft::into_value).collect()
+        let pod: Vec<Json> = pod.iter().map(Json::from).collect();
+        let drafts = merge(pod.iter().map(Draft::Same).collect(), injected);
+        drafts.into_iter().map(|d| d.into_json().into_value()).collect()
     }
 
     #[test]

@@ -1,26 +1,28 @@
 //! `spec.patchPodMetadata` (docs/sidecarset.md#4-patchpodmetadata): annotations a SidecarSet sets on the pod,
 //! per patch policy.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use crate::api::tree::{Json, Object};
 
 use crate::api::go_json;
 use crate::api::sidecarset::SidecarSet;
 
 /// Apply `set`'s patches to the pod's annotations (created if missing). Errors are denials.
-pub fn apply(set: &SidecarSet, annotations: &mut Map<String, Value>) -> Result<(), String> {
+pub fn apply(set: &SidecarSet, annotations: &mut Object<'_>) -> Result<(), String> {
     for patch in &set.spec.patch_pod_metadata {
         for (key, value) in &patch.annotations {
             match patch.patch_policy.as_str() {
                 "" | "Retain" => {
                     if !annotations.contains_key(key) {
-                        annotations.insert(key.clone(), Value::String(value.clone()));
+                        annotations.insert(key.clone(), Json::from(value.clone()));
                     }
                 }
                 "Overwrite" => {
-                    annotations.insert(key.clone(), Value::String(value.clone()));
+                    annotations.insert(key.clone(), Json::from(value.clone()));
                 }
                 "MergePatchJson" => {
-                    let existing = annotations.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+                    let existing = annotations.get(key).and_then(Json::as_str).filter(|s| !s.is_empty());
                     let merged = match existing {
                         None => value.clone(),
                         Some(existing) => merge_json(existing, value).map_err(|e| {
@@ -30,7 +32,7 @@ pub fn apply(set: &SidecarSet, annotations: &mut Map<String, Value>) -> Result<(
                             )
                         })?,
                     };
-                    annotations.insert(key.clone(), Value::String(merged));
+                    annotations.insert(key.clone(), Json::from(merged));
                 }
                 other => {
                     return Err(format!(

@@ -15,7 +15,6 @@ pub mod revision;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
 use time::macros::format_description;
 
 use self::annotations::{HashEntry, PodAnnotations, upsert};
@@ -24,14 +23,14 @@ use self::merge::Injected;
 use super::Inputs;
 use super::draft::{Draft, DraftMap};
 use super::review::{AdmissionError, AdmissionRequest};
-use crate::api::json::{at, object_in};
 use crate::api::sidecarset::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, SidecarSet};
+use crate::api::tree::{Json, Object};
 
 /// Inject the matching SidecarSets into `pod`, the draft of `original` (a CREATE; the caller has
 /// gated subresources and other operations). Warnings are for things Kruise only logs.
 pub fn inject<'a>(
     request: &AdmissionRequest,
-    original: &'a Value,
+    original: &'a Json<'a>,
     pod: &mut Draft<'a>,
     inputs: &Inputs,
     warnings: &mut Vec<String>,
@@ -59,7 +58,7 @@ pub fn inject<'a>(
     // Until `apply`, only the annotations may have changed: the rest is read from the original.
     let annotations = pod.at(&["metadata", "annotations"]);
     let mut state =
-        PodAnnotations::read(annotations.and_then(Value::as_object)).map_err(AdmissionError::Internal)?;
+        PodAnnotations::read(annotations.and_then(Json::as_object)).map_err(AdmissionError::Internal)?;
     let built = {
         let ctx = PodContext::new(original, annotations, &sets, index);
         sets.iter()
@@ -101,14 +100,14 @@ pub fn inject<'a>(
 /// Whether [`inject`] has anything to do for `pod`: some SidecarSet selects it, or checking one
 /// fails (an error `inject` reports). Only the index and the selectors are read, so callers can
 /// skip copying the pod when it is `false` (most pods of a cluster).
-pub fn selects(request: &AdmissionRequest, pod: &Value, inputs: &Inputs) -> bool {
+pub fn selects(request: &AdmissionRequest, pod: &Json<'_>, inputs: &Inputs) -> bool {
     !selecting(request, pod, inputs).is_ok_and(|sets| sets.is_empty())
 }
 
 /// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
 fn selecting(
     request: &AdmissionRequest,
-    pod: &Value,
+    pod: &Json<'_>,
     inputs: &Inputs,
 ) -> Result<Vec<Arc<SidecarSet>>, AdmissionError> {
     if !is_active(pod) {
@@ -131,15 +130,15 @@ fn selecting(
 
 /// `status.phase` Succeeded/Failed or a deletionTimestamp: nothing to inject
 /// (docs/sidecarset.md#1-when-injection-runs).
-fn is_active(pod: &Value) -> bool {
-    let phase = at(pod, &["status", "phase"]).and_then(Value::as_str);
+fn is_active(pod: &Json<'_>) -> bool {
+    let phase = pod.at(&["status", "phase"]).and_then(Json::as_str);
     !matches!(phase, Some("Succeeded" | "Failed"))
-        && at(pod, &["metadata", "deletionTimestamp"]).is_none_or(Value::is_null)
+        && pod.at(&["metadata", "deletionTimestamp"]).is_none_or(Json::is_null)
 }
 
 /// The pod's namespace, else the request's, else `default` (docs/sidecarset.md#1-when-injection-runs).
-fn pod_namespace(pod: &Value, request: &AdmissionRequest) -> String {
-    let ns = at(pod, &["metadata", "namespace"]).and_then(Value::as_str).unwrap_or_default();
+fn pod_namespace(pod: &Json<'_>, request: &AdmissionRequest) -> String {
+    let ns = pod.at(&["metadata", "namespace"]).and_then(Json::as_str).unwrap_or_default();
     let ns = if ns.is_empty() { request.namespace.as_str() } else { ns };
     if ns.is_empty() { "default".into() } else { ns.into() }
 }
@@ -153,17 +152,19 @@ fn object_mut<'d, 'a>(
     let Some(map) = parent.object_mut() else {
         return Err(AdmissionError::BadRequest(format!("{what} must be an object")));
     };
-    let slot = map.entry_or_insert(key, Draft::New(Value::Object(Map::new())));
+    let slot = map.entry_or_insert(key, Draft::New(Json::Object(Object::new())));
     if slot.is_null() {
-        *slot = Draft::New(Value::Object(Map::new()));
+        *slot = Draft::New(Json::Object(Object::new()));
     }
     slot.object_mut().ok_or_else(|| AdmissionError::BadRequest(format!("{what}.{key} must be an object")))
 }
 
 /// The pod's annotations, copied to be written (a few small strings, next to what injection adds).
-fn annotations_mut<'d>(pod: &'d mut Draft<'_>) -> Result<&'d mut Map<String, Value>, AdmissionError> {
+fn annotations_mut<'d, 'a>(pod: &'d mut Draft<'a>) -> Result<&'d mut Object<'a>, AdmissionError> {
     let metadata = object_mut(pod, "metadata", "the pod")?;
-    object_in(metadata.value_mut("annotations"))
+    metadata
+        .value_mut("annotations")
+        .object_or_new()
         .ok_or_else(|| AdmissionError::BadRequest("the pod's metadata.annotations must be an object".into()))
 }
 
@@ -216,7 +217,7 @@ fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, ti
 fn apply<'a>(
     pod: &mut Draft<'a>,
     sets: &[Arc<SidecarSet>],
-    built: Vec<Built>,
+    built: Vec<Built<'a>>,
     state: &PodAnnotations,
 ) -> Result<(), AdmissionError> {
     let mut init = Vec::new();
@@ -240,7 +241,7 @@ fn apply<'a>(
     let mut pod_volumes = spec.take_list("volumes");
     let added = {
         let names: Vec<&str> = pod_volumes.iter().filter_map(name_of).collect();
-        let mut added: Vec<Value> = Vec::new();
+        let mut added: Vec<Json> = Vec::new();
         for v in volumes {
             let name = build::name_of(&v);
             let new = name
@@ -256,11 +257,11 @@ fn apply<'a>(
 
     let mut secrets = spec.take_list("imagePullSecrets");
     let mut seen = std::collections::HashSet::new();
-    secrets.retain(|s| seen.insert(s.field("name").and_then(Value::as_str).unwrap_or_default().to_owned()));
+    secrets.retain(|s| seen.insert(s.field("name").and_then(Json::as_str).unwrap_or_default().to_owned()));
     for s in sets.iter().flat_map(|s| &s.spec.image_pull_secrets) {
         if seen.insert(s.name.clone()) {
             secrets.push(Draft::New(
-                serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?,
+                serde_json::to_value(s).map_err(|e| AdmissionError::Internal(e.to_string()))?.into(),
             ));
         }
     }
@@ -270,17 +271,17 @@ fn apply<'a>(
     state.write(annotations);
     for name in hot_names {
         for (k, v) in hotupgrade::version_annotations(&name) {
-            annotations.insert(k, Value::String(v.into()));
+            annotations.insert(k, Json::from(String::from(v)));
         }
     }
     Ok(())
 }
 
 fn name_of<'d>(item: &'d Draft<'_>) -> Option<&'d str> {
-    item.field("name").and_then(Value::as_str)
+    item.field("name").and_then(Json::as_str)
 }
 
-fn merge_list(spec: &mut DraftMap<'_>, key: &str, injected: Vec<Injected>) {
+fn merge_list<'a>(spec: &mut DraftMap<'a>, key: &str, injected: Vec<Injected<'a>>) {
     if injected.is_empty() {
         return;
     }

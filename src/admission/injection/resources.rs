@@ -3,10 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::api::json::at;
 use crate::api::pattern::Pattern;
 use crate::api::resource_expression::{evaluate, parse_quantity};
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
+use crate::api::tree::Json;
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
 /// `injected` are the container names of the SidecarSets injected into this pod, hot-upgrade
@@ -17,7 +17,7 @@ pub fn compute(
     sidecar: &str,
     policy: &ResourcesPolicy,
     compiled: Option<&Pattern>,
-    pod: &Value,
+    pod: &Json<'_>,
     injected: &[String],
 ) -> Result<Value, String> {
     let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
@@ -35,15 +35,15 @@ pub fn compute(
         }
     };
     let list =
-        |key: &str| at(pod, &["spec", key]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        |key: &str| pod.at(&["spec", key]).and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default();
     let native_init = list("initContainers")
         .iter()
-        .filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"));
-    let targets: Vec<&Value> = native_init
+        .filter(|c| c.get("restartPolicy").and_then(Json::as_str) == Some("Always"));
+    let targets: Vec<&Json> = native_init
         .chain(list("containers"))
         .filter(|c| {
             c.get("name")
-                .and_then(Value::as_str)
+                .and_then(Json::as_str)
                 .is_some_and(|n| !injected.iter().any(|s| s == n) && regex.is_match(n))
         })
         .collect();
@@ -90,15 +90,15 @@ fn has_word(expr: &str, word: &str) -> bool {
 }
 
 /// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.
-fn aggregate(targets: &[&Value], kind: &str, resource: &str, mode: &str) -> Result<Option<f64>, String> {
+fn aggregate(targets: &[&Json], kind: &str, resource: &str, mode: &str) -> Result<Option<f64>, String> {
     let mut acc = 0.0f64;
     for c in targets {
-        let q = match at(c, &["resources", kind, resource]) {
-            None | Some(Value::Null) if kind == "limits" => return Ok(None),
-            None | Some(Value::Null) => continue,
-            Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-            Some(Value::String(s)) => parse_quantity(s).map_err(|e| {
-                format!("container {}: {e}", c.get("name").and_then(Value::as_str).unwrap_or(""))
+        let q = match c.at(&["resources", kind, resource]) {
+            None | Some(Json::Null) if kind == "limits" => return Ok(None),
+            None | Some(Json::Null) => continue,
+            Some(Json::Number(n)) => n.as_f64().unwrap_or(0.0),
+            Some(Json::String(s)) => parse_quantity(s).map_err(|e| {
+                format!("container {}: {e}", c.get("name").and_then(Json::as_str).unwrap_or(""))
             })?,
             Some(other) => return Err(format!("{kind}.{resource} {other} is not a quantity")),
         };

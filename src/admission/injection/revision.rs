@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::api::tree::Json;
+
 use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
 use crate::admission::sidecarset_rules::hash::sidecarset_hashes;
@@ -15,7 +17,7 @@ use crate::api::sidecarset::{
 };
 
 /// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (docs/sidecarset.md#10-3).
-pub fn select(set: &Arc<SidecarSet>, pod: &Value, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
+pub fn select(set: &Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
     let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else {
         return Ok(Arc::clone(set));
     };
@@ -162,7 +164,7 @@ mod tests {
             random: &random,
             settings: &settings,
         };
-        let pod = json!({"metadata": {"labels": {"app": "web", "track": "stable"}}});
+        let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "track": "stable"}}}));
         let chosen = select(&Arc::new(set), &pod, &inputs)?;
         Ok(chosen.spec.containers[0].container["image"].as_str().unwrap_or_default().to_owned())
     }

@@ -15,6 +15,7 @@ use super::{
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::field_errors::{self, FieldError, aggregate};
+use crate::api::tree::Json;
 use crate::api::workloads::{CloneSet, IntOrString, LabelSelector, PodRef};
 use crate::cluster::{Answers, ListFilter, Query};
 
@@ -33,21 +34,21 @@ const IMMUTABLE_MESSAGE: &str = "updates to cloneset spec for fields other than 
 'updateStrategy', 'minReadySeconds', 'progressDeadlineSeconds', 'volumeClaimTemplates' and 'revisionHistoryLimit' are forbidden";
 const POLICIES: [&str; 3] = ["ReCreate", "InPlaceIfPossible", "InPlaceOnly"];
 
-fn decode_cloneset(value: &Value, v1beta1: bool) -> Result<CloneSet, AdmissionError> {
-    let mut cs: CloneSet = decode(value, "CloneSet")?;
+fn decode_cloneset(value: &Json, v1beta1: bool) -> Result<CloneSet, AdmissionError> {
+    let mut cs: CloneSet = decode(&value.to_value(), "CloneSet")?;
     defaults::cloneset(&mut cs, v1beta1);
     Ok(cs)
 }
 
 /// `spec.scaleStrategy.podsToDelete` read in place (the typed decode reports a list of the wrong
 /// shape; this only has to find names).
-fn listed(value: &Value) -> Vec<&str> {
+fn listed<'j>(value: &'j Json) -> Vec<&'j str> {
     value
-        .pointer("/spec/scaleStrategy/podsToDelete")
-        .and_then(Value::as_array)
+        .at(&["spec", "scaleStrategy", "podsToDelete"])
+        .and_then(Json::as_array)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .filter_map(Json::as_str)
         .collect()
 }
 
@@ -77,10 +78,10 @@ fn duplicates<'a>(list: &[&'a str]) -> Vec<&'a str> {
     list.iter().copied().filter(|item| !seen.insert(*item) && reported.insert(*item)).collect()
 }
 
-fn namespace<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
+fn namespace<'a>(request: &'a AdmissionRequest, object: &'a Json) -> &'a str {
     object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
+        .at(&["metadata", "namespace"])
+        .and_then(Json::as_str)
         .filter(|ns| !ns.is_empty())
         .unwrap_or(&request.namespace)
 }
@@ -109,8 +110,8 @@ fn pods_query(namespace: &str, selector: Option<&LabelSelector>) -> Option<Query
     })
 }
 
-fn selector_of(value: &Value) -> Option<LabelSelector> {
-    value.pointer("/spec/selector").and_then(|s| serde_json::from_value(s.clone()).ok())
+fn selector_of(value: &Json) -> Option<LabelSelector> {
+    value.at(&["spec", "selector"]).and_then(|s| s.deserialize_into().ok())
 }
 
 /// The lookups for the newly listed pods in `podsToDelete`: one GET each, or one list of the
@@ -180,7 +181,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         if !v1beta1
             && cs.spec.update_strategy.type_ == "InPlaceOnly"
             && let Some(offence) = first_offending_change(
-                template_spec(old_value),
+                &template_spec(old_value).to_value(),
                 &cs.spec.template.spec,
                 inputs.settings.inplace_vertical_scaling,
             )
@@ -200,8 +201,8 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
 
 fn validate_spec(
     request: &AdmissionRequest,
-    (value, cs): (&Value, &CloneSet),
-    old: Option<&Value>,
+    (value, cs): (&Json, &CloneSet),
+    old: Option<&Json>,
     v1beta1: bool,
     inputs: &Inputs,
     errors: &mut Vec<FieldError>,
@@ -227,8 +228,8 @@ fn validate_spec(
 
 fn scale_strategy(
     request: &AdmissionRequest,
-    (value, cs): (&Value, &CloneSet),
-    old: Option<&Value>,
+    (value, cs): (&Json, &CloneSet),
+    old: Option<&Json>,
     v1beta1: bool,
     inputs: &Inputs,
     errors: &mut Vec<FieldError>,

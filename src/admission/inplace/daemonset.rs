@@ -14,6 +14,7 @@ use super::{
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::field_errors::{self, FieldError, aggregate};
+use crate::api::tree::Json;
 use crate::api::workloads::DaemonSet;
 
 const MUTABLE_V1ALPHA1: &[&str] =
@@ -33,8 +34,8 @@ const IMMUTABLE_V1ALPHA1: &str = "updates to daemonset spec for fields other tha
 const IMMUTABLE_V1BETA1: &str = "updates to daemonset spec for fields other than 'BurstReplicas', 'template', 'lifecycle', \
 'scaleStrategy', 'updateStrategy', 'minReadySeconds', and 'revisionHistoryLimit' are forbidden";
 
-fn decode_daemonset(value: &Value) -> Result<DaemonSet, AdmissionError> {
-    let mut ds: DaemonSet = decode(value, "DaemonSet")?;
+fn decode_daemonset(value: &Json) -> Result<DaemonSet, AdmissionError> {
+    let mut ds: DaemonSet = decode(&value.to_value(), "DaemonSet")?;
     defaults::daemonset(&mut ds);
     Ok(ds)
 }

@@ -5,30 +5,28 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
-
 use crate::api::field_errors::{self, FieldError};
+use crate::api::tree::{Json, Object};
 
 /// The zero value of a field, as Go's typed decoding sees it.
-fn is_zero(v: &Value) -> bool {
+fn is_zero(v: &Json) -> bool {
     match v {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
+        Json::Null => true,
+        Json::String(s) => s.is_empty(),
+        Json::Array(a) => a.is_empty(),
+        Json::Object(o) => o.is_empty(),
         _ => false,
     }
 }
 
 /// Semantic equality: zero values equal absent ones at every depth, and an object whose fields
 /// are all zero equals an absent one (a Go struct field that was never set).
-pub fn semantic_eq(a: &Value, b: &Value) -> bool {
-    static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
-        std::sync::LazyLock::new(serde_json::Map::new);
+pub fn semantic_eq(a: &Json, b: &Json) -> bool {
+    static EMPTY: std::sync::LazyLock<Object<'static>> = std::sync::LazyLock::new(Object::new);
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => objects_eq(x, y),
-        (Value::Object(x), Value::Null) | (Value::Null, Value::Object(x)) => objects_eq(x, &EMPTY),
-        (Value::Array(x), Value::Array(y)) => {
+        (Json::Object(x), Json::Object(y)) => objects_eq(x, y),
+        (Json::Object(x), Json::Null) | (Json::Null, Json::Object(x)) => objects_eq(x, &EMPTY),
+        (Json::Array(x), Json::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| semantic_eq(p, q))
         }
         _ if is_zero(a) && is_zero(b) => true,
@@ -36,48 +34,44 @@ pub fn semantic_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn objects_eq(x: &serde_json::Map<String, Value>, y: &serde_json::Map<String, Value>) -> bool {
-    x.iter().all(|(k, v)| semantic_eq(v, y.get(k).unwrap_or(&Value::Null)))
-        && y.iter().filter(|(k, _)| !x.contains_key(*k)).all(|(_, v)| semantic_eq(&Value::Null, v))
+fn objects_eq(x: &Object, y: &Object) -> bool {
+    x.iter().all(|(k, v)| semantic_eq(v, y.get(k).unwrap_or(&Json::Null)))
+        && y.iter().filter(|(k, _)| !x.contains_key(k)).all(|(_, v)| semantic_eq(&Json::Null, v))
 }
 
 /// Does anything in `spec` other than `mutable` differ between old and new? `defaults` are
 /// string fields Kruise's mutating webhook fills in (which this binary does not serve): an unset
 /// value on either side counts as its default, so spelling the default out is no change.
 /// Walks the specs in place: no copy of the (large) template is made.
-pub fn spec_changed_outside(old: &Value, new: &Value, mutable: &[&str], defaults: &[(&str, &str)]) -> bool {
+pub fn spec_changed_outside(old: &Json, new: &Json, mutable: &[&str], defaults: &[(&str, &str)]) -> bool {
     let (old_spec, new_spec) =
-        (old.get("spec").and_then(Value::as_object), new.get("spec").and_then(Value::as_object));
-    let keys = old_spec
-        .into_iter()
-        .chain(new_spec)
-        .flat_map(|m| m.keys())
-        .filter(|k| !mutable.contains(&k.as_str()));
+        (old.get("spec").and_then(Json::as_object), new.get("spec").and_then(Json::as_object));
+    let keys = old_spec.into_iter().chain(new_spec).flat_map(|m| m.keys()).filter(|k| !mutable.contains(k));
     keys.into_iter().any(|key| !semantic_eq(&field(old_spec, key, defaults), &field(new_spec, key, defaults)))
 }
 
-static NULL: Value = Value::Null;
+static NULL: Json = Json::Null;
 
-fn field<'a>(spec: Option<&'a Map<String, Value>>, key: &str, defaults: &[(&str, &str)]) -> Cow<'a, Value> {
+fn field<'a>(spec: Option<&'a Object<'a>>, key: &str, defaults: &[(&str, &str)]) -> Cow<'a, Json<'a>> {
     let value = spec.and_then(|m| m.get(key)).unwrap_or(&NULL);
     match defaults.iter().find(|(k, _)| *k == key) {
-        Some((_, default)) if is_zero(value) => Cow::Owned(Value::String((*default).to_owned())),
+        Some((_, default)) if is_zero(value) => Cow::Owned(Json::from((*default).to_owned())),
         _ => Cow::Borrowed(value),
     }
 }
 
 /// `ValidateObjectMetaUpdate`: name, namespace, uid and creationTimestamp never change.
-pub fn metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
+pub fn metadata_update(old: &Json, new: &Json) -> Vec<FieldError> {
     let mut errors = Vec::new();
     for key in ["name", "namespace", "uid", "creationTimestamp"] {
-        let before = old.pointer(&format!("/metadata/{key}")).unwrap_or(&Value::Null);
-        let after = new.pointer(&format!("/metadata/{key}")).unwrap_or(&Value::Null);
+        let before = old.at(&["metadata", key]).unwrap_or(&Json::Null);
+        let after = new.at(&["metadata", key]).unwrap_or(&Json::Null);
         // The apiserver fills uid and creationTimestamp in on the stored object; only a different
         // value (not a missing one on a hand-made request) is a change.
         if before != after && (key == "name" || !is_zero(before) && !is_zero(after)) {
             errors.push(field_errors::invalid_shown(
                 format!("metadata.{key}"),
-                field_errors::show(after),
+                field_errors::show(&after.to_value()),
                 "field is immutable",
             ));
         }
@@ -88,7 +82,13 @@ pub fn metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// The tests' objects as the trees a request carries.
+    macro_rules! json {
+        ($($t:tt)+) => {
+            Json::from(serde_json::json!($($t)+))
+        };
+    }
 
     #[test]
     fn zero_values_equal_missing_ones() {

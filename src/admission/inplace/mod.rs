@@ -17,11 +17,14 @@ use serde_json::Value;
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use crate::api::field_errors::{self, FieldError};
+use crate::api::tree::Json;
 use crate::api::workloads::{IntOrString, LabelSelector, PodTemplate};
 
 /// The objects of a CREATE or UPDATE this module judges: `(new, old)`, with `old` only on UPDATE.
 /// `None` for requests these rules do not look at (other operations, subresources).
-fn objects(request: &AdmissionRequest) -> Result<Option<(&Value, Option<&Value>)>, AdmissionError> {
+fn objects<'r>(
+    request: &'r AdmissionRequest,
+) -> Result<Option<(&'r Json<'r>, Option<&'r Json<'r>>)>, AdmissionError> {
     if !request.sub_resource.is_empty() || !matches!(request.operation, Operation::Create | Operation::Update)
     {
         return Ok(None);
@@ -39,10 +42,10 @@ fn objects(request: &AdmissionRequest) -> Result<Option<(&Value, Option<&Value>)
     Ok(Some((new, old)))
 }
 
-static NULL: Value = Value::Null;
+static NULL: Json = Json::Null;
 
 /// `spec.template.spec` of a workload, read in place (`null` when absent).
-fn template_spec(object: &Value) -> &Value {
+fn template_spec<'j>(object: &'j Json<'j>) -> &'j Json<'j> {
     object.pointer("/spec/template/spec").unwrap_or(&NULL)
 }
 
@@ -53,11 +56,11 @@ fn decode<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, Admission
 
 /// The API version the request is about (`v1alpha1`, `v1beta1`), from the request's kind, else
 /// from the object.
-fn version<'a>(request: &'a AdmissionRequest, object: &'a Value) -> &'a str {
+fn version<'a>(request: &'a AdmissionRequest, object: &'a Json) -> &'a str {
     if !request.kind.version.is_empty() {
         return &request.kind.version;
     }
-    object.get("apiVersion").and_then(Value::as_str).and_then(|v| v.rsplit_once('/')).map_or("", |(_, v)| v)
+    object.get("apiVersion").and_then(Json::as_str).and_then(|v| v.rsplit_once('/')).map_or("", |(_, v)| v)
 }
 
 fn labels_value(labels: &BTreeMap<String, String>) -> String {

@@ -18,6 +18,7 @@ use super::{
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
 use crate::api::field_errors::{self, FieldError, aggregate};
+use crate::api::tree::Json;
 use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet, StatefulSetRollingUpdate};
 
 const MUTABLE: &[&str] = &[
@@ -43,8 +44,8 @@ const MAX_MIN_READY_SECONDS: i64 = 300;
 const PARALLEL_ONLY: &str = "maxUnavailable can only work with Parallel PodManagementPolicyType";
 const RU: &str = "spec.updateStrategy.rollingUpdate";
 
-fn decode_statefulset(value: &Value) -> Result<StatefulSet, AdmissionError> {
-    let mut sts: StatefulSet = decode(value, "StatefulSet")?;
+fn decode_statefulset(value: &Json) -> Result<StatefulSet, AdmissionError> {
+    let mut sts: StatefulSet = decode(&value.to_value(), "StatefulSet")?;
     defaults::statefulset(&mut sts);
     Ok(sts)
 }
@@ -67,7 +68,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         .as_ref()
         .is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
     if in_place_only {
-        let (mut before, mut after) = (template_spec(old_value).clone(), sts.spec.template.spec.clone());
+        let (mut before, mut after) = (template_spec(old_value).to_value(), sts.spec.template.spec.clone());
         defaults::pod_spec(&mut before);
         defaults::pod_spec(&mut after);
         if let Some(offence) =

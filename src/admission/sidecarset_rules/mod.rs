@@ -19,6 +19,7 @@ use crate::api::json::object_entry;
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, NAMESPACE_NAME_LABEL, SidecarSet,
 };
+use crate::api::tree::Json;
 
 /// The SidecarSet versions Kruise serves; anything else is refused like Kruise does (400).
 pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
@@ -50,13 +51,14 @@ pub fn mutate(
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());
     }
-    // A SidecarSet is small and defaulting touches it all over: one copy to change in place.
-    let object = draft.to_mut();
+    // A SidecarSet is small and its defaulting (written against `Value`) touches it all over: one
+    // `Value` copy to change in place, which becomes the draft once done.
+    let mut object = draft.to_mut().take().into_value();
     check_version(request)?;
-    decode(object)?;
-    defaults::apply(object);
+    decode(&object)?;
+    defaults::apply(&mut object);
     if request.resource.version == "v1alpha1" {
-        namespace_to_selector(object);
+        namespace_to_selector(&mut object);
     }
     let empty = Value::Object(Map::new());
     let spec = object.get("spec").unwrap_or(&empty);
@@ -71,6 +73,7 @@ pub fn mutate(
         })?;
     annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
     annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
+    *draft = Draft::New(Json::from(object));
     Ok(Vec::new())
 }
 
@@ -101,13 +104,13 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         .object
         .as_ref()
         .ok_or_else(|| AdmissionError::BadRequest("request.object is required".into()))?;
-    let set = decode(object)?;
+    let set = decode(&object.to_value())?;
     let old = match request.operation {
         Operation::Update => {
             let old = request.old_object.as_ref().ok_or_else(|| {
                 AdmissionError::BadRequest("request.oldObject is required for UPDATE".into())
             })?;
-            Some(decode(old)?)
+            Some(decode(&old.to_value())?)
         }
         _ => None,
     };
