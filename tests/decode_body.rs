@@ -332,6 +332,18 @@ fn the_charge_bounds_the_resident_memory_decoding_takes() {
     }
 }
 
+/// Issue 17.1: one request of the maximum size (7 MiB), of the shapes a real review has, grows the
+/// process by less than 3× its body while it is decoded, so body and decoded objects together stay
+/// within 4× the bytes in flight. As `serde_json::Value`s the objects alone took 4× and more.
+#[test]
+fn a_realistic_max_size_review_decodes_within_three_times_its_body() {
+    for name in ["environment variables", "UPDATE of two objects"] {
+        let [body, grew, _] = measure(name, 7 << 20, false);
+        println!("{name}: body {body}, resident growth {grew} ({:.2}x the body)", grew as f64 / body as f64);
+        assert!(grew < 3 * body, "{name}: decoding grew the process by {grew} bytes for a body of {body}");
+    }
+}
+
 /// A body under `SCAN_FROM` is charged the worst case for its length without a scan, and the worst
 /// shapes, decoded whole as such a body is, stay within it: measured at their small size (as
 /// `serve` charges them), and at a hundred times it, where the page and allocator steps of the

@@ -131,7 +131,7 @@ fn the_answer_is_the_text_serde_json_writes_for_strings_that_need_escaping() {
     let odd = "quote \" backslash \\ slash / newline \n tab \t nul \u{0} bell \u{7} del \u{7f} é ✓ 🦀 \u{2028} </script>";
     let patch = vec![
         PatchOp::add("/metadata/annotations/a~1b", json!({"k": odd, "n": [1, -2, 1.5, 1e300, null, true]})),
-        PatchOp::Replace { path: format!("/spec/{odd}"), value: json!(odd) },
+        PatchOp::Replace { path: format!("/spec/{odd}"), value: json!(odd).into() },
         PatchOp::Remove { path: "/spec/x".into() },
     ];
     let mut seen = Seen::default();

@@ -33,18 +33,18 @@ use crate::api::tree::{Json, Object};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum PatchOp {
-    Add { path: String, value: Value },
+    Add { path: String, value: Json<'static> },
     Remove { path: String },
-    Replace { path: String, value: Value },
+    Replace { path: String, value: Json<'static> },
 }
 
 impl PatchOp {
-    pub fn add(path: impl Into<String>, value: Value) -> Self {
-        PatchOp::Add { path: path.into(), value }
+    pub fn add(path: impl Into<String>, value: impl Into<Json<'static>>) -> Self {
+        PatchOp::Add { path: path.into(), value: value.into() }
     }
 
     /// The path and value of an `add` or `replace`.
-    fn value_slot(&mut self) -> Option<(&str, &mut Value)> {
+    fn value_slot(&mut self) -> Option<(&str, &mut Json<'static>)> {
         match self {
             PatchOp::Add { path, value } | PatchOp::Replace { path, value } => Some((path, value)),
             PatchOp::Remove { .. } => None,
@@ -110,8 +110,7 @@ pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
 pub fn diff_json(from: &Json<'_>, to: &Json<'_>) -> Vec<PatchOp> {
     let mut ops = walk(from, To::Value(to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value =
-            tokens(path).try_fold(to, |v, token| child(v, &token)).map(Json::to_value).unwrap_or_default();
+        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).map(owned).unwrap_or_default();
     }
     ops
 }
@@ -127,18 +126,25 @@ pub fn diff_draft(from: &Json<'_>, mut to: Draft<'_>) -> Vec<PatchOp> {
     ops
 }
 
-/// The value at `tokens` in `node`, moved out when the draft owns it.
-fn take_at<'p, I: Iterator<Item = Cow<'p, str>>>(node: &mut Draft<'_>, tokens: &mut Peekable<I>) -> Value {
+/// A patch's copy of a value of the request: its strings are copied out of the body.
+fn owned(value: &Json<'_>) -> Json<'static> {
+    value.clone().into_owned()
+}
+
+/// The value at `tokens` in `node`, moved out when the draft owns it (strings it still borrows
+/// from the body are copied).
+fn take_at<'p, I: Iterator<Item = Cow<'p, str>>>(
+    node: &mut Draft<'_>,
+    tokens: &mut Peekable<I>,
+) -> Json<'static> {
     if tokens.peek().is_none() {
-        return std::mem::replace(node, Draft::New(Json::Null)).into_json().into_value();
+        return std::mem::replace(node, Draft::New(Json::Null)).into_json().into_owned();
     }
     match node {
-        Draft::Same(v) => {
-            tokens.try_fold(*v, |v, token| child(v, &token)).map(Json::to_value).unwrap_or_default()
-        }
+        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).map(owned).unwrap_or_default(),
         Draft::New(v) => tokens
             .try_fold(v, |v, token| child_mut(v, &token))
-            .map(|v| v.take().into_value())
+            .map(|v| v.take().into_owned())
             .unwrap_or_default(),
         Draft::Object(map) => {
             let token = tokens.next().unwrap_or_default();
@@ -302,7 +308,7 @@ fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp>
         (Json::Object(a), Some(b), _) => diff_object(a, b, path, ops),
         (Json::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
         _ if same(from, to) => {}
-        _ => ops.push(PatchOp::Replace { path: path.clone(), value: Value::Null }),
+        _ => ops.push(PatchOp::Replace { path: path.clone(), value: Json::Null }),
     }
 }
 
@@ -354,7 +360,7 @@ fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchO
     }
     for (key, _) in b.iter().skip(common) {
         if in_a(key).is_none() {
-            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
+            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
         }
     }
 }
@@ -501,7 +507,7 @@ fn diff_aligned(
             with_index(path, at, |p| ops.push(PatchOp::Remove { path: p.clone() }));
             j += 1;
         } else if i < new.len() && in_old.get(&new_ids[i]).is_none() {
-            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
+            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
             i += 1;
         } else if i < new.len() && j < old.len() {
             if !same(&old[j], new.at(i)) {
@@ -530,7 +536,7 @@ fn diff_pairwise(old: &[Json<'_>], new: ToList, base: usize, path: &mut String, 
         with_index(path, base + k, |p| ops.push(PatchOp::Remove { path: p.clone() }));
     }
     for k in common..new.len() {
-        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: Value::Null }));
+        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
     }
 }
 
@@ -584,7 +590,7 @@ mod tests {
         let to = json!([{"name": "s"}, {"name": "a", "image": "1"}, {"name": "x", "image": "new"}, {"name": "z"}, {"name": "t"}]);
         let ops = check(from, to);
         assert_eq!(ops.len(), 3, "{ops:?}");
-        assert_eq!(ops[1], PatchOp::Replace { path: "/2/image".into(), value: json!("new") });
+        assert_eq!(ops[1], PatchOp::Replace { path: "/2/image".into(), value: json!("new").into() });
     }
 
     #[test]

@@ -175,7 +175,7 @@ mod tests {
                 PatchOp::add("/spec/containers/0", json!({"name": "sidecar"})),
                 PatchOp::Replace {
                     path: "/metadata/annotations/kruise.io~1sidecarset-hash".into(),
-                    value: json!("x"),
+                    value: json!("x").into(),
                 },
                 PatchOp::Remove { path: "/spec/nodeName".into() },
             ],

@@ -99,18 +99,21 @@ impl LiveAgreement {
     /// A Pod the API server stored: compare it with the decision it pairs with, if one waits, using
     /// the SidecarSets of `snapshot`. CPU work (the comparison); the lock is not held for it.
     pub fn stored(&self, pod: Value, snapshot: Option<&Snapshot>) {
-        let taken = {
-            let mut pending = self.lock();
-            let taken = pending.take(pod);
-            self.metrics.shadow_pending.set(pending.len() as i64);
-            taken
-        };
-        let Some((decided, stored)) = taken else { return };
+        let taken = self.lock().take(pod);
+        if let Some((decided, stored)) = taken {
+            self.compare(&decided, &stored, snapshot);
+        }
+        // Only once the comparison is counted: whoever sees no decision pending sees its verdict.
+        let pending = self.lock().len();
+        self.metrics.shadow_pending.set(pending as i64);
+    }
+
+    fn compare(&self, decided: &Decided, stored: &Value, snapshot: Option<&Snapshot>) {
         let lookup = |name: &str| {
             let object = snapshot?.get(sidecarset::GROUP, sidecarset::KIND, "", name)?;
             SidecarSet::from_value(object).ok().map(Arc::new)
         };
-        let verdicts = agreement::compare(&decided.original, &decided.ours, &stored, &lookup);
+        let verdicts = agreement::compare(&decided.original, &decided.ours, stored, &lookup);
         if verdicts.is_empty() {
             self.metrics.shadow_agreement.with_label_values(&[NO_SIDECARSET, "agree"]).inc();
             return;

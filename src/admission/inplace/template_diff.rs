@@ -41,9 +41,9 @@ fn op_name(op: &PatchOp) -> &'static str {
     }
 }
 
-fn op_value(op: &PatchOp) -> Option<&Value> {
+fn op_value(op: &PatchOp) -> Option<Value> {
     match op {
-        PatchOp::Add { value, .. } | PatchOp::Replace { value, .. } => Some(value),
+        PatchOp::Add { value, .. } | PatchOp::Replace { value, .. } => Some(value.to_value()),
         PatchOp::Remove { .. } => None,
     }
 }
@@ -71,7 +71,7 @@ pub fn first_offending_change(old_spec: &Value, new_spec: &Value, vertical_scali
             continue;
         }
         if vertical_scaling && let Some(rest) = field.and_then(|f| f.strip_prefix("/resources")) {
-            if let Some(reason) = resize_refusal(name, rest, op_value(op)) {
+            if let Some(reason) = resize_refusal(name, rest, op_value(op).as_ref()) {
                 return Some(Offence { op: name, path: op.path().to_owned(), reason: Some(reason) });
             }
             first_resize.get_or_insert(op);
