@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::derived::Derived;
 pub use super::meta::{Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use super::tree::Object;
 
 pub const GROUP: &str = "apps.kruise.io";
 pub const KIND: &str = "SidecarSet";
@@ -87,6 +89,10 @@ pub struct SidecarContainer {
     /// Every core Container field except `name` (image, env, volumeMounts, ...), verbatim.
     #[serde(flatten)]
     pub container: Map<String, Value>,
+    /// [`Self::core_container`] as a tree, for injection (issue 20.2).
+    #[serde(skip)]
+    #[schemars(skip)]
+    core_object: Derived<Object<'static>>,
 }
 
 impl SidecarContainer {
@@ -102,6 +108,12 @@ impl SidecarContainer {
         let mut out = self.container.clone();
         out.shift_insert(0, "name".into(), Value::String(self.name.clone()));
         out
+    }
+
+    /// [`Self::core_container`] as a tree, built the first time a pod needs it and kept: every
+    /// injection clones it rather than cloning and converting the map.
+    pub fn core_object(&self) -> &Object<'static> {
+        self.core_object.get_or_init(|| Object::from(self.core_container()))
     }
 
     /// `restartPolicy: Always` on an init container: a native sidecar.
@@ -544,6 +556,19 @@ mod tests {
             s.spec.namespace_selector.unwrap().match_labels.get("env").map(String::as_str),
             Some("prod")
         );
+    }
+
+    /// The tree injection clones is the core container: `name` first, then the SidecarSet's order.
+    #[test]
+    fn core_object_is_the_core_container_in_order() {
+        let v = json!({"metadata": {"name": "s"}, "spec": {"containers": [
+            {"image": "i", "podInjectPolicy": "BeforeAppContainer", "env": [{"name": "A", "value": "1"}], "name": "c", "args": ["x"]}]}});
+        let s = SidecarSet::from_value(&v).unwrap();
+        let c = &s.spec.containers[0];
+        let object = c.core_object();
+        assert_eq!(object.keys().collect::<Vec<_>>(), ["name", "image", "env", "args"]);
+        assert_eq!(crate::api::tree::Json::Object(object.clone()), Value::Object(c.core_container()));
+        assert!(std::ptr::eq(object, c.core_object()), "built once");
     }
 
     #[test]
