@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::derived::Derived;
 pub use super::meta::{Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use super::resource_expression::Expression;
 use super::tree::Object;
 
 pub const GROUP: &str = "apps.kruise.io";
@@ -228,6 +229,23 @@ pub struct ResourceExprs {
     pub memory: String,
     #[serde(flatten)]
     pub extra: Extra,
+    /// `cpu` and `memory` parsed for injection (issue 20.2).
+    #[serde(skip)]
+    #[schemars(skip)]
+    parsed: Derived<[Expression; 2]>,
+}
+
+impl ResourceExprs {
+    /// `(resource, text, parsed)` for `cpu` then `memory`, leaving out an empty one. Parsed the
+    /// first time a pod needs them and kept; one that does not parse carries its error.
+    pub fn expressions(&self) -> impl Iterator<Item = (&'static str, &str, &Expression)> {
+        let [cpu, memory] = self
+            .parsed
+            .get_or_init(|| [Expression::for_injection(&self.cpu), Expression::for_injection(&self.memory)]);
+        [("cpu", self.cpu.as_str(), cpu), ("memory", self.memory.as_str(), memory)]
+            .into_iter()
+            .filter(|(_, text, _)| !text.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

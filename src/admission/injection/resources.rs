@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::api::pattern::Pattern;
-use crate::api::resource_expression::{evaluate, parse_quantity};
+use crate::api::resource_expression::parse_quantity;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 use crate::api::tree::Json;
 
@@ -60,18 +60,15 @@ pub fn compute(
     ] {
         let Some(exprs) = exprs else { continue };
         let mut values = Map::new();
-        for (resource, expr) in [("cpu", exprs.cpu.as_str()), ("memory", exprs.memory.as_str())] {
-            if expr.is_empty() {
-                continue;
-            }
+        for (resource, expr, parsed) in exprs.expressions() {
             // Limits: unlimited (not evaluated) when any target has none. Requests: missing is 0.
             let Some(aggregate) =
                 aggregate(&targets, kind, resource, &policy.target_containers_mode).map_err(context)?
             else {
                 continue;
             };
-            let variable = if has_word(expr, "memory") { "memory" } else { "cpu" };
-            let v = evaluate(expr, variable, aggregate)
+            let v = parsed
+                .evaluate(aggregate)
                 .map_err(|e| context(format!("{kind}.{resource} expression {expr:?}: {e}")))?;
             if v < 0.0 {
                 return Err(context(format!("{kind}.{resource} expression {expr:?} gives a negative value")));
@@ -83,10 +80,6 @@ pub fn compute(
         }
     }
     Ok(Value::Object(out))
-}
-
-fn has_word(expr: &str, word: &str) -> bool {
-    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.
@@ -163,12 +156,5 @@ mod tests {
         assert_eq!(format_quantity("memory", 200.0 * 1048576.0), "200Mi");
         assert_eq!(format_quantity("memory", 1e9), "1G");
         assert_eq!(format_quantity("memory", 1001.0), "1001");
-    }
-
-    #[test]
-    fn word_detection() {
-        assert!(has_word("max(memory*50%, 100Mi)", "memory"));
-        assert!(!has_word("max(cpu*50%, 50m)", "memory"));
-        assert!(!has_word("memoryx", "memory"));
     }
 }
