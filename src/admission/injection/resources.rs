@@ -148,6 +148,30 @@ fn format_quantity(resource: &str, v: f64) -> String {
 mod tests {
     use super::*;
 
+    /// An expression that does not parse is reported when it is evaluated, on every pod, with the
+    /// parser's message: not when nothing evaluates it (a limit left unlimited).
+    #[test]
+    fn a_broken_expression_is_reported_when_evaluated() {
+        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
+            "name": "side", "image": "i", "resourcesPolicy": {"targetContainersMode": "sum", "targetContainersNameRegex": ".*",
+                "resourcesExpr": {"limits": {"cpu": "cpu *"}, "requests": {"memory": "memory / 2"}}}}]}}))
+        .unwrap();
+        let policy = set.spec.containers[0].resources_policy.as_ref().unwrap();
+        let pod = |resources: serde_json::Value| {
+            Json::from(serde_json::json!({"spec": {"containers": [{"name": "app", "resources": resources}]}}))
+        };
+        let unlimited = pod(serde_json::json!({"requests": {"memory": "1Gi"}}));
+        let computed = compute(&set, "side", policy, None, &unlimited, &[]).unwrap();
+        assert_eq!(computed, serde_json::json!({"requests": {"memory": "512Mi"}}));
+        let limited = pod(serde_json::json!({"limits": {"cpu": "1"}}));
+        for _ in 0..2 {
+            assert_eq!(
+                compute(&set, "side", policy, None, &limited, &[]).unwrap_err(),
+                "SidecarSet s container side: resourcesPolicy: limits.cpu expression \"cpu *\": the expression ends too early"
+            );
+        }
+    }
+
     #[test]
     fn quantity_formatting() {
         assert_eq!(format_quantity("cpu", 0.3), "300m");
