@@ -2,6 +2,7 @@
 //! Kruise types we look at (everything else is kept as it came).
 
 pub mod crd;
+pub mod derived;
 pub mod field_errors;
 pub mod go_json;
 pub mod json;

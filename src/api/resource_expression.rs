@@ -1,5 +1,5 @@
 //! `resourcesPolicy` expressions (Kruise's `pkg/util/calculator` semantics, our own grammar): the
-//! one parser behind both SidecarSet validation ([`check`]) and injection ([`evaluate`]).
+//! one parser behind both SidecarSet validation ([`check`]) and injection ([`Expression`]).
 //!
 //! `+ - * /` with the usual precedence, parentheses, unary minus, `max(a, b)`, `min(a, b)`, plain
 //! numbers, percentages (`50%` is 0.5) and Kubernetes quantities (`50m`, `200Mi`, `1Gi`), plus one
@@ -25,14 +25,31 @@ impl fmt::Display for CalcError {
 /// and an expression is request text (a SidecarSet can carry a megabyte of `(`).
 const MAX_DEPTH: usize = 64;
 
-/// Evaluate `expr` with `variable` (`cpu` or `memory`) bound to `value` (base units). `max` and
-/// `min` take any number of arguments here; [`check`] is what holds SidecarSets to Kruise's two.
-pub fn evaluate(expr: &str, variable: &str, value: f64) -> Result<f64, CalcError> {
-    let result = parse(expr, variable)?.eval(value)?;
-    if !result.is_finite() {
-        return Err(CalcError("the result is not a finite number".into()));
+/// An expression as injection evaluates it, parsed once: its tree, or why it does not parse (an
+/// error reported when it is evaluated, as parsing it then would report it).
+#[derive(Debug)]
+pub struct Expression(Result<Expr, CalcError>);
+
+impl Expression {
+    /// Parse `expr` for injection: its variable is `memory` when that word is in it, else `cpu`.
+    pub fn for_injection(expr: &str) -> Expression {
+        let variable = if has_word(expr, "memory") { "memory" } else { "cpu" };
+        Expression(parse(expr, variable))
     }
-    Ok(result)
+
+    /// Evaluate with the variable bound to `value` (base units). `max` and `min` take any number
+    /// of arguments here; [`check`] is what holds SidecarSets to Kruise's two.
+    pub fn evaluate(&self, value: f64) -> Result<f64, CalcError> {
+        let result = self.0.as_ref().map_err(Clone::clone)?.eval(value)?;
+        if !result.is_finite() {
+            return Err(CalcError("the result is not a finite number".into()));
+        }
+        Ok(result)
+    }
+}
+
+fn has_word(expr: &str, word: &str) -> bool {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Would Kruise accept `expr` with `variable` (`cpu` or `memory`) as its only variable? It must
@@ -293,6 +310,34 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `expr` evaluated with `variable` bound to `value`.
+    fn evaluate(expr: &str, variable: &str, value: f64) -> Result<f64, CalcError> {
+        Expression(parse(expr, variable)).evaluate(value)
+    }
+
+    /// Injection reads `memory` when the word is in the expression, else `cpu`.
+    #[test]
+    fn injection_picks_the_variable_by_word() {
+        let mi = 1048576.0;
+        let memory = Expression::for_injection("max(Memory*50%, 100Mi)");
+        assert!(close(memory.evaluate(400.0 * mi).unwrap(), 200.0 * mi));
+        assert!(close(Expression::for_injection("cpu * 2").evaluate(0.5).unwrap(), 1.0));
+        assert!(close(Expression::for_injection("1Gi").evaluate(3.0).unwrap(), 1073741824.0));
+        let both = Expression::for_injection("memory + cpu").evaluate(1.0).unwrap_err();
+        assert_eq!(both.0, "undefined variable \"cpu\"");
+        // The parse error is kept and given on every evaluation.
+        let broken = Expression::for_injection("cpu *");
+        assert_eq!(broken.evaluate(1.0), broken.evaluate(2.0));
+        assert!(broken.evaluate(1.0).unwrap_err().0.contains("ends too early"));
+    }
+
+    #[test]
+    fn word_detection() {
+        assert!(has_word("max(memory*50%, 100Mi)", "memory"));
+        assert!(!has_word("max(cpu*50%, 50m)", "memory"));
+        assert!(!has_word("memoryx", "memory"));
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9 * b.abs().max(1.0)

@@ -11,7 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::derived::Derived;
 pub use super::meta::{Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use super::resource_expression::Expression;
+use super::tree::Object;
 
 pub const GROUP: &str = "apps.kruise.io";
 pub const KIND: &str = "SidecarSet";
@@ -87,6 +90,10 @@ pub struct SidecarContainer {
     /// Every core Container field except `name` (image, env, volumeMounts, ...), verbatim.
     #[serde(flatten)]
     pub container: Map<String, Value>,
+    /// [`Self::core_container`] as a tree, for injection (issue 20.2).
+    #[serde(skip)]
+    #[schemars(skip)]
+    core_object: Derived<Object<'static>>,
 }
 
 impl SidecarContainer {
@@ -102,6 +109,12 @@ impl SidecarContainer {
         let mut out = self.container.clone();
         out.shift_insert(0, "name".into(), Value::String(self.name.clone()));
         out
+    }
+
+    /// [`Self::core_container`] as a tree, built the first time a pod needs it and kept: every
+    /// injection clones it rather than cloning and converting the map.
+    pub fn core_object(&self) -> &Object<'static> {
+        self.core_object.get_or_init(|| Object::from(self.core_container()))
     }
 
     /// `restartPolicy: Always` on an init container: a native sidecar.
@@ -216,6 +229,23 @@ pub struct ResourceExprs {
     pub memory: String,
     #[serde(flatten)]
     pub extra: Extra,
+    /// `cpu` and `memory` parsed for injection (issue 20.2).
+    #[serde(skip)]
+    #[schemars(skip)]
+    parsed: Derived<[Expression; 2]>,
+}
+
+impl ResourceExprs {
+    /// `(resource, text, parsed)` for `cpu` then `memory`, leaving out an empty one. Parsed the
+    /// first time a pod needs them and kept; one that does not parse carries its error.
+    pub fn expressions(&self) -> impl Iterator<Item = (&'static str, &str, &Expression)> {
+        let [cpu, memory] = self
+            .parsed
+            .get_or_init(|| [Expression::for_injection(&self.cpu), Expression::for_injection(&self.memory)]);
+        [("cpu", self.cpu.as_str(), cpu), ("memory", self.memory.as_str(), memory)]
+            .into_iter()
+            .filter(|(_, text, _)| !text.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -544,6 +574,19 @@ mod tests {
             s.spec.namespace_selector.unwrap().match_labels.get("env").map(String::as_str),
             Some("prod")
         );
+    }
+
+    /// The tree injection clones is the core container: `name` first, then the SidecarSet's order.
+    #[test]
+    fn core_object_is_the_core_container_in_order() {
+        let v = json!({"metadata": {"name": "s"}, "spec": {"containers": [
+            {"image": "i", "podInjectPolicy": "BeforeAppContainer", "env": [{"name": "A", "value": "1"}], "name": "c", "args": ["x"]}]}});
+        let s = SidecarSet::from_value(&v).unwrap();
+        let c = &s.spec.containers[0];
+        let object = c.core_object();
+        assert_eq!(object.keys().collect::<Vec<_>>(), ["name", "image", "env", "args"]);
+        assert_eq!(crate::api::tree::Json::Object(object.clone()), Value::Object(c.core_container()));
+        assert!(std::ptr::eq(object, c.core_object()), "built once");
     }
 
     #[test]

@@ -259,7 +259,7 @@ fn compose<'a>(
     volumes: &mut Vec<Json<'a>>,
     warnings: &mut Vec<String>,
 ) -> Result<Object<'a>, String> {
-    let mut c = Object::from(sidecar.core_container());
+    let mut c = sidecar.core_object().clone();
     if let Some(policy) = &sidecar.resources_policy {
         let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
         let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::api::pattern::Pattern;
-use crate::api::resource_expression::{evaluate, parse_quantity};
+use crate::api::resource_expression::parse_quantity;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
 use crate::api::tree::Json;
 
@@ -60,18 +60,15 @@ pub fn compute(
     ] {
         let Some(exprs) = exprs else { continue };
         let mut values = Map::new();
-        for (resource, expr) in [("cpu", exprs.cpu.as_str()), ("memory", exprs.memory.as_str())] {
-            if expr.is_empty() {
-                continue;
-            }
+        for (resource, expr, parsed) in exprs.expressions() {
             // Limits: unlimited (not evaluated) when any target has none. Requests: missing is 0.
             let Some(aggregate) =
                 aggregate(&targets, kind, resource, &policy.target_containers_mode).map_err(context)?
             else {
                 continue;
             };
-            let variable = if has_word(expr, "memory") { "memory" } else { "cpu" };
-            let v = evaluate(expr, variable, aggregate)
+            let v = parsed
+                .evaluate(aggregate)
                 .map_err(|e| context(format!("{kind}.{resource} expression {expr:?}: {e}")))?;
             if v < 0.0 {
                 return Err(context(format!("{kind}.{resource} expression {expr:?} gives a negative value")));
@@ -83,10 +80,6 @@ pub fn compute(
         }
     }
     Ok(Value::Object(out))
-}
-
-fn has_word(expr: &str, word: &str) -> bool {
-    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.
@@ -155,6 +148,30 @@ fn format_quantity(resource: &str, v: f64) -> String {
 mod tests {
     use super::*;
 
+    /// An expression that does not parse is reported when it is evaluated, on every pod, with the
+    /// parser's message: not when nothing evaluates it (a limit left unlimited).
+    #[test]
+    fn a_broken_expression_is_reported_when_evaluated() {
+        let set = SidecarSet::from_value(&serde_json::json!({"metadata": {"name": "s"}, "spec": {"containers": [{
+            "name": "side", "image": "i", "resourcesPolicy": {"targetContainersMode": "sum", "targetContainersNameRegex": ".*",
+                "resourcesExpr": {"limits": {"cpu": "cpu *"}, "requests": {"memory": "memory / 2"}}}}]}}))
+        .unwrap();
+        let policy = set.spec.containers[0].resources_policy.as_ref().unwrap();
+        let pod = |resources: serde_json::Value| {
+            Json::from(serde_json::json!({"spec": {"containers": [{"name": "app", "resources": resources}]}}))
+        };
+        let unlimited = pod(serde_json::json!({"requests": {"memory": "1Gi"}}));
+        let computed = compute(&set, "side", policy, None, &unlimited, &[]).unwrap();
+        assert_eq!(computed, serde_json::json!({"requests": {"memory": "512Mi"}}));
+        let limited = pod(serde_json::json!({"limits": {"cpu": "1"}}));
+        for _ in 0..2 {
+            assert_eq!(
+                compute(&set, "side", policy, None, &limited, &[]).unwrap_err(),
+                "SidecarSet s container side: resourcesPolicy: limits.cpu expression \"cpu *\": the expression ends too early"
+            );
+        }
+    }
+
     #[test]
     fn quantity_formatting() {
         assert_eq!(format_quantity("cpu", 0.3), "300m");
@@ -163,12 +180,5 @@ mod tests {
         assert_eq!(format_quantity("memory", 200.0 * 1048576.0), "200Mi");
         assert_eq!(format_quantity("memory", 1e9), "1G");
         assert_eq!(format_quantity("memory", 1001.0), "1001");
-    }
-
-    #[test]
-    fn word_detection() {
-        assert!(has_word("max(memory*50%, 100Mi)", "memory"));
-        assert!(!has_word("max(cpu*50%, 50m)", "memory"));
-        assert!(!has_word("memoryx", "memory"));
     }
 }
