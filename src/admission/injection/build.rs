@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::hotupgrade;
 use super::merge::Injected;
@@ -270,8 +270,8 @@ fn compose<'a>(
     let mut mounts = c.take_list("volumeMounts");
     let mut devices = c.take_list("volumeDevices");
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
-        match set.spec.volumes.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(reference)) {
-            Some(volume) => volumes.push(Json::from(volume.clone())),
+        match set.spec.volume_trees().iter().find(|v| name_of(v) == Some(reference)) {
+            Some(volume) => volumes.push(volume.clone()),
             None if ctx.pod_volumes.iter().any(|v| name_of(v) == Some(reference)) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
