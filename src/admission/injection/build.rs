@@ -5,8 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::hotupgrade;
 use super::merge::Injected;
 use super::resources;
@@ -319,7 +317,7 @@ fn compose<'a>(
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
     let mut env = c.take_list("env");
-    env.push(Json::from(json!({"name": IS_INJECTED_ENV, "value": "true"})));
+    env.push(is_injected_env());
     let mut extra = transferred_env(set, sidecar, ctx, warnings);
     if sidecar.shares_volumes() {
         extra.extend(ctx.subpath_env.iter().copied());
@@ -335,6 +333,11 @@ fn compose<'a>(
     set_list(&mut c, "volumeMounts", mounts);
     set_list(&mut c, "volumeDevices", devices);
     Ok(c)
+}
+
+/// `{"name": "IS_INJECTED", "value": "true"}`, built as a tree: the same for every sidecar.
+fn is_injected_env() -> Json<'static> {
+    Json::Object(Object::from_iter([("name", Json::from(IS_INJECTED_ENV)), ("value", Json::from("true"))]))
 }
 
 fn str_field<'v>(v: &'v Json<'_>, key: &str) -> Option<&'v str> {
