@@ -261,7 +261,7 @@ fn compose<'a>(
     if let Some(policy) = &sidecar.resources_policy {
         let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
         let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;
-        c.insert("resources", Json::from(computed));
+        c.insert("resources", computed);
     }
 
     // Volumes the sidecar's own mounts and devices reference, from the SidecarSet's declarations.
