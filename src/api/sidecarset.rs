@@ -602,6 +602,22 @@ mod tests {
         assert!(std::ptr::eq(object, c.core_object()), "built once");
     }
 
+    /// The volumes injection clones are the SidecarSet's, keys in their order, built once.
+    #[test]
+    fn volume_trees_are_the_volumes_in_order() {
+        let v = json!({"metadata": {"name": "s"}, "spec": {"volumes": [
+            {"name": "b", "emptyDir": {}}, {"secret": {"secretName": "x", "defaultMode": 420}, "name": "a"}]}});
+        let s = SidecarSet::from_value(&v).unwrap();
+        let trees = s.spec.volume_trees();
+        assert_eq!(trees.len(), 2);
+        for (tree, value) in trees.iter().zip(&s.spec.volumes) {
+            assert_eq!(tree, value);
+            let keys: Vec<&str> = tree.as_object().unwrap().keys().collect();
+            assert_eq!(keys, value.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>());
+        }
+        assert!(std::ptr::eq(trees, s.spec.volume_trees()), "built once");
+    }
+
     #[test]
     fn canary_needs_both_annotations_exactly() {
         let mut s = SidecarSet::default();
