@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::derived::Derived;
 pub use super::meta::{Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use super::resource_expression::Expression;
-use super::tree::Object;
+use super::tree::{Json, Object};
 
 pub const GROUP: &str = "apps.kruise.io";
 pub const KIND: &str = "SidecarSet";
@@ -368,6 +368,18 @@ pub struct SidecarSetSpec {
     pub custom_version: String,
     #[serde(flatten)]
     pub extra: Extra,
+    /// [`Self::volumes`] as trees, for injection (issue 20.2).
+    #[serde(skip)]
+    #[schemars(skip)]
+    volume_trees: Derived<Vec<Json<'static>>>,
+}
+
+impl SidecarSetSpec {
+    /// [`Self::volumes`] as trees, built the first time a pod needs one and kept: every injection
+    /// clones the volumes its sidecars reference rather than converting them.
+    pub fn volume_trees(&self) -> &[Json<'static>] {
+        self.volume_trees.get_or_init(|| self.volumes.iter().cloned().map(Json::from).collect())
+    }
 }
 
 /// `apps.kruise.io/v1beta1` SidecarSet.
@@ -513,6 +525,7 @@ impl From<v1alpha1::SidecarSet> for SidecarSet {
                 patch_pod_metadata: s.patch_pod_metadata,
                 custom_version,
                 extra: s.extra,
+                volume_trees: Derived::default(),
             },
             status: old.status,
             extra: old.extra,
@@ -587,6 +600,22 @@ mod tests {
         assert_eq!(object.keys().collect::<Vec<_>>(), ["name", "image", "env", "args"]);
         assert_eq!(crate::api::tree::Json::Object(object.clone()), Value::Object(c.core_container()));
         assert!(std::ptr::eq(object, c.core_object()), "built once");
+    }
+
+    /// The volumes injection clones are the SidecarSet's, keys in their order, built once.
+    #[test]
+    fn volume_trees_are_the_volumes_in_order() {
+        let v = json!({"metadata": {"name": "s"}, "spec": {"volumes": [
+            {"name": "b", "emptyDir": {}}, {"secret": {"secretName": "x", "defaultMode": 420}, "name": "a"}]}});
+        let s = SidecarSet::from_value(&v).unwrap();
+        let trees = s.spec.volume_trees();
+        assert_eq!(trees.len(), 2);
+        for (tree, value) in trees.iter().zip(&s.spec.volumes) {
+            assert_eq!(tree, value);
+            let keys: Vec<&str> = tree.as_object().unwrap().keys().collect();
+            assert_eq!(keys, value.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>());
+        }
+        assert!(std::ptr::eq(trees, s.spec.volume_trees()), "built once");
     }
 
     #[test]

@@ -5,8 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
-
 use super::hotupgrade;
 use super::merge::Injected;
 use super::resources;
@@ -263,15 +261,15 @@ fn compose<'a>(
     if let Some(policy) = &sidecar.resources_policy {
         let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
         let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;
-        c.insert("resources", Json::from(computed));
+        c.insert("resources", computed);
     }
 
     // Volumes the sidecar's own mounts and devices reference, from the SidecarSet's declarations.
     let mut mounts = c.take_list("volumeMounts");
     let mut devices = c.take_list("volumeDevices");
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
-        match set.spec.volumes.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(reference)) {
-            Some(volume) => volumes.push(Json::from(volume.clone())),
+        match set.spec.volume_trees().iter().find(|v| name_of(v) == Some(reference)) {
+            Some(volume) => volumes.push(volume.clone()),
             None if ctx.pod_volumes.iter().any(|v| name_of(v) == Some(reference)) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
@@ -319,7 +317,7 @@ fn compose<'a>(
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
     let mut env = c.take_list("env");
-    env.push(Json::from(json!({"name": IS_INJECTED_ENV, "value": "true"})));
+    env.push(is_injected_env());
     let mut extra = transferred_env(set, sidecar, ctx, warnings);
     if sidecar.shares_volumes() {
         extra.extend(ctx.subpath_env.iter().copied());
@@ -335,6 +333,11 @@ fn compose<'a>(
     set_list(&mut c, "volumeMounts", mounts);
     set_list(&mut c, "volumeDevices", devices);
     Ok(c)
+}
+
+/// `{"name": "IS_INJECTED", "value": "true"}`, built as a tree: the same for every sidecar.
+fn is_injected_env() -> Json<'static> {
+    Json::Object(Object::from_iter([("name", Json::from(IS_INJECTED_ENV)), ("value", Json::from("true"))]))
 }
 
 fn str_field<'v>(v: &'v Json<'_>, key: &str) -> Option<&'v str> {

@@ -1,12 +1,10 @@
 //! `resourcesPolicy` (docs/sidecarset.md#5-6-resources-policy): a sidecar's resources computed from the pod's
 //! target containers.
 
-use serde_json::{Map, Value};
-
 use crate::api::pattern::Pattern;
 use crate::api::resource_expression::parse_quantity;
 use crate::api::sidecarset::{ResourcesPolicy, SidecarSet};
-use crate::api::tree::Json;
+use crate::api::tree::{Json, Object};
 
 /// The resources for a sidecar under `policy`, which replace its own `resources` entirely.
 /// `injected` are the container names of the SidecarSets injected into this pod, hot-upgrade
@@ -19,7 +17,7 @@ pub fn compute(
     compiled: Option<&Pattern>,
     pod: &Json<'_>,
     injected: &[String],
-) -> Result<Value, String> {
+) -> Result<Json<'static>, String> {
     let context = |e: String| format!("SidecarSet {} container {sidecar}: resourcesPolicy: {e}", set.name());
     let compiled_here;
     let regex = match compiled {
@@ -53,13 +51,14 @@ pub fn compute(
             policy.target_containers_name_regex
         )));
     }
-    let mut out = Map::new();
+    // Built as a tree, the form the sidecar takes it in (no `Value` to convert per pod).
+    let mut out = Object::new();
     for (kind, exprs) in [
         ("limits", policy.resources_expr.limits.as_ref()),
         ("requests", policy.resources_expr.requests.as_ref()),
     ] {
         let Some(exprs) = exprs else { continue };
-        let mut values = Map::new();
+        let mut values = Object::new();
         for (resource, expr, parsed) in exprs.expressions() {
             // Limits: unlimited (not evaluated) when any target has none. Requests: missing is 0.
             let Some(aggregate) =
@@ -73,13 +72,13 @@ pub fn compute(
             if v < 0.0 {
                 return Err(context(format!("{kind}.{resource} expression {expr:?} gives a negative value")));
             }
-            values.insert(resource.into(), Value::String(format_quantity(resource, v)));
+            values.insert(resource, Json::from(format_quantity(resource, v)));
         }
         if !values.is_empty() {
-            out.insert(kind.into(), Value::Object(values));
+            out.insert(kind, Json::Object(values));
         }
     }
-    Ok(Value::Object(out))
+    Ok(Json::Object(out))
 }
 
 /// Sum or max of `resources.<kind>.<resource>` over the targets; `None` for an unlimited limit.
