@@ -521,6 +521,38 @@ impl<'a> Object<'a> {
     }
 }
 
+/// Up to this many members, [`Object::lookup`] scans.
+const LOOKUP_SCAN_UP_TO: usize = 16;
+
+/// Many lookups in one object: a pod's labels, which every candidate SidecarSet's selector reads.
+/// `Object::get` scans, which is right for the few lookups a decision makes in most objects; a
+/// request can send 100,000 labels, so code that looks keys up once per SidecarSet hashes them
+/// once instead.
+pub enum Lookup<'o, 'a> {
+    Scan(&'o Object<'a>),
+    Hashed(std::collections::HashMap<&'o str, &'o Json<'a>>),
+}
+
+impl<'o, 'a> Lookup<'o, 'a> {
+    pub fn get(&self, key: &str) -> Option<&'o Json<'a>> {
+        match self {
+            Lookup::Scan(map) => map.get(key),
+            Lookup::Hashed(index) => index.get(key).copied(),
+        }
+    }
+}
+
+impl<'a> Object<'a> {
+    /// This object's members, to be looked up many times (see [`Lookup`]).
+    pub fn lookup(&self) -> Lookup<'_, 'a> {
+        if self.len() <= LOOKUP_SCAN_UP_TO {
+            Lookup::Scan(self)
+        } else {
+            Lookup::Hashed(self.iter().collect())
+        }
+    }
+}
+
 impl<'a> IntoIterator for Object<'a> {
     type Item = (Cow<'a, str>, Json<'a>);
     type IntoIter = std::vec::IntoIter<(Cow<'a, str>, Json<'a>)>;
@@ -813,6 +845,18 @@ mod tests {
         obj.entry_or_insert("b", Json::Null);
         let value = Value::Object(map);
         assert_eq!(serde_json::to_string(&tree).unwrap(), serde_json::to_string(&value).unwrap());
+    }
+
+    #[test]
+    fn lookups_find_what_get_finds_in_small_and_large_objects() {
+        for n in [0, 3, LOOKUP_SCAN_UP_TO, LOOKUP_SCAN_UP_TO + 1, 1000] {
+            let map: Object = (0..n).map(|i| (format!("k{i}"), Json::from(format!("v{i}")))).collect();
+            let lookup = map.lookup();
+            assert_eq!(matches!(lookup, Lookup::Hashed(_)), n > LOOKUP_SCAN_UP_TO);
+            for key in ["k0", "k2", "k999", "missing"] {
+                assert_eq!(lookup.get(key), map.get(key), "{n} {key}");
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::api::sidecarset::{LabelSelector, SidecarSet};
-use crate::api::tree::{Json, Object};
+use crate::api::tree::{Json, Lookup, Object};
 use crate::cluster::Snapshot;
 
 /// Pod or namespace labels, as found in `metadata.labels` (non-string values never match).
@@ -16,19 +16,20 @@ pub fn labels_of<'p, 'a>(object: &'p Json<'a>) -> Option<&'p Object<'a>> {
     object.at(&["metadata", "labels"])?.as_object()
 }
 
-fn label<'l>(labels: Option<&'l Object<'_>>, key: &str) -> Option<&'l str> {
+fn label<'l>(labels: Option<&Lookup<'l, '_>>, key: &str) -> Option<&'l str> {
     labels?.get(key)?.as_str()
 }
 
 /// The usual matchLabels AND matchExpressions over labels as found in JSON (non-string values
 /// never match). The selector must have passed [`LabelSelector::check`].
-pub fn selector_matches(selector: &LabelSelector, labels: Option<&Object<'_>>) -> bool {
+pub fn selector_matches(selector: &LabelSelector, labels: Option<&Lookup<'_, '_>>) -> bool {
     selector.matches_by(|k| label(labels, k))
 }
 
 /// The pod as matching sees it: its labels and its Namespace object (read once per pod).
 pub struct PodTarget<'a> {
-    pub labels: Option<&'a Object<'a>>,
+    /// Read by every candidate's selector: hashed once when there are many.
+    pub labels: Option<Lookup<'a, 'a>>,
     /// `None` when the Namespace is not in the snapshot.
     pub namespace: Option<&'a Value>,
 }
@@ -36,7 +37,7 @@ pub struct PodTarget<'a> {
 impl<'a> PodTarget<'a> {
     pub fn new(pod: &'a Json<'a>, namespace: &str, cluster: &'a Snapshot) -> Self {
         PodTarget {
-            labels: labels_of(pod),
+            labels: labels_of(pod).map(Object::lookup),
             namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n),
         }
     }
@@ -58,13 +59,16 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
         let Some(ns) = pod.namespace else { return Ok(false) };
-        if ns_selector.check().is_err() || !selector_matches(ns_selector, snapshot_labels(ns).as_ref()) {
+        let ns_labels = snapshot_labels(ns);
+        if ns_selector.check().is_err()
+            || !selector_matches(ns_selector, ns_labels.as_ref().map(Object::lookup).as_ref())
+        {
             return Ok(false);
         }
     }
     let Some(selector) = set.spec.selector.as_ref().filter(|s| !s.is_empty()) else { return Ok(false) };
     selector.check().map_err(|e| format!("SidecarSet {} has an invalid spec.selector: {e}", set.name()))?;
-    Ok(selector_matches(selector, pod.labels))
+    Ok(selector_matches(selector, pod.labels.as_ref()))
 }
 
 /// Drop the bases named by matched canaries (HEAD behaviour): the canary replaces them for this pod.
@@ -87,7 +91,8 @@ mod tests {
     #[test]
     fn selector_semantics() {
         let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "tier": "front"}}}));
-        let l = labels_of(&pod);
+        let l = labels_of(&pod).map(Object::lookup);
+        let l = l.as_ref();
         assert!(selector_matches(&sel(json!({"matchLabels": {"app": "web"}})), l));
         assert!(!selector_matches(&sel(json!({"matchLabels": {"app": "web", "x": "y"}})), l));
         assert!(selector_matches(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::tree::Json;
+use crate::api::tree::{Json, Object};
 
 use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
@@ -38,7 +38,7 @@ pub fn select(set: &Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<
         selector.check().map_err(|e| {
             format!("SidecarSet {} has an invalid spec.updateStrategy.selector: {e}", set.name())
         })?;
-        if !selector_matches(selector, labels_of(pod)) {
+        if !selector_matches(selector, labels_of(pod).map(Object::lookup).as_ref()) {
             return Ok(pinned);
         }
     }
