@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use crate::api::field_errors::{self, FieldError};
-use crate::api::tree::{Json, Object};
+use crate::api::tree::{Json, Lookup, Object};
 
 /// The zero value of a field, as Go's typed decoding sees it.
 fn is_zero(v: &Json) -> bool {
@@ -34,9 +34,12 @@ pub fn semantic_eq(a: &Json, b: &Json) -> bool {
     }
 }
 
+/// Each side's keys looked up in the other: hashed once when an object is large (a request sends
+/// its objects, so their size is the sender's choice).
 fn objects_eq(x: &Object, y: &Object) -> bool {
-    x.iter().all(|(k, v)| semantic_eq(v, y.get(k).unwrap_or(&Json::Null)))
-        && y.iter().filter(|(k, _)| !x.contains_key(k)).all(|(_, v)| semantic_eq(&Json::Null, v))
+    let (in_x, in_y) = (x.lookup(), y.lookup());
+    x.iter().all(|(k, v)| semantic_eq(v, in_y.get(k).unwrap_or(&Json::Null)))
+        && y.iter().filter(|(k, _)| in_x.get(k).is_none()).all(|(_, v)| semantic_eq(&Json::Null, v))
 }
 
 /// Does anything in `spec` other than `mutable` differ between old and new? `defaults` are
@@ -47,12 +50,15 @@ pub fn spec_changed_outside(old: &Json, new: &Json, mutable: &[&str], defaults: 
     let (old_spec, new_spec) =
         (old.get("spec").and_then(Json::as_object), new.get("spec").and_then(Json::as_object));
     let keys = old_spec.into_iter().chain(new_spec).flat_map(|m| m.keys()).filter(|k| !mutable.contains(k));
-    keys.into_iter().any(|key| !semantic_eq(&field(old_spec, key, defaults), &field(new_spec, key, defaults)))
+    let (in_old, in_new) = (old_spec.map(Object::lookup), new_spec.map(Object::lookup));
+    keys.into_iter().any(|key| {
+        !semantic_eq(&field(in_old.as_ref(), key, defaults), &field(in_new.as_ref(), key, defaults))
+    })
 }
 
 static NULL: Json = Json::Null;
 
-fn field<'a>(spec: Option<&'a Object<'a>>, key: &str, defaults: &[(&str, &str)]) -> Cow<'a, Json<'a>> {
+fn field<'a>(spec: Option<&Lookup<'a, 'a>>, key: &str, defaults: &[(&str, &str)]) -> Cow<'a, Json<'a>> {
     let value = spec.and_then(|m| m.get(key)).unwrap_or(&NULL);
     match defaults.iter().find(|(k, _)| *k == key) {
         Some((_, default)) if is_zero(value) => Cow::Owned(Json::from((*default).to_owned())),
