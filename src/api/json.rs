@@ -1,6 +1,7 @@
-//! Reading and writing `serde_json::Value` trees the way every decision does: fast field access for
-//! the paths read on every request, and the "object under this key, created when absent or null"
-//! step that mutations and defaulting repeat.
+//! Reading and writing `serde_json::Value`s where decisions still hold them (the cluster snapshot,
+//! SidecarSet defaulting, the agreement with stored Pods; request objects are `api::tree` trees):
+//! fast field access, and the "object under this key, created when absent or null" step that
+//! defaulting repeats.
 
 use serde_json::{Map, Value};
 
@@ -20,9 +21,8 @@ pub fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
     }
 }
 
-/// `map.get(key)`, scanning small maps instead of hashing (see [`field`]); also for label maps,
-/// which a selector looks up once per requirement.
-pub fn get<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
+/// `map.get(key)`, scanning small maps instead of hashing (see [`field`]).
+fn get<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
     const SCAN_UP_TO: usize = 8;
     if map.len() <= SCAN_UP_TO { map.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { map.get(key) }
 }
@@ -34,20 +34,11 @@ pub fn object_entry<'m>(map: &'m mut Map<String, Value>, key: &str) -> Option<&'
 }
 
 /// The object in `slot`, made an empty one when `slot` is null; `None` when it is something else.
-pub fn object_in(slot: &mut Value) -> Option<&mut Map<String, Value>> {
+fn object_in(slot: &mut Value) -> Option<&mut Map<String, Value>> {
     if slot.is_null() {
         *slot = Value::Object(Map::new());
     }
     slot.as_object_mut()
-}
-
-/// The list at `key`, taken out of `map` (the key stays where it was, so putting the list back
-/// keeps the field order); empty when absent or not a list.
-pub fn take_list(map: &mut Map<String, Value>, key: &str) -> Vec<Value> {
-    match map.get_mut(key) {
-        Some(Value::Array(items)) => std::mem::take(items),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]
@@ -63,13 +54,5 @@ mod tests {
         assert_eq!(object_entry(&mut map, "b").unwrap()["x"], json!(1));
         assert!(object_entry(&mut map, "c").is_none());
         assert_eq!(Value::Object(map), json!({"a": {"y": 2}, "b": {"x": 1}, "c": 3, "new": {}}));
-    }
-
-    #[test]
-    fn take_list_leaves_the_key_in_place() {
-        let Value::Object(mut map) = json!({"env": [1, 2], "name": "x"}) else { unreachable!() };
-        assert_eq!(take_list(&mut map, "env"), vec![json!(1), json!(2)]);
-        assert_eq!(take_list(&mut map, "name"), Vec::<Value>::new());
-        assert_eq!(map.keys().collect::<Vec<_>>(), ["env", "name"]);
     }
 }

@@ -110,20 +110,6 @@ impl<'a> Json<'a> {
         }
     }
 
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Json::Number(n) => n.as_u64(),
-            _ => None,
-        }
-    }
-
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            Json::Number(n) => n.as_f64(),
-            _ => None,
-        }
-    }
-
     pub fn as_array(&self) -> Option<&Vec<Json<'a>>> {
         match self {
             Json::Array(items) => Some(items),
@@ -154,18 +140,6 @@ impl<'a> Json<'a> {
 
     pub fn is_null(&self) -> bool {
         matches!(self, Json::Null)
-    }
-
-    pub fn is_boolean(&self) -> bool {
-        matches!(self, Json::Bool(_))
-    }
-
-    pub fn is_number(&self) -> bool {
-        matches!(self, Json::Number(_))
-    }
-
-    pub fn is_string(&self) -> bool {
-        matches!(self, Json::String(_))
     }
 
     pub fn is_array(&self) -> bool {
@@ -412,10 +386,6 @@ impl<'a> Object<'a> {
         Object { members: Vec::new() }
     }
 
-    pub fn with_capacity(n: usize) -> Self {
-        Object { members: Vec::with_capacity(n) }
-    }
-
     pub fn len(&self) -> usize {
         self.members.len()
     }
@@ -472,16 +442,8 @@ impl<'a> Object<'a> {
         self.position(key).map(|i| self.members.swap_remove(i).1)
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &mut Json<'a>) -> bool) {
-        self.members.retain_mut(|(k, v)| keep(k, v));
-    }
-
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Json<'a>)> + ExactSizeIterator {
         self.members.iter().map(|(k, v)| (k.as_ref(), v))
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Json<'a>)> {
-        self.members.iter_mut().map(|(k, v)| (&**k, v))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -857,6 +819,15 @@ mod tests {
                 assert_eq!(lookup.get(key), map.get(key), "{n} {key}");
             }
         }
+    }
+
+    #[test]
+    fn take_list_leaves_the_key_in_place() {
+        let mut tree = Json::from(json!({"env": [1, 2], "name": "x"}));
+        let map = tree.as_object_mut().unwrap();
+        assert_eq!(map.take_list("env"), vec![Json::from(json!(1)), Json::from(json!(2))]);
+        assert_eq!(map.take_list("name"), Vec::<Json>::new());
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["env", "name"]);
     }
 
     #[test]
