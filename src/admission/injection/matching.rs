@@ -43,13 +43,6 @@ impl<'a> PodTarget<'a> {
     }
 }
 
-/// The labels of an object of the cluster snapshot (kept as `Value`s), borrowed into a tree's
-/// [`Object`] so one selector code reads both.
-fn snapshot_labels(object: &Value) -> Option<Object<'_>> {
-    let labels = object.get("metadata")?.get("labels")?.as_object()?;
-    Some(labels.iter().map(|(k, v)| (k.as_str(), Json::from(v))).collect())
-}
-
 /// Does `set` match the pod (docs/sidecarset.md#2-which-sidecarsets-match, rules 1–3)? `Err` only for an
 /// invalid `spec.selector`.
 pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
@@ -59,10 +52,10 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
         let Some(ns) = pod.namespace else { return Ok(false) };
-        let ns_labels = snapshot_labels(ns);
-        if ns_selector.check().is_err()
-            || !selector_matches(ns_selector, ns_labels.as_ref().map(Object::lookup).as_ref())
-        {
+        // The snapshot keeps the Namespace as a `Value`: its labels are read in place.
+        let ns_labels = ns.get("metadata").and_then(|m| m.get("labels"));
+        let ns_label = |k: &str| ns_labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        if ns_selector.check().is_err() || !ns_selector.matches_by(ns_label) {
             return Ok(false);
         }
     }
