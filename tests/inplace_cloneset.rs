@@ -52,11 +52,15 @@ fn update(
     old: &Value,
     new: &Value,
     world: &World,
-) -> kruise_admission::admission::review::Decision {
+) -> kruise_admission::admission::review::Decision<'static> {
     run(PATH, review("clonesets", "CloneSet", version, "UPDATE", new, Some(old)), world)
 }
 
-fn create(version: &str, new: &Value, world: &World) -> kruise_admission::admission::review::Decision {
+fn create(
+    version: &str,
+    new: &Value,
+    world: &World,
+) -> kruise_admission::admission::review::Decision<'static> {
     run(PATH, review("clonesets", "CloneSet", version, "CREATE", new, None), world)
 }
 

@@ -23,7 +23,7 @@ fn ds(version: &str) -> Value {
     })
 }
 
-fn decide(version: &str, operation: &str, new: &Value, old: Option<&Value>) -> Decision {
+fn decide(version: &str, operation: &str, new: &Value, old: Option<&Value>) -> Decision<'static> {
     run(PATH, review("daemonsets", "DaemonSet", version, operation, new, old), &World::default())
 }
 

@@ -34,7 +34,13 @@ fn sts(version: &str) -> Value {
     })
 }
 
-fn decide(version: &str, operation: &str, new: &Value, old: Option<&Value>, world: &World) -> Decision {
+fn decide(
+    version: &str,
+    operation: &str,
+    new: &Value,
+    old: Option<&Value>,
+    world: &World,
+) -> Decision<'static> {
     run(PATH, review("statefulsets", "StatefulSet", version, operation, new, old), world)
 }
 

@@ -389,7 +389,8 @@ fn generated_cases_exercise_injection_and_the_stamp() {
             random: &random,
             settings: &settings,
         };
-        let decision = webhooks::decide(webhook, &common::pod_create(&pod, "default"), &inputs);
+        let request = common::pod_create(&pod, "default");
+        let decision = webhooks::decide(webhook, &request, &inputs);
         let paths: Vec<&str> = decision.patch.iter().map(|op| op.path()).collect();
         injected += usize::from(paths.iter().any(|p| p.starts_with("/spec/containers")));
         stamped += usize::from(

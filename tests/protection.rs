@@ -186,13 +186,13 @@ impl Env {
     }
 
     /// Run one webhook as an edge does: answer its queries from the snapshot, then decide.
-    fn run(&self, webhook: &Webhook, request: &AdmissionRequest) -> Decision {
-        webhooks::run_offline(webhook, request, &self.inputs(&Answers::default())).decision
+    fn run(&self, webhook: &Webhook, request: &AdmissionRequest) -> Decision<'static> {
+        webhooks::run_offline(webhook, request, &self.inputs(&Answers::default())).decision.into_owned()
     }
 
     /// The webhooks the apiserver would call (the in-place stand-in when nothing on this branch
     /// serves the kind) and their decisions.
-    fn decide_all(&self, request: &AdmissionRequest) -> Vec<(&'static str, Decision)> {
+    fn decide_all(&self, request: &AdmissionRequest) -> Vec<(&'static str, Decision<'static>)> {
         let mut hooks: Vec<&'static Webhook> = webhooks::matching(request).collect();
         if hooks.is_empty() && INPLACE_STANDIN.matches(request) {
             hooks.push(&INPLACE_STANDIN);
@@ -201,7 +201,7 @@ impl Env {
     }
 
     /// The decision of the one webhook that receives `request`.
-    fn decide(&self, request: &AdmissionRequest) -> Decision {
+    fn decide(&self, request: &AdmissionRequest) -> Decision<'static> {
         let mut all = self.decide_all(request);
         assert_eq!(
             all.len(),
@@ -515,13 +515,13 @@ fn crd_of_an_unknown_apiextensions_version_is_not_checked() {
 
 // ---------------------------------------------------------------- failed lookups
 
-fn with_answers(env: &Env, request: &AdmissionRequest, answers: &Answers) -> Decision {
+fn with_answers(env: &Env, request: &AdmissionRequest, answers: &Answers) -> Decision<'static> {
     let path = if request.kind.kind == "Namespace" {
         "/validate-namespace"
     } else {
         "/validate-customresourcedefinition"
     };
-    webhooks::run(webhooks::by_path(path).unwrap(), request, &env.inputs(answers)).decision
+    webhooks::run(webhooks::by_path(path).unwrap(), request, &env.inputs(answers)).decision.into_owned()
 }
 
 const HINT: &str = "(the deletion is refused because the protection could not be checked: retry once the cluster answers, or remove the \

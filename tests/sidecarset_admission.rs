@@ -41,7 +41,7 @@ impl Cluster {
         operation: &str,
         object: &Value,
         old: Option<&Value>,
-    ) -> (Decision, Option<Value>) {
+    ) -> (Decision<'static>, Option<Value>) {
         let version = object["apiVersion"].as_str().and_then(|a| a.rsplit('/').next()).unwrap_or("v1beta1");
         let request = decode_review(review(operation, version, object, old)).expect("a well-formed review");
         let webhook = webhooks::by_path(path).expect("registered");
@@ -56,7 +56,7 @@ impl Cluster {
             random: &random,
             settings: &self.settings,
         };
-        let outcome = webhooks::run(webhook, &request, &inputs);
+        let outcome = webhooks::run(webhook, &request, &inputs).into_owned();
         (outcome.decision, outcome.mutated)
     }
 

@@ -73,7 +73,7 @@ fn request_for(case: &Value, pod: &Value) -> AdmissionRequest<'static> {
     decode_review(review).expect("a well-formed review")
 }
 
-fn run(case: &Value, snapshot: &Snapshot, pod: &Value) -> Outcome {
+fn run(case: &Value, snapshot: &Snapshot, pod: &Value) -> Outcome<'static> {
     let now = case.get("now").and_then(Value::as_str).unwrap_or("2026-07-02T09:56:09Z");
     let now = time::OffsetDateTime::parse(now, &time::format_description::well_known::Rfc3339)
         .expect("now is RFC 3339");
@@ -84,7 +84,7 @@ fn run(case: &Value, snapshot: &Snapshot, pod: &Value) -> Outcome {
     let inputs =
         Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let webhook = webhooks::by_path("/mutate-pod").expect("/mutate-pod is registered");
-    webhooks::run(webhook, &request_for(case, pod), &inputs)
+    webhooks::run(webhook, &request_for(case, pod), &inputs).into_owned()
 }
 
 fn check_case(path: &Path) -> Result<(), String> {

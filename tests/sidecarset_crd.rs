@@ -112,7 +112,7 @@ fn schema_errors(object: &Value) -> Vec<String> {
     errs
 }
 
-fn call(snapshot: &Snapshot, path: &str, object: &Value) -> webhooks::Outcome {
+fn call(snapshot: &Snapshot, path: &str, object: &Value) -> webhooks::Outcome<'static> {
     let version = object["apiVersion"].as_str().unwrap().rsplit('/').next().unwrap();
     let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "operation": "CREATE",
@@ -126,7 +126,7 @@ fn call(snapshot: &Snapshot, path: &str, object: &Value) -> webhooks::Outcome {
     let settings = Settings::default();
     let inputs =
         Inputs { cluster: snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
-    webhooks::run(webhooks::by_path(path).unwrap(), &request, &inputs)
+    webhooks::run(webhooks::by_path(path).unwrap(), &request, &inputs).into_owned()
 }
 
 #[test]

@@ -188,7 +188,8 @@ fn examples_inject_into_the_pod_they_are_written_for() {
         "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
         "namespace": "shop", "operation": "CREATE", "object": pod}});
     let webhook = webhooks::by_path("/mutate-pod").expect("registered");
-    let outcome = webhooks::run(webhook, &decode_review(review.clone()).expect("review"), &inputs);
+    let request = decode_review(review.clone()).expect("review");
+    let outcome = webhooks::run(webhook, &request, &inputs);
     assert!(outcome.decision.allowed, "{:?}", outcome.decision.status);
     assert!(outcome.decision.warnings.is_empty(), "{:?}", outcome.decision.warnings);
     let pod = outcome.mutated.expect("mutated");
@@ -254,7 +255,8 @@ fn examples_inject_into_the_pod_they_are_written_for() {
     // now and must not count as an envoy resourcesPolicy target (docs/sidecarset.md#5-6-resources-policy:
     // containers of injected SidecarSets never do); counted, they raised envoy's summed limits on every
     // re-invocation. Found by the fuzz target `review`.
-    let again = webhooks::run(webhook, &decode_review(with_object(&review, &pod)).expect("review"), &inputs);
+    let request = decode_review(with_object(&review, &pod)).expect("review");
+    let again = webhooks::run(webhook, &request, &inputs);
     assert!(again.decision.allowed, "{:?}", again.decision.status);
     assert_eq!(again.decision.patch, vec![], "a re-invocation patched again");
 }

@@ -182,7 +182,8 @@ proptest! {
         let answers = Answers::default();
         let inputs = Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
         let webhook = webhooks::by_path("/mutate-pod").expect("registered");
-        let outcome = webhooks::run(webhook, &decode_review(review(&pod)).expect("review"), &inputs);
+        let request = decode_review(review(&pod)).expect("review");
+        let outcome = webhooks::run(webhook, &request, &inputs);
         // The one denial these inputs can earn: MergePatchJson into a pod annotation that is not JSON.
         let message = outcome.decision.status.as_ref().map(|s| s.message.clone()).unwrap_or_default();
         prop_assume!(!message.contains("MergePatchJson"));
@@ -219,7 +220,8 @@ proptest! {
         prop_assert_eq!(mutated.pointer("/status/x-future-status"), Some(&json!(2)));
         prop_assert_eq!(mutated.pointer("/spec/volumes/0/x-future-volume"), Some(&json!(1)));
 
-        let again = webhooks::run(webhook, &decode_review(review(&mutated)).expect("review"), &inputs);
+        let request = decode_review(review(&mutated)).expect("review");
+        let again = webhooks::run(webhook, &request, &inputs);
         prop_assert!(again.decision.allowed);
         prop_assert!(again.decision.patch.is_empty(), "second run patched: {:?}", again.decision.patch);
     }
@@ -238,11 +240,8 @@ fn extra_fields_of_sidecars_reach_the_pod() {
     let inputs =
         Inputs { cluster: &snapshot, answers: &answers, clock: &clock, random: &random, settings: &settings };
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "a"}}, "spec": {"containers": [{"name": "app"}]}});
-    let outcome = webhooks::run(
-        webhooks::by_path("/mutate-pod").expect("registered"),
-        &decode_review(review(&pod)).expect("review"),
-        &inputs,
-    );
+    let request = decode_review(review(&pod)).expect("review");
+    let outcome = webhooks::run(webhooks::by_path("/mutate-pod").expect("registered"), &request, &inputs);
     let mutated = outcome.mutated.expect("mutated");
     let c: &Map<String, Value> =
         mutated.pointer("/spec/containers/1").and_then(Value::as_object).expect("sidecar");

@@ -32,19 +32,31 @@ use crate::api::tree::{Json, Object};
 /// One RFC 6902 operation. Only the three a diff needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
-pub enum PatchOp {
-    Add { path: String, value: Json<'static> },
+///
+/// Values may borrow (`'a`) from the request and the cluster snapshot the decision read: a patch is
+/// serialised into the response while both are still held, so nothing is copied to outlive them.
+pub enum PatchOp<'a> {
+    Add { path: String, value: Json<'a> },
     Remove { path: String },
-    Replace { path: String, value: Json<'static> },
+    Replace { path: String, value: Json<'a> },
 }
 
-impl PatchOp {
-    pub fn add(path: impl Into<String>, value: impl Into<Json<'static>>) -> Self {
+impl<'a> PatchOp<'a> {
+    pub fn add(path: impl Into<String>, value: impl Into<Json<'a>>) -> Self {
         PatchOp::Add { path: path.into(), value: value.into() }
     }
 
+    /// The operation with its value's borrowed strings copied, to keep past the request.
+    pub fn into_owned(self) -> PatchOp<'static> {
+        match self {
+            PatchOp::Add { path, value } => PatchOp::Add { path, value: value.into_owned() },
+            PatchOp::Remove { path } => PatchOp::Remove { path },
+            PatchOp::Replace { path, value } => PatchOp::Replace { path, value: value.into_owned() },
+        }
+    }
+
     /// The path and value of an `add` or `replace`.
-    fn value_slot(&mut self) -> Option<(&str, &mut Json<'static>)> {
+    fn value_slot(&mut self) -> Option<(&str, &mut Json<'a>)> {
         match self {
             PatchOp::Add { path, value } | PatchOp::Replace { path, value } => Some((path, value)),
             PatchOp::Remove { .. } => None,
@@ -102,15 +114,15 @@ fn unescape_token(token: &str) -> Cow<'_, str> {
 }
 
 /// The patch that turns `from` into `to`.
-pub fn diff(from: &Value, to: &Value) -> Vec<PatchOp> {
+pub fn diff<'v>(from: &Value, to: &'v Value) -> Vec<PatchOp<'v>> {
     diff_json(&Json::from(from), &Json::from(to))
 }
 
-/// [`diff`] of two trees.
-pub fn diff_json(from: &Json<'_>, to: &Json<'_>) -> Vec<PatchOp> {
+/// [`diff`] of two trees; the values are copies of `to`'s (its strings stay borrowed).
+pub fn diff_json<'t>(from: &Json<'_>, to: &Json<'t>) -> Vec<PatchOp<'t>> {
     let mut ops = walk(from, To::Value(to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).map(owned).unwrap_or_default();
+        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).cloned().unwrap_or_default();
     }
     ops
 }
@@ -118,7 +130,7 @@ pub fn diff_json(from: &Json<'_>, to: &Json<'_>) -> Vec<PatchOp> {
 /// The patch that turns `from` into the draft a mutator made of it. Subtrees the draft still
 /// borrows from `from` are skipped by pointer, and the values of `add` and `replace` operations
 /// (injected containers, mostly) are moved out of the draft instead of copied.
-pub fn diff_draft(from: &Json<'_>, mut to: Draft<'_>) -> Vec<PatchOp> {
+pub fn diff_draft<'a>(from: &Json<'_>, mut to: Draft<'a>) -> Vec<PatchOp<'a>> {
     let mut ops = walk(from, To::of(&to));
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
         *value = take_at(&mut to, &mut tokens(path).peekable());
@@ -126,26 +138,20 @@ pub fn diff_draft(from: &Json<'_>, mut to: Draft<'_>) -> Vec<PatchOp> {
     ops
 }
 
-/// A patch's copy of a value of the request: its strings are copied out of the body.
-fn owned(value: &Json<'_>) -> Json<'static> {
-    value.clone().into_owned()
-}
-
-/// The value at `tokens` in `node`, moved out when the draft owns it (strings it still borrows
-/// from the body are copied).
-fn take_at<'p, I: Iterator<Item = Cow<'p, str>>>(
-    node: &mut Draft<'_>,
+/// The value at `tokens` in `node`, moved out when the draft owns it (a subtree of the request is
+/// copied, its strings still borrowed).
+fn take_at<'a, 'p, I: Iterator<Item = Cow<'p, str>>>(
+    node: &mut Draft<'a>,
     tokens: &mut Peekable<I>,
-) -> Json<'static> {
+) -> Json<'a> {
     if tokens.peek().is_none() {
-        return std::mem::replace(node, Draft::New(Json::Null)).into_json().into_owned();
+        return std::mem::replace(node, Draft::New(Json::Null)).into_json();
     }
     match node {
-        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).map(owned).unwrap_or_default(),
-        Draft::New(v) => tokens
-            .try_fold(v, |v, token| child_mut(v, &token))
-            .map(|v| v.take().into_owned())
-            .unwrap_or_default(),
+        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).cloned().unwrap_or_default(),
+        Draft::New(v) => {
+            tokens.try_fold(v, |v, token| child_mut(v, &token)).map(|v| v.take()).unwrap_or_default()
+        }
         Draft::Object(map) => {
             let token = tokens.next().unwrap_or_default();
             map.get_mut(&token).map(|n| take_at(n, tokens)).unwrap_or_default()
@@ -296,14 +302,14 @@ impl<'t> ToList<'t> {
 /// is also where its value sits in `to` (an array index counts the elements before it in the
 /// patched array, which are `to`'s), and no operation lies inside another's value, so the callers
 /// above fill them in by path.
-fn walk(from: &Json<'_>, to: To) -> Vec<PatchOp> {
+fn walk(from: &Json<'_>, to: To) -> Vec<PatchOp<'static>> {
     let mut ops = Vec::new();
     let mut path = String::new();
     diff_value(from, to, &mut path, &mut ops);
     ops
 }
 
-fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
     match (from, to.as_map(), to.as_list()) {
         (Json::Object(a), Some(b), _) => diff_object(a, b, path, ops),
         (Json::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
@@ -330,7 +336,7 @@ fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) ->
     r
 }
 
-fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
     // A mutated copy keeps the original's key order, so keys pair up by position and need no
     // hashing; only the keys after the first mismatch are looked up (same output order either way:
     // `a`'s keys first, then the keys only `b` has).
@@ -458,7 +464,7 @@ impl<'i, 't> Positions<'i, 't> {
     }
 }
 
-fn diff_array(a: &[Json<'_>], b: ToList, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_array(a: &[Json<'_>], b: ToList, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
     let prefix = a.iter().zip(b.iter()).take_while(|(x, y)| same(x, *y)).count();
     let (a_rest, b_rest) = (&a[prefix..], b.slice(prefix..b.len()));
     let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, *y)).count();
@@ -480,7 +486,7 @@ fn diff_aligned(
     new: ToList,
     base: usize,
     path: &mut String,
-    ops: &mut Vec<PatchOp>,
+    ops: &mut Vec<PatchOp<'static>>,
 ) -> bool {
     let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter()))
     else {
@@ -524,7 +530,13 @@ fn diff_aligned(
     true
 }
 
-fn diff_pairwise(old: &[Json<'_>], new: ToList, base: usize, path: &mut String, ops: &mut Vec<PatchOp>) {
+fn diff_pairwise(
+    old: &[Json<'_>],
+    new: ToList,
+    base: usize,
+    path: &mut String,
+    ops: &mut Vec<PatchOp<'static>>,
+) {
     let common = old.len().min(new.len());
     for (k, (old_k, new_k)) in old.iter().zip(new.iter()).enumerate() {
         if !same(old_k, new_k) {
@@ -545,7 +557,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn check(from: Value, to: Value) -> Vec<PatchOp> {
+    fn check(from: Value, to: Value) -> Vec<PatchOp<'static>> {
         let ops = diff(&from, &to);
         let tree = Json::from(&from);
         assert_eq!(
@@ -559,7 +571,7 @@ mod tests {
         json_patch::patch(&mut doc, &patch).unwrap();
         assert_eq!(doc, to, "patch {ops:?} must turn from into to");
         assert_eq!(ops, diff(&from, &to), "diff must be deterministic");
-        ops
+        ops.into_iter().map(PatchOp::into_owned).collect()
     }
 
     #[test]

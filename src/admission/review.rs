@@ -215,13 +215,14 @@ impl AdmissionError {
     }
 }
 
-/// What a webhook decided for one request.
+/// What a webhook decided for one request. The patch's values may borrow (`'a`) from the request
+/// and the snapshot it was decided on ([`PatchOp`]); [`Decision::into_owned`] keeps it past them.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Decision {
+pub struct Decision<'a> {
     pub allowed: bool,
     /// Set on denials.
     pub status: Option<Status>,
-    pub patch: Vec<PatchOp>,
+    pub patch: Vec<PatchOp<'a>>,
     pub warnings: Vec<String>,
 }
 
@@ -232,7 +233,7 @@ pub struct Status {
     pub message: String,
 }
 
-impl Decision {
+impl<'a> Decision<'a> {
     pub fn allow() -> Self {
         Decision { allowed: true, ..Default::default() }
     }
@@ -245,8 +246,14 @@ impl Decision {
         }
     }
 
-    pub fn from_result(result: Result<Decision, AdmissionError>) -> Self {
+    pub fn from_result(result: Result<Decision<'a>, AdmissionError>) -> Self {
         result.unwrap_or_else(|e| Decision::deny(&e))
+    }
+
+    /// The decision with its patch's borrowed strings copied.
+    pub fn into_owned(self) -> Decision<'static> {
+        let Decision { allowed, status, patch, warnings } = self;
+        Decision { allowed, status, patch: patch.into_iter().map(PatchOp::into_owned).collect(), warnings }
     }
 }
 
@@ -775,7 +782,7 @@ pub fn decode_error_response(err: &DecodeError) -> Option<Vec<u8>> {
 
 /// The denial (code 400) a review that could not be decoded gets, with the version and uid to
 /// answer it with; `None` when the envelope was not answerable.
-pub fn decode_error_decision(err: &DecodeError) -> Option<(ReviewVersion, &str, Decision)> {
+pub fn decode_error_decision(err: &DecodeError) -> Option<(ReviewVersion, &str, Decision<'static>)> {
     let (version, uid) = err.answerable.as_ref()?;
     Some((*version, uid, Decision::deny(&AdmissionError::BadRequest(err.message.clone()))))
 }

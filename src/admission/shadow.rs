@@ -42,7 +42,7 @@ impl Outcome {
 /// The answer shadow mode sends for any decision: allowed, no patch, no status and no warnings.
 /// Warnings are left out too (allowed decisions' as well as denials'): `kubectl` prints them to
 /// whoever made the request, and a server that is only being evaluated must not be seen.
-pub fn unenforced() -> Decision {
+pub fn unenforced() -> Decision<'static> {
     Decision::allow()
 }
 

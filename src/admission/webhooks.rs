@@ -253,9 +253,16 @@ pub fn matching<'r>(request: &'r AdmissionRequest<'_>) -> impl Iterator<Item = &
 }
 
 /// The outcome of one webhook call: the decision and, for mutating webhooks, the object after it.
-pub struct Outcome {
-    pub decision: Decision,
+pub struct Outcome<'a> {
+    pub decision: Decision<'a>,
     pub mutated: Option<Value>,
+}
+
+impl Outcome<'_> {
+    /// The outcome with its patch's borrowed strings copied, to keep past the request.
+    pub fn into_owned(self) -> Outcome<'static> {
+        Outcome { decision: self.decision.into_owned(), mutated: self.mutated }
+    }
 }
 
 /// The lookups `webhook` asks for before it decides `request` (none for most webhooks): the first
@@ -268,23 +275,28 @@ pub fn queries(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -
 
 /// A whole decision offline (`dry-run`, `inject`, tests): [`queries`] answered from the snapshot
 /// in `inputs.cluster`, then [`run`]; what `serve` does in folder mode.
-pub fn run_offline(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+pub fn run_offline<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'a> {
     let answers = Answers::from_snapshot(inputs.cluster, &queries(webhook, request, inputs));
     run(webhook, request, &Inputs { answers: &answers, ..*inputs })
 }
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
-pub fn run(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Outcome {
+pub fn run<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'a> {
     run_with(webhook, request, inputs, true)
 }
 
 /// The decision alone, what `serve` answers: like [`run`], but an object a mutator's pre-check
 /// leaves unchanged is not even copied.
-pub fn decide(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -> Decision {
+pub fn decide<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Decision<'a> {
     run_with(webhook, request, inputs, false).decision
 }
 
-fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
+fn run_with<'a>(
+    webhook: &Webhook,
+    request: &'a AdmissionRequest<'_>,
+    inputs: &Inputs,
+    want_object: bool,
+) -> Outcome<'a> {
     if !inputs.settings.enabled(webhook.capability) {
         let warning = format!(
             "{} is disabled on this server (--disable-capability {}); allowed unchanged",
@@ -322,7 +334,12 @@ fn run_with(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs, want
 /// `want_object`: return the mutated object too (`dry-run`, tests), and diff that; otherwise the
 /// patch is diffed from the draft, whose borrowed parts are skipped and whose new values are moved
 /// into the patch.
-fn run_mutator(mutate: Mutator, request: &AdmissionRequest, inputs: &Inputs, want_object: bool) -> Outcome {
+fn run_mutator<'a>(
+    mutate: Mutator,
+    request: &'a AdmissionRequest<'_>,
+    inputs: &Inputs,
+    want_object: bool,
+) -> Outcome<'a> {
     let Some(original) = request.object.as_ref() else {
         return if request.operation == Operation::Delete {
             Outcome { decision: Decision::allow(), mutated: None }

@@ -18,7 +18,7 @@ use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Call, ReviewResult, Table, Totals};
 use super::settings::DecisionArgs;
-use crate::admission::patch::diff_json;
+use crate::admission::patch::{PatchOp, diff_json};
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
@@ -574,7 +574,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
             (Some(only), None) => result.patch = only.patch.clone(),
             (Some(_), Some(_)) => {
                 if let (Some(from), Some(to)) = (&original, &current.object) {
-                    result.patch = diff_json(from, to);
+                    result.patch = diff_json(from, to).into_iter().map(PatchOp::into_owned).collect();
                 }
             }
         }
@@ -597,7 +597,7 @@ fn pod_namespace(request: &AdmissionRequest) -> String {
 
 /// Call one webhook as `serve` would, answering its lookups from the snapshot. A mutating
 /// webhook's result becomes `request.object` for the next one.
-fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decision {
+fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decision<'static> {
     let no_answers = Answers::default();
     let inputs = Inputs {
         cluster: env.cluster,
@@ -607,10 +607,12 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
         settings: env.settings,
     };
     let outcome = webhooks::run_offline(webhook, request, &inputs);
+    // Owned: the next webhook's request replaces the object this one's patch borrows from.
+    let decision = outcome.decision.into_owned();
     if let Some(mutated) = outcome.mutated {
         request.object = Some(Json::from(mutated));
     }
-    outcome.decision
+    decision
 }
 
 #[cfg(test)]

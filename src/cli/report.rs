@@ -14,7 +14,7 @@ use crate::admission::patch::PatchOp;
 pub(crate) struct Call {
     pub(crate) path: &'static str,
     pub(crate) allowed: bool,
-    pub(crate) patch: Vec<PatchOp>,
+    pub(crate) patch: Vec<PatchOp<'static>>,
 }
 
 /// The outcome of one review through every matching webhook.
@@ -27,7 +27,7 @@ pub(crate) struct ReviewResult {
     pub(crate) status: (u16, String),
     pub(crate) warnings: Vec<String>,
     /// Against the input object; empty on denial (nothing is admitted).
-    pub(crate) patch: Vec<PatchOp>,
+    pub(crate) patch: Vec<PatchOp<'static>>,
     /// The object as the request carried it, kept only for `--output diff`; null otherwise and
     /// for requests without an object (DELETE).
     pub(crate) input: Value,

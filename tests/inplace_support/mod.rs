@@ -52,7 +52,7 @@ pub fn review(
 }
 
 /// Run the webhook registered at `path` on `review`, as `serve` and `dry-run` do.
-pub fn run(path: &str, review: Value, world: &World) -> Decision {
+pub fn run(path: &str, review: Value, world: &World) -> Decision<'static> {
     let webhook: &Webhook = webhooks::by_path(path).expect("webhook registered");
     let request = decode_review(review).expect("a well-formed review");
     assert!(webhook.matches(&request), "{path} must receive {:?} {:?}", request.operation, request.resource);
@@ -79,7 +79,7 @@ pub fn run(path: &str, review: Value, world: &World) -> Decision {
         random: &random,
         settings: &world.settings,
     };
-    webhooks::run(webhook, &request, &inputs).decision
+    webhooks::run(webhook, &request, &inputs).decision.into_owned()
 }
 
 pub fn check(name: &str, decision: &Decision, expect: &Expect) {
