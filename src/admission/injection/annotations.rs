@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use crate::api::tree::{Json, Object};
 
@@ -132,6 +131,21 @@ pub fn write_hash_map(map: &HashEntries) -> String {
     out
 }
 
+/// `{"key":"value",...}` in key order, as `serde_json` writes the map (the working-hotupgrade annotation).
+fn write_string_map(map: &BTreeMap<String, String>) -> String {
+    let mut out = String::from("{");
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_string(&mut out, key);
+        out.push(':');
+        push_string(&mut out, value);
+    }
+    out.push('}');
+    out
+}
+
 /// A JSON string as `serde_json` writes it: copied as is when nothing in it needs escaping (names,
 /// hashes and timestamps never do), else escaped by `serde_json`.
 fn push_string(out: &mut String, s: &str) {
@@ -186,9 +200,10 @@ impl PodAnnotations {
         let list: Vec<&str> = self.injected.iter().map(String::as_str).collect();
         out.insert(INJECTED_LIST_ANNOTATION, Json::from(list.join(",")));
         if self.hot_upgrade_used {
-            let map: Map<String, Value> =
-                self.working_hot.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            out.insert(WORKING_HOTUPGRADE_CONTAINER_ANNOTATION, Json::from(Value::Object(map).to_string()));
+            out.insert(
+                WORKING_HOTUPGRADE_CONTAINER_ANNOTATION,
+                Json::from(write_string_map(&self.working_hot)),
+            );
         }
     }
 }
@@ -237,6 +252,13 @@ mod tests {
         ];
         for map in maps {
             assert_eq!(write_hash_map(&map), serde_json::to_string(&map).unwrap());
+        }
+        let working = BTreeMap::from([
+            ("envoy".to_owned(), "envoy-1".to_owned()),
+            ("a\"\n".to_owned(), "b\\".to_owned()),
+        ]);
+        for map in [BTreeMap::new(), working] {
+            assert_eq!(write_string_map(&map), serde_json::to_string(&map).unwrap());
         }
     }
 

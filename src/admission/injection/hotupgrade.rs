@@ -1,8 +1,6 @@
 //! Hot upgrade (docs/sidecarset.md#5-7-hot-upgrade): a sidecar `N` becomes the pair `N-1` (working, the
 //! SidecarSet's image) and `N-2` (the empty image), each told its version through annotations.
 
-use serde_json::json;
-
 use crate::api::tree::{Json, Object};
 
 use crate::api::sidecarset::{
@@ -29,14 +27,24 @@ pub fn pair<'a>(container: Object<'a>, name: &str, empty_image: &str) -> [Object
             None => {}
         }
         if let Json::Array(env) = c.entry_or_insert("env", Json::Array(Vec::new())) {
-            // Neither fieldRef carries an apiVersion (Kruise writes them that way).
-            env.push(json!({"name": SIDECARSET_VERSION_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ANNOTATION_PREFIX}{own}']")}}}).into());
-            env.push(json!({"name": SIDECARSET_VERSION_ALT_ENV, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.annotations['{VERSION_ALT_ANNOTATION_PREFIX}{own}']")}}}).into());
+            env.push(annotation_env(SIDECARSET_VERSION_ENV, VERSION_ANNOTATION_PREFIX, &own));
+            env.push(annotation_env(SIDECARSET_VERSION_ALT_ENV, VERSION_ALT_ANNOTATION_PREFIX, &own));
         }
         c
     };
     let working = make(container.clone(), working_name(name), None);
     [working, make(container, format!("{name}-2"), Some(empty_image))]
+}
+
+/// `{"name": NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['PREFIXcontainer']"}}}`,
+/// built as a tree. Neither fieldRef carries an apiVersion (Kruise writes them that way).
+fn annotation_env(name: &'static str, prefix: &str, container: &str) -> Json<'static> {
+    let object = |key: &'static str, value: Json<'static>| Json::Object(Object::from_iter([(key, value)]));
+    let path = Json::from(format!("metadata.annotations['{prefix}{container}']"));
+    Json::Object(Object::from_iter([
+        ("name", Json::from(name)),
+        ("valueFrom", object("fieldRef", object("fieldPath", path))),
+    ]))
 }
 
 /// The four version annotations of a pair: `N-1` is version 1, `N-2` the alternative.
