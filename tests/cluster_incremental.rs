@@ -225,7 +225,7 @@ fn unchanged_sidecarsets_are_shared_with_the_previous_index() {
     let new = after.sidecarset_index().candidates("default", labels.as_object());
     assert_eq!(new.len(), 1, "the changed SidecarSet left the app=web bucket");
     assert!(
-        Arc::ptr_eq(&old[0], &new[0]),
+        Arc::ptr_eq(old[0], new[0]),
         "the unchanged SidecarSet is the same decoded object, not decoded again"
     );
     let db = Json::from(json!({"app": "db"}));

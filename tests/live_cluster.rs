@@ -223,7 +223,9 @@ async fn a_change_decodes_only_the_changed_sidecarset_and_a_relist_none() {
     server.apply(sidecarset("another", "agent:1"));
     let (live, target) = started(&server).await;
     let labels = Json::from(json!({"app": "web"}));
-    let candidates = |s: &Snapshot| s.sidecarset_index().candidates("shop", labels.as_object());
+    let candidates = |s: &Snapshot| -> Vec<Arc<_>> {
+        s.sidecarset_index().candidates("shop", labels.as_object()).into_iter().cloned().collect()
+    };
     let before = candidates(&target.load());
     assert_eq!(before.iter().map(|s| s.name()).collect::<Vec<_>>(), ["another", "sidecar"]);
 

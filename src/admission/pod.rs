@@ -8,10 +8,10 @@ use crate::api::tree::Json;
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
-pub fn mutate(
+pub fn mutate<'a>(
     request: &AdmissionRequest,
-    pod: &mut Draft<'_>,
-    inputs: &Inputs,
+    pod: &mut Draft<'a>,
+    inputs: &Inputs<'a>,
 ) -> Result<Vec<String>, AdmissionError> {
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
         return Ok(Vec::new());

@@ -33,7 +33,10 @@ pub struct Rule {
 
 /// A mutator changes its draft of the object (copy-on-write: what it does not write stays the
 /// request's) and returns warnings; the patch is diffed afterwards.
-pub type Mutator = fn(&AdmissionRequest, &mut Draft<'_>, &Inputs) -> Result<Vec<String>, AdmissionError>;
+/// What the mutator writes into the draft may borrow from the cluster snapshot in `Inputs` as well
+/// as from the request (both outlive the decision).
+pub type Mutator =
+    for<'a> fn(&AdmissionRequest, &mut Draft<'a>, &Inputs<'a>) -> Result<Vec<String>, AdmissionError>;
 /// A validator allows (with warnings) or refuses with an error.
 pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, AdmissionError>;
 /// The live lookups a validator needs answered before it decides (none for most).

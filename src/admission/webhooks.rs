@@ -274,27 +274,28 @@ pub fn queries(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -
 }
 
 /// A whole decision offline (`dry-run`, `inject`, tests): [`queries`] answered from the snapshot
-/// in `inputs.cluster`, then [`run`]; what `serve` does in folder mode.
-pub fn run_offline<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'a> {
+/// in `inputs.cluster`, then [`run`]; what `serve` does in folder mode. Owned: the answers it
+/// decided on are its own.
+pub fn run_offline(webhook: &Webhook, request: &AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'static> {
     let answers = Answers::from_snapshot(inputs.cluster, &queries(webhook, request, inputs));
-    run(webhook, request, &Inputs { answers: &answers, ..*inputs })
+    run(webhook, request, &Inputs { answers: &answers, ..*inputs }).into_owned()
 }
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.
-pub fn run<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'a> {
+pub fn run<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs<'a>) -> Outcome<'a> {
     run_with(webhook, request, inputs, true)
 }
 
 /// The decision alone, what `serve` answers: like [`run`], but an object a mutator's pre-check
 /// leaves unchanged is not even copied.
-pub fn decide<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs) -> Decision<'a> {
+pub fn decide<'a>(webhook: &Webhook, request: &'a AdmissionRequest<'_>, inputs: &Inputs<'a>) -> Decision<'a> {
     run_with(webhook, request, inputs, false).decision
 }
 
 fn run_with<'a>(
     webhook: &Webhook,
     request: &'a AdmissionRequest<'_>,
-    inputs: &Inputs,
+    inputs: &Inputs<'a>,
     want_object: bool,
 ) -> Outcome<'a> {
     if !inputs.settings.enabled(webhook.capability) {
@@ -337,7 +338,7 @@ fn run_with<'a>(
 fn run_mutator<'a>(
     mutate: Mutator,
     request: &'a AdmissionRequest<'_>,
-    inputs: &Inputs,
+    inputs: &Inputs<'a>,
     want_object: bool,
 ) -> Outcome<'a> {
     let Some(original) = request.object.as_ref() else {

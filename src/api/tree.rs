@@ -184,6 +184,19 @@ impl<'a> Json<'a> {
     }
 
     /// The same tree, owning every string (no longer tied to the text it was decoded from).
+    /// A copy whose strings borrow this tree's: its objects and arrays are allocated again, its
+    /// strings are not copied (a SidecarSet's prepared container, injected into a pod).
+    pub fn borrowed(&self) -> Json<'_> {
+        match self {
+            Json::Null => Json::Null,
+            Json::Bool(b) => Json::Bool(*b),
+            Json::Number(n) => Json::Number(n.clone()),
+            Json::String(s) => Json::String(Cow::Borrowed(s)),
+            Json::Array(items) => Json::Array(items.iter().map(Json::borrowed).collect()),
+            Json::Object(map) => Json::Object(map.borrowed()),
+        }
+    }
+
     pub fn into_owned(self) -> Json<'static> {
         match self {
             Json::Null => Json::Null,
@@ -384,6 +397,11 @@ impl Serialize for Object<'_> {
 impl<'a> Object<'a> {
     pub fn new() -> Self {
         Object { members: Vec::new() }
+    }
+
+    /// [`Json::borrowed`] of an object.
+    pub fn borrowed(&self) -> Object<'_> {
+        Object { members: self.members.iter().map(|(k, v)| (Cow::Borrowed(&**k), v.borrowed())).collect() }
     }
 
     pub fn len(&self) -> usize {

@@ -230,7 +230,7 @@ impl SidecarSetIndex {
     }
 
     /// The SidecarSets that could match a pod in `namespace` with `labels`, in name order, each once.
-    pub fn candidates(&self, namespace: &str, labels: Option<&Object<'_>>) -> Vec<Arc<SidecarSet>> {
+    pub fn candidates(&self, namespace: &str, labels: Option<&Object<'_>>) -> Vec<&Arc<SidecarSet>> {
         let mut found = Vec::new();
         let mut lists = self.namespaced.get(namespace).map_or(0, |bucket| bucket.collect(labels, &mut found));
         lists += self.cluster.collect(labels, &mut found);
@@ -240,7 +240,7 @@ impl SidecarSetIndex {
             found.sort_by(|a, b| a.0.cmp(b.0));
             found.dedup_by(|a, b| a.0 == b.0);
         }
-        found.into_iter().map(|(_, set)| Arc::clone(set)).collect()
+        found.into_iter().map(|(_, set)| set).collect()
     }
 
     /// A compiled `targetContainersNameRegex` of a live SidecarSet (restored revisions may use
@@ -305,7 +305,7 @@ mod tests {
         json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": name}, "spec": spec})
     }
 
-    fn names(v: Vec<Arc<SidecarSet>>) -> Vec<String> {
+    fn names(v: Vec<&Arc<SidecarSet>>) -> Vec<String> {
         v.iter().map(|s| s.name().to_owned()).collect()
     }
 

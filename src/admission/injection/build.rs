@@ -2,6 +2,7 @@
 //! containers and containers composed with shared mounts, transferred env and `IS_INJECTED`, the volumes they
 //! reference, its pull secrets.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -11,6 +12,51 @@ use super::resources;
 use crate::api::sidecarset::{IS_INJECTED_ENV, SidecarContainer, SidecarSet, TransferEnvVar};
 use crate::api::tree::{Json, Object};
 use crate::cluster::sidecarset_index::SidecarSetIndex;
+
+/// A SidecarSet to inject: the snapshot's, borrowed for as long as the decision (the patch then
+/// borrows its prepared containers and volumes instead of copying their strings), or a revision
+/// restored for this pod (`revision::select`), whose trees are copied.
+pub type Chosen<'a> = Cow<'a, Arc<SidecarSet>>;
+
+/// Where a sidecar is declared in its SidecarSet.
+#[derive(Clone, Copy)]
+enum Slot {
+    Init(usize),
+    Container(usize),
+}
+
+impl Slot {
+    fn of(self, set: &SidecarSet) -> &SidecarContainer {
+        match self {
+            Slot::Init(i) => &set.spec.init_containers[i],
+            Slot::Container(i) => &set.spec.containers[i],
+        }
+    }
+}
+
+/// The prepared core of the sidecar at `slot` for one pod: borrowed when the snapshot holds the
+/// set, else copied.
+fn core<'a>(set: &Chosen<'a>, slot: Slot) -> Object<'a> {
+    match set {
+        Cow::Borrowed(shared) => {
+            let shared: &'a SidecarSet = shared;
+            slot.of(shared).core_object().borrowed()
+        }
+        Cow::Owned(restored) => slot.of(restored).core_object().clone(),
+    }
+}
+
+/// The SidecarSet's volume named `name`, prepared like [`core`].
+fn volume<'a>(set: &Chosen<'a>, name: &str) -> Option<Json<'a>> {
+    let find = |s: &SidecarSet| s.spec.volume_trees().iter().position(|v| name_of(v) == Some(name));
+    match set {
+        Cow::Borrowed(shared) => {
+            let shared: &'a SidecarSet = shared;
+            find(shared).map(|i| shared.spec.volume_trees()[i].borrowed())
+        }
+        Cow::Owned(restored) => find(restored).map(|i| restored.spec.volume_trees()[i].clone()),
+    }
+}
 
 /// What the pod offers to every SidecarSet built for it, computed once per pod.
 /// `'a` is the request's pod, which what is built may borrow from; `'p` the rest (the draft's
@@ -88,7 +134,7 @@ impl<'p, 'a> PodContext<'p, 'a> {
     pub fn new(
         pod: &'a Json<'a>,
         annotations: Option<&'p Json<'a>>,
-        sets: &[Arc<SidecarSet>],
+        sets: &[Chosen<'_>],
         index: &'p SidecarSetIndex,
     ) -> Self {
         let spec = &pod["spec"];
@@ -184,17 +230,18 @@ impl Built<'_> {
 }
 
 pub fn build<'a>(
-    set: &SidecarSet,
+    chosen: &Chosen<'a>,
     ctx: &PodContext<'_, 'a>,
     warnings: &mut Vec<String>,
 ) -> Result<Built<'a>, String> {
+    let set: &SidecarSet = chosen;
     let mut built = Built::default();
-    for sidecar in &set.spec.init_containers {
+    for (i, sidecar) in set.spec.init_containers.iter().enumerate() {
         let native = sidecar.is_native_sidecar();
         if native {
             built.sidecar_list.push(sidecar.name.clone());
         }
-        let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
+        let composed = compose(chosen, Slot::Init(i), ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
         emit(
             set,
@@ -206,9 +253,9 @@ pub fn build<'a>(
             &mut built.hot_upgraded,
         );
     }
-    for sidecar in &set.spec.containers {
+    for (i, sidecar) in set.spec.containers.iter().enumerate() {
         built.sidecar_list.push(sidecar.name.clone());
-        let composed = compose(set, sidecar, ctx, &mut built.volumes, warnings)?;
+        let composed = compose(chosen, Slot::Container(i), ctx, &mut built.volumes, warnings)?;
         let before = sidecar.pod_inject_policy == SidecarContainer::BEFORE_APP_CONTAINER;
         emit(
             set,
@@ -251,13 +298,14 @@ fn emit<'a>(
 
 /// docs/sidecarset.md#5-1-init-containers steps 2–5 for one sidecar.
 fn compose<'a>(
-    set: &SidecarSet,
-    sidecar: &SidecarContainer,
+    chosen: &Chosen<'a>,
+    slot: Slot,
     ctx: &PodContext<'_, 'a>,
     volumes: &mut Vec<Json<'a>>,
     warnings: &mut Vec<String>,
 ) -> Result<Object<'a>, String> {
-    let mut c = sidecar.core_object().clone();
+    let (set, sidecar): (&SidecarSet, _) = (chosen, slot.of(chosen));
+    let mut c = core(chosen, slot);
     if let Some(policy) = &sidecar.resources_policy {
         let compiled = ctx.index.name_regex(&policy.target_containers_name_regex);
         let computed = resources::compute(set, &sidecar.name, policy, compiled, ctx.pod, &ctx.sidecar_names)?;
@@ -268,8 +316,8 @@ fn compose<'a>(
     let mut mounts = c.take_list("volumeMounts");
     let mut devices = c.take_list("volumeDevices");
     for reference in mounts.iter().chain(&devices).filter_map(name_of) {
-        match set.spec.volume_trees().iter().find(|v| name_of(v) == Some(reference)) {
-            Some(volume) => volumes.push(volume.clone()),
+        match volume(chosen, reference) {
+            Some(volume) => volumes.push(volume),
             None if ctx.pod_volumes.iter().any(|v| name_of(v) == Some(reference)) => {}
             None => warnings.push(format!(
                 "SidecarSet {}: container {} mounts volume {reference:?}, which neither the SidecarSet nor the pod declares",
@@ -437,7 +485,8 @@ mod tests {
             "volumeDevices": [{"name": "own", "devicePath": "/dev/z"}],
             "shareVolumePolicy": {"type": "enabled"}, "shareVolumeDevicePolicy": {"type": "enabled"}}]}}))
             .unwrap();
-        let sets = [Arc::new(set)];
+        let set = Arc::new(set);
+        let sets = [Cow::Borrowed(&set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
         let ctx = PodContext::new(&pod, None, &sets, &index);
         let built = build(&sets[0], &ctx, &mut Vec::new()).unwrap();
@@ -472,7 +521,8 @@ mod tests {
             {"name": "proxy", "image": "proxy:2", "shareVolumePolicy": {"type": "enabled"}},
             {"name": "agent", "image": "agent:1", "shareVolumePolicy": {"type": "enabled"}}]}}))
             .unwrap();
-        let sets = [Arc::new(set)];
+        let set = Arc::new(set);
+        let sets = [Cow::Borrowed(&set)];
         let index = SidecarSetIndex::build(&crate::cluster::Snapshot::default());
         let built = build(&sets[0], &PodContext::new(&pod, None, &sets, &index), &mut Vec::new()).unwrap();
         let mounts = |c: &Json| {

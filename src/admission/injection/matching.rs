@@ -65,7 +65,7 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
 }
 
 /// Drop the bases named by matched canaries (HEAD behaviour): the canary replaces them for this pod.
-pub fn replace_canary_bases(matched: &mut Vec<Arc<SidecarSet>>) {
+pub fn replace_canary_bases(matched: &mut Vec<&Arc<SidecarSet>>) {
     let bases: BTreeSet<String> = matched.iter().filter_map(|s| s.canary_base()).map(str::to_owned).collect();
     if !bases.is_empty() {
         matched.retain(|s| !bases.contains(s.name()));

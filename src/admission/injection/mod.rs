@@ -18,7 +18,7 @@ use std::sync::Arc;
 use time::macros::format_description;
 
 use self::annotations::{HashEntry, PodAnnotations, upsert};
-use self::build::{Built, PodContext};
+use self::build::{Built, Chosen, PodContext};
 use self::merge::Injected;
 use super::Inputs;
 use super::draft::{Draft, DraftMap};
@@ -32,7 +32,7 @@ pub fn inject<'a>(
     request: &AdmissionRequest,
     original: &'a Json<'a>,
     pod: &mut Draft<'a>,
-    inputs: &Inputs,
+    inputs: &Inputs<'a>,
     warnings: &mut Vec<String>,
 ) -> Result<(), AdmissionError> {
     let mut matched = selecting(request, original, inputs)?;
@@ -105,11 +105,11 @@ pub fn selects(request: &AdmissionRequest, pod: &Json<'_>, inputs: &Inputs) -> b
 }
 
 /// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
-fn selecting(
+fn selecting<'i>(
     request: &AdmissionRequest,
     pod: &Json<'_>,
-    inputs: &Inputs,
-) -> Result<Vec<Arc<SidecarSet>>, AdmissionError> {
+    inputs: &Inputs<'i>,
+) -> Result<Vec<&'i Arc<SidecarSet>>, AdmissionError> {
     if !is_active(pod) {
         return Ok(Vec::new());
     }
@@ -121,7 +121,7 @@ fn selecting(
     let target = matching::PodTarget::new(pod, &namespace, inputs.cluster);
     let mut matched = Vec::with_capacity(candidates.len());
     for set in candidates {
-        if matching::matches(&set, &target).map_err(AdmissionError::Internal)? {
+        if matching::matches(set, &target).map_err(AdmissionError::Internal)? {
             matched.push(set);
         }
     }
@@ -216,7 +216,7 @@ fn record_hashes(state: &mut PodAnnotations, set: &SidecarSet, built: &Built, ti
 /// containers, volumes and pull secrets stay borrowed; only what injection adds or replaces is new.
 fn apply<'a>(
     pod: &mut Draft<'a>,
-    sets: &[Arc<SidecarSet>],
+    sets: &[Chosen<'a>],
     built: Vec<Built<'a>>,
     state: &PodAnnotations,
 ) -> Result<(), AdmissionError> {

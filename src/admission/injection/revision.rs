@@ -2,12 +2,14 @@
 //! pinned through `injectionStrategy.revision` and restored from a ControllerRevision in the Kruise
 //! namespace.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::api::tree::{Json, Object};
 
+use super::build::Chosen;
 use super::matching::{labels_of, selector_matches};
 use crate::admission::Inputs;
 use crate::admission::sidecarset_rules::hash::sidecarset_hashes;
@@ -17,16 +19,21 @@ use crate::api::sidecarset::{
 };
 
 /// The SidecarSet version to inject into `pod`. Errors are Kruise's denials (docs/sidecarset.md#10-3).
-pub fn select(set: &Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<Arc<SidecarSet>, String> {
+pub fn select<'a>(set: &'a Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<Chosen<'a>, String> {
     let Some(revision) = set.spec.injection_strategy.as_ref().and_then(|s| s.revision.as_ref()) else {
-        return Ok(Arc::clone(set));
+        return Ok(Cow::Borrowed(set));
     };
     if revision.custom_version.is_none() && revision.revision_name.is_none() {
-        return Ok(Arc::clone(set));
+        return Ok(Cow::Borrowed(set));
     }
     // The pinned revision is fetched before the policy is looked at, so a missing one rejects
     // every matching pod (Kruise's order).
-    let pinned = restore(set, revision.revision_name.as_deref(), revision.custom_version.as_deref(), inputs)?;
+    let pinned = Cow::Owned(restore(
+        set,
+        revision.revision_name.as_deref(),
+        revision.custom_version.as_deref(),
+        inputs,
+    )?);
     let strategy = set.spec.update_strategy.as_ref();
     if strategy.and_then(|s| s.paused) == Some(true) {
         return Ok(pinned);
@@ -43,7 +50,7 @@ pub fn select(set: &Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<
         }
     }
     match strategy.and_then(|s| s.partition.as_ref()) {
-        None | Some(IntOrString::Int(_)) => Ok(Arc::clone(set)),
+        None | Some(IntOrString::Int(_)) => Ok(Cow::Borrowed(set)),
         Some(IntOrString::String(p)) => {
             let percent = p.strip_suffix('%').and_then(|n| n.trim().parse::<f64>().ok()).ok_or_else(|| {
                 format!(
@@ -51,7 +58,7 @@ pub fn select(set: &Arc<SidecarSet>, pod: &Json<'_>, inputs: &Inputs) -> Result<
                     set.name()
                 )
             })?;
-            if inputs.random.uniform() <= percent / 100.0 { Ok(pinned) } else { Ok(Arc::clone(set)) }
+            if inputs.random.uniform() <= percent / 100.0 { Ok(pinned) } else { Ok(Cow::Borrowed(set)) }
         }
     }
 }
@@ -165,7 +172,8 @@ mod tests {
             settings: &settings,
         };
         let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "track": "stable"}}}));
-        let chosen = select(&Arc::new(set), &pod, &inputs)?;
+        let set = Arc::new(set);
+        let chosen = select(&set, &pod, &inputs)?;
         Ok(chosen.spec.containers[0].container["image"].as_str().unwrap_or_default().to_owned())
     }
 
