@@ -49,10 +49,6 @@ if ! command -v oha >/dev/null; then
     say "installing oha (the one load generator with --cacert)"
     cargo install oha --locked
 fi
-if [ ! -x "$GO" ]; then
-    say "installing Debian's Go"
-    apt-get install -y golang-1.19
-fi
 if ! python3 -c 'import matplotlib' 2>/dev/null; then
     python3 -m pip install --quiet matplotlib
 fi

@@ -7,8 +7,13 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-# build_go_floor: benches/go-floor (net/http + encoding/json, decode, allow) as $OUT/go-floor.
+# build_go_floor: benches/go-floor (net/http + encoding/json, decode, allow) as $OUT/go-floor, with
+# Debian's Go 1.19 installed first when $GO is missing.
 build_go_floor() {
+    if [ ! -x "$GO" ]; then
+        say "installing Debian's Go"
+        apt-get install -y golang-1.19
+    fi
     (cd benches/go-floor && GO111MODULE=off GOCACHE="$OUT/gocache" "$GO" build -o "$OUT/go-floor" main.go)
 }
 
