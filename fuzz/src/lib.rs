@@ -66,12 +66,12 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
     let answers = queries.as_ref().map_or_else(Answers::default, |q| Answers::from_snapshot(cluster, q));
     let run = |request: &AdmissionRequest, answers: &Answers| {
         let random = SeededRandom::new(1);
-        webhooks::run(webhook, request, &Inputs { cluster, answers, clock: &clock, random: &random, settings })
+        webhooks::run(webhook, request, &Inputs { cluster, answers, clock: &clock, random: &random, settings }).into_owned()
     };
     let outcome = run(request, &answers);
     let decided = {
         let random = SeededRandom::new(1);
-        webhooks::decide(webhook, request, &Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings })
+        webhooks::decide(webhook, request, &Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings }).into_owned()
     };
     let decision = &outcome.decision;
     assert_eq!(&decided, decision, "{}: decide and run disagree", webhook.name);
