@@ -42,9 +42,41 @@ pub enum Json<'a> {
 }
 
 /// The members of a JSON object, in order (see the module docs for the `serde_json::Map` rules).
+///
+/// Copy-on-write: [`Object::borrowed`] views another tree's object (a SidecarSet's prepared
+/// container, a pod's volume mount, put into an injected sidecar) without copying it, and the first
+/// change copies this object's own members only (its members' objects stay views). Cloning a view
+/// costs nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Object<'a> {
-    members: Vec<(Cow<'a, str>, Json<'a>)>,
+    members: Members<'a>,
+}
+
+type Member<'a> = (Cow<'a, str>, Json<'a>);
+
+/// `Cow<'a, [Member]>`, which would make trees invariant in `'a` (its owned form is reached through
+/// `ToOwned`): a tree borrowed for longer must still fit where a shorter one goes.
+#[derive(Debug, Clone)]
+enum Members<'a> {
+    Owned(Vec<Member<'a>>),
+    Borrowed(&'a [Member<'a>]),
+}
+
+impl Default for Members<'_> {
+    fn default() -> Self {
+        Members::Owned(Vec::new())
+    }
+}
+
+impl<'a> std::ops::Deref for Members<'a> {
+    type Target = [Member<'a>];
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Members::Owned(members) => members,
+            Members::Borrowed(members) => members,
+        }
+    }
 }
 
 static NULL: Json<'static> = Json::Null;
@@ -178,14 +210,14 @@ impl<'a> Json<'a> {
             Json::String(s) => Value::String(s.into_owned()),
             Json::Array(items) => Value::Array(items.into_iter().map(Json::into_value).collect()),
             Json::Object(map) => Value::Object(
-                map.members.into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect(),
+                map.into_members().into_iter().map(|(k, v)| (k.into_owned(), v.into_value())).collect(),
             ),
         }
     }
 
-    /// The same tree, owning every string (no longer tied to the text it was decoded from).
-    /// A copy whose strings borrow this tree's: its objects and arrays are allocated again, its
-    /// strings are not copied (a SidecarSet's prepared container, injected into a pod).
+    /// A copy that borrows this tree: its objects are views ([`Object::borrowed`]), its strings
+    /// are not copied, only its arrays are allocated again (a SidecarSet's prepared container,
+    /// injected into a pod).
     pub fn borrowed(&self) -> Json<'_> {
         match self {
             Json::Null => Json::Null,
@@ -197,6 +229,7 @@ impl<'a> Json<'a> {
         }
     }
 
+    /// The same tree, owning every string (no longer tied to the text it was decoded from).
     pub fn into_owned(self) -> Json<'static> {
         match self {
             Json::Null => Json::Null,
@@ -205,11 +238,12 @@ impl<'a> Json<'a> {
             Json::String(s) => Json::String(Cow::Owned(s.into_owned())),
             Json::Array(items) => Json::Array(items.into_iter().map(Json::into_owned).collect()),
             Json::Object(map) => Json::Object(Object {
-                members: map
-                    .members
-                    .into_iter()
-                    .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
-                    .collect(),
+                members: Members::Owned(
+                    map.into_members()
+                        .into_iter()
+                        .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
+                        .collect(),
+                ),
             }),
         }
     }
@@ -235,7 +269,7 @@ impl From<Value> for Json<'static> {
 
 impl From<serde_json::Map<String, Value>> for Object<'static> {
     fn from(map: serde_json::Map<String, Value>) -> Self {
-        Object { members: map.into_iter().map(|(k, v)| (Cow::Owned(k), Json::from(v))).collect() }
+        Object::of(map.into_iter().map(|(k, v)| (Cow::Owned(k), Json::from(v))).collect())
     }
 }
 
@@ -248,9 +282,9 @@ impl<'a> From<&'a Value> for Json<'a> {
             Value::Number(n) => Json::Number(n.clone()),
             Value::String(s) => Json::String(Cow::Borrowed(s)),
             Value::Array(items) => Json::Array(items.iter().map(Json::from).collect()),
-            Value::Object(map) => Json::Object(Object {
-                members: map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), Json::from(v))).collect(),
-            }),
+            Value::Object(map) => Json::Object(Object::of(
+                map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), Json::from(v))).collect(),
+            )),
         }
     }
 }
@@ -396,12 +430,35 @@ impl Serialize for Object<'_> {
 
 impl<'a> Object<'a> {
     pub fn new() -> Self {
-        Object { members: Vec::new() }
+        Object { members: Members::Owned(Vec::new()) }
     }
 
-    /// [`Json::borrowed`] of an object.
+    fn of(members: Vec<Member<'a>>) -> Self {
+        Object { members: Members::Owned(members) }
+    }
+
+    /// A view of this object: nothing is copied until it is changed.
     pub fn borrowed(&self) -> Object<'_> {
-        Object { members: self.members.iter().map(|(k, v)| (Cow::Borrowed(&**k), v.borrowed())).collect() }
+        Object { members: Members::Borrowed(&self.members) }
+    }
+
+    /// The members to change: a view's are copied here, one level (see the type's docs).
+    fn members_mut(&mut self) -> &mut Vec<Member<'a>> {
+        if let Members::Borrowed(members) = self.members {
+            self.members = Members::Owned(view_members(members));
+        }
+        match &mut self.members {
+            Members::Owned(members) => members,
+            Members::Borrowed(_) => unreachable!("made owned above"),
+        }
+    }
+
+    /// The members, owned (a view's copied one level).
+    fn into_members(self) -> Vec<Member<'a>> {
+        match self.members {
+            Members::Owned(members) => members,
+            Members::Borrowed(members) => view_members(members),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -421,7 +478,8 @@ impl<'a> Object<'a> {
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Json<'a>> {
-        self.members.iter_mut().find_map(|(k, v)| (k == key).then_some(v))
+        let i = self.position(key)?;
+        Some(&mut self.members_mut()[i].1)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -432,10 +490,12 @@ impl<'a> Object<'a> {
     /// returned); a new key goes last.
     pub fn insert(&mut self, key: impl Into<Cow<'a, str>>, value: Json<'a>) -> Option<Json<'a>> {
         let key = key.into();
-        match self.position(&key) {
-            Some(i) => Some(std::mem::replace(&mut self.members[i].1, value)),
+        let i = self.position(&key);
+        let members = self.members_mut();
+        match i {
+            Some(i) => Some(std::mem::replace(&mut members[i].1, value)),
             None => {
-                self.members.push((key, value));
+                members.push((key, value));
                 None
             }
         }
@@ -444,20 +504,23 @@ impl<'a> Object<'a> {
     /// `Map::entry(key).or_insert(default)`.
     pub fn entry_or_insert(&mut self, key: impl Into<Cow<'a, str>>, default: Json<'a>) -> &mut Json<'a> {
         let key = key.into();
-        let i = match self.position(&key) {
+        let i = self.position(&key);
+        let members = self.members_mut();
+        let i = match i {
             Some(i) => i,
             None => {
-                self.members.push((key, default));
-                self.members.len() - 1
+                members.push((key, default));
+                members.len() - 1
             }
         };
-        &mut self.members[i].1
+        &mut members[i].1
     }
 
     /// `Map::remove` with `preserve_order`: a swap-remove (the last member takes the removed one's
     /// place).
     pub fn remove(&mut self, key: &str) -> Option<Json<'a>> {
-        self.position(key).map(|i| self.members.swap_remove(i).1)
+        let i = self.position(key)?;
+        Some(self.members_mut().swap_remove(i).1)
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Json<'a>)> + ExactSizeIterator {
@@ -538,7 +601,7 @@ impl<'a> IntoIterator for Object<'a> {
     type IntoIter = std::vec::IntoIter<(Cow<'a, str>, Json<'a>)>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.members.into_iter()
+        self.into_members().into_iter()
     }
 }
 
@@ -547,7 +610,7 @@ impl<'a, K: Into<Cow<'a, str>>> FromIterator<(K, Json<'a>)> for Object<'a> {
     fn from_iter<I: IntoIterator<Item = (K, Json<'a>)>>(iter: I) -> Self {
         let mut members: Vec<_> = iter.into_iter().map(|(k, v)| (k.into(), v)).collect();
         dedupe(&mut members);
-        Object { members }
+        Object::of(members)
     }
 }
 
@@ -701,11 +764,16 @@ impl<'de> Visitor<'de> for Exact<'_, 'de> {
         let mut members: Vec<_> = self.stacks.members.drain(start..).collect();
         release_if_empty(&mut self.stacks.members);
         dedupe(&mut members);
-        Ok(Json::Object(Object { members }))
+        Ok(Json::Object(Object::of(members)))
     }
 }
 
 /// Repeated keys, as `serde_json::Map` keeps them: the first one's place, the last one's value.
+/// A view's members, owned: the keys and strings stay borrowed, the members' objects become views.
+fn view_members<'a>(members: &'a [Member<'a>]) -> Vec<Member<'a>> {
+    members.iter().map(|(k, v)| (Cow::Borrowed(&**k), v.borrowed())).collect()
+}
+
 fn dedupe(members: &mut Vec<(Cow<'_, str>, Json<'_>)>) {
     let n = members.len();
     if n < 2 {
@@ -798,6 +866,23 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn nodes_are_32_bytes_with_copy_on_write_objects() {
+        assert_eq!(std::mem::size_of::<Json>(), 32);
+    }
+
+    #[test]
+    fn a_view_is_copied_one_level_when_changed_and_reads_like_its_source() {
+        let source = Json::from(serde_json::json!({"a": {"b": [1, "x"]}, "c": "d", "e": {}}));
+        let mut view = source.borrowed();
+        assert_eq!(view, source);
+        let Json::Object(map) = &mut view else { panic!("an object") };
+        map.insert("c", Json::from("changed"));
+        map.remove("e");
+        assert_eq!(view.to_value(), serde_json::json!({"a": {"b": [1, "x"]}, "c": "changed"}));
+        assert_eq!(source.to_value(), serde_json::json!({"a": {"b": [1, "x"]}, "c": "d", "e": {}}));
     }
 
     #[test]

@@ -189,7 +189,7 @@ impl<'p, 'a> PodContext<'p, 'a> {
 /// earlier injection and every mount, device and env var rebuilt now is already in it (by mount or
 /// device path, by env name), the earlier lists are kept as they are: a re-invocation then changes
 /// nothing.
-fn keep_earlier_injection<'a>(injected: &mut Injected<'a>, pod: &Json<'a>) {
+fn keep_earlier_injection<'a>(injected: &mut Injected<'a>, pod: &'a Json<'a>) {
     let spec = &pod["spec"];
     let name = injected.name();
     let earlier = list(spec, "containers")
@@ -205,7 +205,7 @@ fn keep_earlier_injection<'a>(injected: &mut Injected<'a>, pod: &Json<'a>) {
         // with a mount path, so the rebuilt entry can differ in value from the one shared before.
         let contained = now.iter().all(|item| str_field(item, id).is_some_and(|k| ids.contains(k)));
         if contained && !before.is_empty() {
-            container.insert(key, Json::Array(before.to_vec()));
+            container.insert(key, Json::Array(before.iter().map(Json::borrowed).collect()));
         }
     }
 }
@@ -360,8 +360,8 @@ fn compose<'a>(
         };
         (shared_mounts, shared_devices)
     };
-    mounts.extend(shared_mounts.into_iter().cloned());
-    devices.extend(shared_devices.into_iter().cloned());
+    mounts.extend(shared_mounts.into_iter().map(Json::borrowed));
+    devices.extend(shared_devices.into_iter().map(Json::borrowed));
 
     // Env: own, IS_INJECTED, then transferred and subPathExpr env where the name is free.
     let mut env = c.take_list("env");
@@ -372,8 +372,11 @@ fn compose<'a>(
     }
     if !extra.is_empty() {
         let mut names: HashSet<&str> = env.iter().filter_map(name_of).collect();
-        let extra: Vec<Json<'a>> =
-            extra.into_iter().filter(|var| name_of(var).is_some_and(|n| names.insert(n))).cloned().collect();
+        let extra: Vec<Json<'a>> = extra
+            .into_iter()
+            .filter(|var| name_of(var).is_some_and(|n| names.insert(n)))
+            .map(Json::borrowed)
+            .collect();
         env.extend(extra);
     }
 
