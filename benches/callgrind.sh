@@ -37,8 +37,6 @@ decide typical 10
 decide typical 1000
 decide typical 10000
 decide small 1000
-decide-unchecked small 1000
-decide-unchecked typical 1000
 decide largest 1000
 decide env2000 1000
 bytes typical 1000

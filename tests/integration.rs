@@ -40,7 +40,6 @@ mod live_lookups;
 mod manifests;
 mod metric_labels;
 mod metrics_port;
-mod mutate_precheck;
 mod pod_patch_differential;
 mod protection;
 mod readme;

@@ -77,12 +77,6 @@ pub fn stamp(
     Ok(())
 }
 
-/// Whether [`stamp`] would change `pod` or warn about it (the trigger alone; cheap).
-pub fn triggers(pod: &Json<'_>) -> bool {
-    let mut warnings = Vec::new();
-    plan(&Draft::Same(pod), &mut warnings) != Plan::Nothing || !warnings.is_empty()
-}
-
 /// The trigger: which node (if any) the pod names, and who owns it.
 fn plan(pod: &Draft<'_>, warnings: &mut Vec<String>) -> Plan {
     let annotation =

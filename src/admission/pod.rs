@@ -26,16 +26,6 @@ pub fn mutate<'a>(
     Ok(warnings)
 }
 
-/// Whether [`mutate`] could change `pod` or say anything about it (an error or a warning). `false`
-/// only when it certainly does neither, so `webhooks::run` can answer without copying and diffing
-/// the pod: most pods of a cluster are selected by no SidecarSet and name no node.
-pub fn may_mutate(request: &AdmissionRequest, pod: &Json<'_>, inputs: &Inputs) -> bool {
-    if !request.sub_resource.is_empty() || request.operation != Operation::Create {
-        return false;
-    }
-    check_is_pod(pod).is_err() || injection::selects(request, pod, inputs) || daemon::triggers(pod)
-}
-
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot
 /// have come from the apiserver and is refused with a message that says what is wrong.
 fn check_is_pod(pod: &Json<'_>) -> Result<(), AdmissionError> {

@@ -2,8 +2,6 @@
 //! policy and capability. Kept apart from the table so the handlers' modules (protection builds
 //! its own entries) can use these types without importing the table that names them.
 
-use crate::api::tree::Json;
-
 use super::Inputs;
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
@@ -42,16 +40,9 @@ pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, Admis
 /// The live lookups a validator needs answered before it decides (none for most).
 pub type Queries = fn(&AdmissionRequest, &Inputs) -> Vec<Query>;
 
-/// A mutator's pre-check: `false` only when the mutator would certainly change nothing and say
-/// nothing (no error, no warning), so `run` answers "allowed, no patch" without copying the object.
-pub type MayMutate = fn(&AdmissionRequest, &Json<'_>, &Inputs) -> bool;
-
 #[derive(Debug, Clone, Copy)]
 pub enum Handler {
     Mutate(Mutator),
-    /// A mutator with its pre-check. Copying a large object and diffing it back costs more than
-    /// most mutations, and most objects sent to some webhooks (pods) are left unchanged.
-    MutateIf(MayMutate, Mutator),
     Validate(Validator),
 }
 
@@ -129,7 +120,7 @@ impl Webhook {
 
     pub fn kind(&self) -> WebhookKind {
         match self.handler {
-            Handler::Mutate(_) | Handler::MutateIf(..) => WebhookKind::Mutating,
+            Handler::Mutate(_) => WebhookKind::Mutating,
             Handler::Validate(_) => WebhookKind::Validating,
         }
     }

@@ -64,7 +64,7 @@ pub static WEBHOOKS: &[Webhook] = &[
             kind: "Pod",
             operations: CREATE,
         }],
-        handler: Handler::MutateIf(pod::may_mutate, pod::mutate),
+        handler: Handler::Mutate(pod::mutate),
         queries: None,
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
@@ -311,12 +311,6 @@ fn run_with<'a>(
     }
     let mut outcome = match webhook.handler {
         Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
-        Handler::MutateIf(may_mutate, mutate) => match &request.object {
-            Some(object) if !may_mutate(request, object, inputs) => {
-                Outcome { decision: Decision::allow(), mutated: want_object.then(|| object.to_value()) }
-            }
-            _ => run_mutator(mutate, request, inputs, want_object),
-        },
         Handler::Validate(validate) => Outcome {
             decision: Decision::from_result(
                 validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() }),

@@ -97,13 +97,6 @@ pub fn inject<'a>(
     apply(pod, &sets, built, &state)
 }
 
-/// Whether [`inject`] has anything to do for `pod`: some SidecarSet selects it, or checking one
-/// fails (an error `inject` reports). Only the index and the selectors are read, so callers can
-/// skip copying the pod when it is `false` (most pods of a cluster).
-pub fn selects(request: &AdmissionRequest, pod: &Json<'_>, inputs: &Inputs) -> bool {
-    !selecting(request, pod, inputs).is_ok_and(|sets| sets.is_empty())
-}
-
 /// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
 fn selecting<'i>(
     request: &AdmissionRequest,
