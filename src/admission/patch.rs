@@ -70,24 +70,17 @@ impl<'a> PatchOp<'a> {
     }
 }
 
-/// Escape one reference token (RFC 6901): `~` → `~0`, `/` → `~1`. Annotation keys such as
-/// `kruise.io/sidecarset-hash` need it.
-pub fn escape_token(token: &str) -> Cow<'_, str> {
-    let special = |b: &u8| matches!(b, b'~' | b'/');
-    if !token.as_bytes().iter().any(special) {
-        return Cow::Borrowed(token);
-    }
-    // One pass, one allocation (`str::replace` twice allocated twice per annotation key).
-    let mut out = String::with_capacity(token.len() + 8);
+/// Append one reference token to `path`, escaped (RFC 6901): `~` → `~0`, `/` → `~1`. Annotation
+/// keys such as `kruise.io/sidecarset-hash` need it. Written in place: one pass, no allocation.
+fn push_token(path: &mut String, token: &str) {
     let mut rest = token;
-    while let Some(i) = rest.as_bytes().iter().position(special) {
-        out.push_str(&rest[..i]);
-        out.push_str(if rest.as_bytes()[i] == b'~' { "~0" } else { "~1" });
+    while let Some(i) = rest.as_bytes().iter().position(|b| matches!(b, b'~' | b'/')) {
+        path.push_str(&rest[..i]);
+        path.push_str(if rest.as_bytes()[i] == b'~' { "~0" } else { "~1" });
         // Both are ASCII: `i + 1` is a character boundary.
         rest = &rest[i + 1..];
     }
-    out.push_str(rest);
-    Cow::Owned(out)
+    path.push_str(rest);
 }
 
 /// A reference token of a pointer we wrote (so `~` is always followed by `0` or `1`), unescaped.
@@ -321,7 +314,7 @@ fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp<
 fn with_token<R>(path: &mut String, token: &str, f: impl FnOnce(&mut String) -> R) -> R {
     let len = path.len();
     path.push('/');
-    path.push_str(&escape_token(token));
+    push_token(path, token);
     let r = f(path);
     path.truncate(len);
     r

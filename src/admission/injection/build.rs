@@ -118,16 +118,16 @@ fn is_earlier_sidecar(container: &Json<'_>) -> bool {
 /// O(n log n) whatever they are, with no hasher to key (and for a pod's few dozen mounts it is
 /// cheaper than SipHash).
 fn first_of_each<'v, 'a>(items: impl Iterator<Item = &'v Json<'a>>, key: &str) -> Vec<&'v Json<'a>> {
-    let mut keyed: Vec<(&str, usize, &Json<'a>)> = items
-        .filter_map(|v| Some((str_field(v, key)?, v)))
-        .enumerate()
-        .map(|(i, (k, v))| (k, i, v))
-        .collect();
-    // Of equal keys the earliest comes first, and `dedup_by` keeps the first of each run.
-    keyed.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
-    keyed.dedup_by(|later, first| later.0 == first.0);
-    keyed.sort_unstable_by_key(|&(_, i, _)| i);
-    keyed.into_iter().map(|(_, _, v)| v).collect()
+    let keyed: Vec<(&str, &Json<'a>)> = items.filter_map(|v| Some((str_field(v, key)?, v))).collect();
+    let mut order: Vec<usize> = (0..keyed.len()).collect();
+    // Stable: of equal keys the earliest comes first, and is the one kept. The items stay in their
+    // order; only the order of their keys is sorted.
+    order.sort_by_key(|&i| keyed[i].0);
+    let mut keep = vec![false; keyed.len()];
+    for (n, &i) in order.iter().enumerate() {
+        keep[i] = n == 0 || keyed[order[n - 1]].0 != keyed[i].0;
+    }
+    keyed.into_iter().zip(keep).filter_map(|((_, v), first)| first.then_some(v)).collect()
 }
 
 impl<'p, 'a> PodContext<'p, 'a> {
@@ -141,7 +141,7 @@ impl<'p, 'a> PodContext<'p, 'a> {
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
         let hot_pairs = sidecars()
             .filter(|c| c.is_hot_upgrade())
-            .flat_map(|c| [format!("{}-1", c.name), format!("{}-2", c.name)]);
+            .flat_map(|c| [[&c.name, "-1"].concat(), [&c.name, "-2"].concat()]);
         let sidecar_names: Vec<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
         // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
         // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A

@@ -10,7 +10,7 @@ use crate::api::sidecarset::{
 
 /// The working container's name: the one `working-hotupgrade-container` records for `N`.
 pub fn working_name(name: &str) -> String {
-    format!("{name}-1")
+    [name, "-1"].concat()
 }
 
 /// `N-1` and `N-2` from the composed container `N` (one copy: `N-2` takes the original).
@@ -33,14 +33,15 @@ pub fn pair<'a>(container: Object<'a>, name: &str, empty_image: &str) -> [Object
         c
     };
     let working = make(container.clone(), working_name(name), None);
-    [working, make(container, format!("{name}-2"), Some(empty_image))]
+    [working, make(container, [name, "-2"].concat(), Some(empty_image))]
 }
 
 /// `{"name": NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['PREFIXcontainer']"}}}`,
 /// built as a tree. Neither fieldRef carries an apiVersion (Kruise writes them that way).
 fn annotation_env(name: &'static str, prefix: &str, container: &str) -> Json<'static> {
     let object = |key: &'static str, value: Json<'static>| Json::Object(Object::from_iter([(key, value)]));
-    let path = Json::from(format!("metadata.annotations['{prefix}{container}']"));
+    // `concat`, not `format!`: these are built for every hot-upgrade sidecar of every pod.
+    let path = Json::from(["metadata.annotations['", prefix, container, "']"].concat());
     Json::Object(Object::from_iter([
         ("name", Json::from(name)),
         ("valueFrom", object("fieldRef", object("fieldPath", path))),
@@ -50,9 +51,9 @@ fn annotation_env(name: &'static str, prefix: &str, container: &str) -> Json<'st
 /// The four version annotations of a pair: `N-1` is version 1, `N-2` the alternative.
 pub fn version_annotations(name: &str) -> [(String, &'static str); 4] {
     [
-        (format!("{VERSION_ANNOTATION_PREFIX}{name}-1"), "1"),
-        (format!("{VERSION_ALT_ANNOTATION_PREFIX}{name}-1"), "0"),
-        (format!("{VERSION_ANNOTATION_PREFIX}{name}-2"), "0"),
-        (format!("{VERSION_ALT_ANNOTATION_PREFIX}{name}-2"), "1"),
+        ([VERSION_ANNOTATION_PREFIX, name, "-1"].concat(), "1"),
+        ([VERSION_ALT_ANNOTATION_PREFIX, name, "-1"].concat(), "0"),
+        ([VERSION_ANNOTATION_PREFIX, name, "-2"].concat(), "0"),
+        ([VERSION_ALT_ANNOTATION_PREFIX, name, "-2"].concat(), "1"),
     ]
 }
