@@ -19,9 +19,7 @@
 //!
 //! Same input, same bytes: the walk order depends only on the documents.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::iter::Peekable;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -83,14 +81,16 @@ fn push_token(path: &mut String, token: &str) {
     path.push_str(rest);
 }
 
-/// A reference token of a pointer we wrote (so `~` is always followed by `0` or `1`), unescaped.
-fn unescape_token(token: &str) -> Cow<'_, str> {
+/// A reference token of a pointer we wrote (so `~` is always followed by `0` or `1`), unescaped:
+/// the token itself, or `scratch` holding it unescaped.
+fn unescape_token<'t>(token: &'t str, scratch: &'t mut String) -> &'t str {
     // Byte scans, not `memchr`/`find`: tokens are short, and their setup cost more than the scan.
     let tilde = |b: &u8| *b == b'~';
     if !token.as_bytes().iter().any(tilde) {
-        return Cow::Borrowed(token);
+        return token;
     }
-    let mut out = String::with_capacity(token.len());
+    let out = scratch;
+    out.clear();
     let mut rest = token;
     while let Some(i) = rest.as_bytes().iter().position(tilde) {
         out.push_str(&rest[..i]);
@@ -103,7 +103,7 @@ fn unescape_token(token: &str) -> Cow<'_, str> {
         rest = &rest[i + skip..];
     }
     out.push_str(rest);
-    Cow::Owned(out)
+    out
 }
 
 /// The patch that turns `from` into `to`.
@@ -114,8 +114,9 @@ pub fn diff<'v>(from: &Value, to: &'v Value) -> Vec<PatchOp<'v>> {
 /// [`diff`] of two trees; the values are copies of `to`'s (its strings stay borrowed).
 pub fn diff_json<'t>(from: &Json<'_>, to: &Json<'t>) -> Vec<PatchOp<'t>> {
     let mut ops = walk(from, To::Value(to));
+    let mut scratch = String::new();
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = tokens(path).try_fold(to, |v, token| child(v, &token)).cloned().unwrap_or_default();
+        *value = at_pointer(to, path, &mut scratch).cloned().unwrap_or_default();
     }
     ops
 }
@@ -125,51 +126,62 @@ pub fn diff_json<'t>(from: &Json<'_>, to: &Json<'t>) -> Vec<PatchOp<'t>> {
 /// (injected containers, mostly) are moved out of the draft instead of copied.
 pub fn diff_draft<'a>(from: &Json<'_>, mut to: Draft<'a>) -> Vec<PatchOp<'a>> {
     let mut ops = walk(from, To::of(&to));
+    let mut scratch = String::new();
     for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = take_at(&mut to, &mut tokens(path).peekable());
+        *value = take_at(&mut to, path, &mut scratch);
     }
     ops
 }
 
-/// The value at `tokens` in `node`, moved out when the draft owns it (a subtree of the request is
-/// copied, its strings still borrowed).
-fn take_at<'a, 'p, I: Iterator<Item = Cow<'p, str>>>(
-    node: &mut Draft<'a>,
-    tokens: &mut Peekable<I>,
-) -> Json<'a> {
-    if tokens.peek().is_none() {
+/// The value at `pointer` (one the walk wrote) in `node`, moved out when the draft owns it (a
+/// subtree of the request is copied, its strings still borrowed). Escaped tokens are unescaped
+/// into `scratch`, one buffer for the whole patch.
+fn take_at<'a>(node: &mut Draft<'a>, pointer: &str, scratch: &mut String) -> Json<'a> {
+    let Some((raw, rest)) = split_token(pointer) else {
         return std::mem::replace(node, Draft::New(Json::Null)).into_json();
-    }
+    };
     match node {
-        Draft::Same(v) => tokens.try_fold(*v, |v, token| child(v, &token)).cloned().unwrap_or_default(),
-        Draft::New(v) => {
-            tokens.try_fold(v, |v, token| child_mut(v, &token)).map(|v| v.take()).unwrap_or_default()
-        }
-        Draft::Object(map) => {
-            let token = tokens.next().unwrap_or_default();
-            map.get_mut(&token).map(|n| take_at(n, tokens)).unwrap_or_default()
-        }
-        Draft::Array(items) => {
-            let token = tokens.next().unwrap_or_default();
-            token
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get_mut(i))
-                .map(|n| take_at(n, tokens))
-                .unwrap_or_default()
-        }
+        Draft::Same(v) => at_pointer(v, pointer, scratch).cloned().unwrap_or_default(),
+        Draft::New(v) => at_pointer_mut(v, pointer, scratch).map(Json::take).unwrap_or_default(),
+        Draft::Object(map) => match map.get_mut(unescape_token(raw, scratch)) {
+            Some(n) => take_at(n, rest, scratch),
+            None => Json::Null,
+        },
+        Draft::Array(items) => match raw.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+            Some(n) => take_at(n, rest, scratch),
+            None => Json::Null,
+        },
     }
 }
 
-/// The unescaped reference tokens of a JSON pointer we wrote (`Value::pointer` allocates two
-/// strings per token; ours escape only when a key has `~` or `/`).
-fn tokens(path: &str) -> impl Iterator<Item = Cow<'_, str>> {
-    let mut rest = path.strip_prefix('/');
-    std::iter::from_fn(move || {
-        let tail = rest?;
-        let end = tail.as_bytes().iter().position(|b| *b == b'/');
-        rest = end.map(|i| &tail[i + 1..]);
-        Some(unescape_token(&tail[..end.unwrap_or(tail.len())]))
+/// The value at `pointer` (one the walk wrote) in `v`.
+fn at_pointer<'v, 'a>(mut v: &'v Json<'a>, mut pointer: &str, scratch: &mut String) -> Option<&'v Json<'a>> {
+    while let Some((raw, rest)) = split_token(pointer) {
+        v = child(v, unescape_token(raw, scratch))?;
+        pointer = rest;
+    }
+    Some(v)
+}
+
+/// [`at_pointer`], to move the value out.
+fn at_pointer_mut<'v, 'a>(
+    mut v: &'v mut Json<'a>,
+    mut pointer: &str,
+    scratch: &mut String,
+) -> Option<&'v mut Json<'a>> {
+    while let Some((raw, rest)) = split_token(pointer) {
+        v = child_mut(v, unescape_token(raw, scratch))?;
+        pointer = rest;
+    }
+    Some(v)
+}
+
+/// The first reference token of a JSON pointer (still escaped) and the pointer after it.
+fn split_token(pointer: &str) -> Option<(&str, &str)> {
+    let tail = pointer.strip_prefix('/')?;
+    Some(match tail.as_bytes().iter().position(|b| *b == b'/') {
+        Some(i) => (&tail[..i], &tail[i..]),
+        None => (tail, ""),
     })
 }
 
@@ -297,7 +309,8 @@ impl<'t> ToList<'t> {
 /// above fill them in by path.
 fn walk(from: &Json<'_>, to: To) -> Vec<PatchOp<'static>> {
     let mut ops = Vec::new();
-    let mut path = String::new();
+    // Room for the deepest pointers a pod patch has (annotation keys), so it is not regrown.
+    let mut path = String::with_capacity(128);
     diff_value(from, to, &mut path, &mut ops);
     ops
 }
