@@ -114,20 +114,13 @@ fn is_earlier_sidecar(container: &Json<'_>) -> bool {
 }
 
 /// The first of `items` for each value of their string field `key`, in their order (items without
-/// it are left out). By sorting, not hashing: the keys come from the request, and sorting costs
-/// O(n log n) whatever they are, with no hasher to key (and for a pod's few dozen mounts it is
-/// cheaper than SipHash).
+/// it are left out). The keys come from the request: they are hashed with foldhash seeded at random
+/// per process (SipHash, or sorting them, cost two to five times as much for a pod's few dozen mounts).
 fn first_of_each<'v, 'a>(items: impl Iterator<Item = &'v Json<'a>>, key: &str) -> Vec<&'v Json<'a>> {
-    let keyed: Vec<(&str, &Json<'a>)> = items.filter_map(|v| Some((str_field(v, key)?, v))).collect();
-    let mut order: Vec<usize> = (0..keyed.len()).collect();
-    // Stable: of equal keys the earliest comes first, and is the one kept. The items stay in their
-    // order; only the order of their keys is sorted.
-    order.sort_by_key(|&i| keyed[i].0);
-    let mut keep = vec![false; keyed.len()];
-    for (n, &i) in order.iter().enumerate() {
-        keep[i] = n == 0 || keyed[order[n - 1]].0 != keyed[i].0;
-    }
-    keyed.into_iter().zip(keep).filter_map(|((_, v), first)| first.then_some(v)).collect()
+    let keyed: Vec<(&str, &'v Json<'a>)> = items.filter_map(|v| Some((str_field(v, key)?, v))).collect();
+    // Sized up front: growing it rehashed every key several times.
+    let mut seen = HashSet::with_capacity_and_hasher(keyed.len(), foldhash::fast::RandomState::default());
+    keyed.into_iter().filter_map(|(k, v)| seen.insert(k).then_some(v)).collect()
 }
 
 impl<'p, 'a> PodContext<'p, 'a> {

@@ -166,9 +166,10 @@ fn annotations_mut<'d, 'a>(pod: &'d mut Draft<'a>) -> Result<&'d mut Object<'a>,
 /// cluster folder, or a hot-upgrade pair `<name>-1` colliding with a sidecar of that name). The merge
 /// replaces by name, so letting both through would also make a re-invocation change the pod.
 fn check_duplicate_names(built: &[Built]) -> Result<(), AdmissionError> {
-    let mut seen: HashMap<&str, &str> = HashMap::new();
-    for item in built.iter().flat_map(|b| b.init_containers.iter().chain(&b.containers)) {
-        let Some(other) = seen.insert(item.name(), &item.sidecarset) else { continue };
+    let all = || built.iter().flat_map(|b| b.init_containers.iter().chain(&b.containers));
+    let mut seen = HashMap::with_capacity_and_hasher(all().count(), foldhash::fast::RandomState::default());
+    for item in all() {
+        let Some(other) = seen.insert(item.name(), item.sidecarset.as_str()) else { continue };
         let why = "a pod cannot have two containers with one name";
         return Err(AdmissionError::Internal(if other == item.sidecarset {
             format!(
