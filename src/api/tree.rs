@@ -770,8 +770,11 @@ impl<'de> Visitor<'de> for Exact<'_, 'de> {
 
 /// Repeated keys, as `serde_json::Map` keeps them: the first one's place, the last one's value.
 /// A view's members, owned: the keys and strings stay borrowed, the members' objects become views.
+/// With room for a few more: a view is copied because it is being changed, often by an insert.
 fn view_members<'a>(members: &'a [Member<'a>]) -> Vec<Member<'a>> {
-    members.iter().map(|(k, v)| (Cow::Borrowed(&**k), v.borrowed())).collect()
+    let mut owned = Vec::with_capacity(members.len() + 4);
+    owned.extend(members.iter().map(|(k, v)| (Cow::Borrowed(&**k), v.borrowed())));
+    owned
 }
 
 fn dedupe(members: &mut Vec<(Cow<'_, str>, Json<'_>)>) {
