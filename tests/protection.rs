@@ -187,7 +187,7 @@ impl Env {
 
     /// Run one webhook as an edge does: answer its queries from the snapshot, then decide.
     fn run(&self, webhook: &Webhook, request: &AdmissionRequest) -> Decision<'static> {
-        webhooks::run_offline(webhook, request, &self.inputs(&Answers::default())).decision.into_owned()
+        webhooks::run_offline(webhook, request, &self.inputs(&Answers::default())).decision
     }
 
     /// The webhooks the apiserver would call (the in-place stand-in when nothing on this branch

@@ -28,11 +28,11 @@ use super::draft::{Draft, DraftMap};
 use crate::api::tree::{Json, Object};
 
 /// One RFC 6902 operation. Only the three a diff needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
 ///
 /// Values may borrow (`'a`) from the request and the cluster snapshot the decision read: a patch is
 /// serialised into the response while both are still held, so nothing is copied to outlive them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
 pub enum PatchOp<'a> {
     Add { path: String, value: Json<'a> },
     Remove { path: String },

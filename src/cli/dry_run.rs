@@ -606,13 +606,12 @@ fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decisio
         random: env.random,
         settings: env.settings,
     };
+    // Owned (`run_offline`'s outcome is): the next webhook's request replaces this one's object.
     let outcome = webhooks::run_offline(webhook, request, &inputs);
-    // Owned: the next webhook's request replaces the object this one's patch borrows from.
-    let decision = outcome.decision.into_owned();
     if let Some(mutated) = outcome.mutated {
         request.object = Some(Json::from(mutated));
     }
-    decision
+    outcome.decision
 }
 
 #[cfg(test)]

@@ -273,10 +273,10 @@ fn pod_of(template: &Value, namespace: &str) -> Value {
 }
 
 /// Run the `/mutate-pod` webhook exactly as `serve` and `dry-run` do.
-fn mutate_pod<'a>(
-    request: &'a crate::admission::review::AdmissionRequest,
+fn mutate_pod(
+    request: &crate::admission::review::AdmissionRequest,
     inputs: &Inputs,
-) -> (Decision<'a>, Option<Value>) {
+) -> (Decision<'static>, Option<Value>) {
     let Some(webhook) = webhooks::by_path("/mutate-pod") else { return (Decision::allow(), None) };
     let outcome = webhooks::run_offline(webhook, request, inputs);
     (outcome.decision, outcome.mutated)

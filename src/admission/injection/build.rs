@@ -132,9 +132,8 @@ impl<'p, 'a> PodContext<'p, 'a> {
     ) -> Self {
         let spec = &pod["spec"];
         let sidecars = || sets.iter().flat_map(|s| s.spec.init_containers.iter().chain(&s.spec.containers));
-        let hot_pairs = sidecars()
-            .filter(|c| c.is_hot_upgrade())
-            .flat_map(|c| [[&c.name, "-1"].concat(), [&c.name, "-2"].concat()]);
+        let hot_pairs =
+            sidecars().filter(|c| c.is_hot_upgrade()).flat_map(|c| hotupgrade::pair_names(&c.name));
         let sidecar_names: Vec<String> = sidecars().map(|c| c.name.clone()).chain(hot_pairs).collect();
         // As in Kruise, only the IS_INJECTED marker makes a container a sidecar: an app container
         // named like a sidecar (which the sidecar replaces in place) still shares its mounts. A

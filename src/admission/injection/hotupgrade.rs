@@ -13,6 +13,11 @@ pub fn working_name(name: &str) -> String {
     [name, "-1"].concat()
 }
 
+/// The pair's names for `N`: the working `N-1` ([`working_name`]) and the spare `N-2`.
+pub fn pair_names(name: &str) -> [String; 2] {
+    [working_name(name), [name, "-2"].concat()]
+}
+
 /// `N-1` and `N-2` from the composed container `N` (one copy: `N-2` takes the original).
 pub fn pair<'a>(container: Object<'a>, name: &str, empty_image: &str) -> [Object<'a>; 2] {
     let make = |mut c: Object<'a>, own: String, image: Option<&str>| {
@@ -32,8 +37,8 @@ pub fn pair<'a>(container: Object<'a>, name: &str, empty_image: &str) -> [Object
         }
         c
     };
-    let working = make(container.clone(), working_name(name), None);
-    [working, make(container, [name, "-2"].concat(), Some(empty_image))]
+    let [working, spare] = pair_names(name);
+    [make(container.clone(), working, None), make(container, spare, Some(empty_image))]
 }
 
 /// `{"name": NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['PREFIXcontainer']"}}}`,
