@@ -61,16 +61,24 @@ fn suffix_of(suffix: &str) -> Option<(u32, i32, Format)> {
 /// Parse a quantity; `None` when it is not one (Go's decoder would refuse the object).
 pub fn parse(text: &str) -> Option<Quantity> {
     let s = text.trim();
+    let (mantissa, scale, format, canonical) = parse_value(s)?;
+    Some(Quantity { mantissa, scale, format, cached: canonical.then(|| s.to_owned()) })
+}
+
+/// The value of a quantity in base units as a float ([`Quantity::as_f64`]), without keeping its
+/// text: the resourcesPolicy calculator parses the app containers' quantities on every pod.
+pub fn parse_f64(text: &str) -> Option<f64> {
+    let (mantissa, scale, format, _) = parse_value(text.trim())?;
+    Some(Quantity { mantissa, scale, format, cached: None }.as_f64())
+}
+
+/// A trimmed quantity's mantissa, scale and format, and whether Go keeps its text as it is.
+fn parse_value(s: &str) -> Option<(i128, i32, Format, bool)> {
     if s.is_empty() {
         return None;
     }
     if s == "0" {
-        return Some(Quantity {
-            mantissa: 0,
-            scale: 0,
-            format: Format::DecimalSi,
-            cached: Some(s.to_owned()),
-        });
+        return Some((0, 0, Format::DecimalSi, true));
     }
     let (positive, num, denom, suffix) = split(s)?;
     let (base, exponent, format) = suffix_of(suffix)?;
@@ -79,8 +87,11 @@ pub fn parse(text: &str) -> Option<Quantity> {
         let t = num.trim_start_matches('0');
         if t.is_empty() { "0" } else { t }
     };
-    let digits = format!("{num_trimmed}{denom}");
-    let unscaled: i128 = digits.parse().ok().filter(|v: &i128| *v < LIMIT)?;
+    // The digits of `num_trimmed` then `denom` as one number (both are ASCII digits only).
+    let digits = || num_trimmed.bytes().chain(denom.bytes());
+    let unscaled = digits().try_fold(0i128, |v, d| {
+        v.checked_mul(10)?.checked_add(i128::from(d - b'0')).filter(|v| *v < LIMIT)
+    })?;
     let (mantissa, scale) = if base == 10 {
         (unscaled, exponent.checked_sub(i32::try_from(denom.len()).ok()?)?)
     } else {
@@ -96,18 +107,22 @@ pub fn parse(text: &str) -> Option<Quantity> {
         }
         _ => 18 - (num_trimmed.len() + denom.len()) as i32 >= 0,
     };
-    let (mut mantissa, scale, format, cached) =
-        if precise && is_canonical(format, exponent, &digits, unscaled, scale) {
-            // Go's fast path keeps the original text when it is already canonical.
-            (mantissa, scale, format, Some(s.to_owned()))
-        } else {
-            let (mantissa, scale, format) = normalized(mantissa, scale, format);
-            (mantissa, scale, format, None)
-        };
+    let canonical = precise
+        && is_canonical(
+            format,
+            exponent,
+            digits().next() == Some(b'0'),
+            digits().rev().take(3).filter(|d| *d == b'0').count() == 3,
+            unscaled,
+            scale,
+        );
+    // Go's fast path keeps the original text when it is already canonical.
+    let (mut mantissa, scale, format) =
+        if canonical { (mantissa, scale, format) } else { normalized(mantissa, scale, format) };
     if !positive {
         mantissa = -mantissa;
     }
-    Some(Quantity { mantissa, scale, format, cached })
+    Some((mantissa, scale, format, canonical))
 }
 
 /// A quantity's text in its parts: sign, integer digits, fraction digits and the suffix after
@@ -134,11 +149,20 @@ fn split(s: &str) -> Option<(bool, &str, &str, &str)> {
 }
 
 /// Whether a precise quantity's text is already in Go's canonical form (then it is kept as given).
-fn is_canonical(format: Format, exponent: i32, digits: &str, unscaled: i128, scale: i32) -> bool {
+/// `leading_zero` and `trailing_zeros`: the digits (integer part trimmed, then the fraction) start
+/// with `0`, end with `000`.
+fn is_canonical(
+    format: Format,
+    exponent: i32,
+    leading_zero: bool,
+    trailing_zeros: bool,
+    unscaled: i128,
+    scale: i32,
+) -> bool {
     scale >= -9
         && match format {
             Format::BinarySi => exponent % 10 == 0 && (unscaled & 0x07) != 0,
-            _ => scale % 3 == 0 && !digits.ends_with("000") && !digits.starts_with('0'),
+            _ => scale % 3 == 0 && !trailing_zeros && !leading_zero,
         }
 }
 

@@ -60,9 +60,7 @@ pub fn check(expr: &str, variable: &str) -> Result<(), CalcError> {
 
 /// Parse a Kubernetes quantity (`500m`, `1.5`, `128Mi`, `1e3`, `2G`) into base units.
 pub fn parse_quantity(s: &str) -> Result<f64, CalcError> {
-    quantity::parse(s)
-        .map(|q| q.as_f64())
-        .ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
+    quantity::parse_f64(s).ok_or_else(|| CalcError(format!("{:?} is not a quantity", s.trim())))
 }
 
 /// A parsed expression; the variable is the one it was parsed with.
@@ -163,7 +161,7 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, CalcError> {
                 tokens.push(Token::Num(n));
             } else {
                 let text = &expr[start..i];
-                tokens.push(Token::Num(quantity::parse(text).map(|q| q.as_f64()).ok_or_else(|| {
+                tokens.push(Token::Num(quantity::parse_f64(text).ok_or_else(|| {
                     CalcError(format!(
                         "{text:?} is not a quantity (unknown suffix {:?})",
                         &expr[suffix_start..i]

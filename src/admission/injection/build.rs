@@ -144,13 +144,14 @@ impl<'p, 'a> PodContext<'p, 'a> {
         let mut subpath_env = Vec::new();
         for app in &apps {
             // The app's env by name (the first of each), built once if a mount needs it: a search per
-            // mount would be mounts × env.
-            let mut env: Option<HashMap<&str, &Json<'a>>> = None;
+            // mount would be mounts × env. Names come from the request: foldhash, seeded per process.
+            let mut env: Option<HashMap<&str, &Json<'a>, foldhash::fast::RandomState>> = None;
             for mount in list(app, "volumeMounts") {
                 let Some(expr) = str_field(mount, "subPathExpr") else { continue };
                 let env = env.get_or_insert_with(|| {
-                    let mut by_name = HashMap::new();
-                    for var in list(app, "env") {
+                    let vars = list(app, "env");
+                    let mut by_name = HashMap::with_capacity_and_hasher(vars.len(), Default::default());
+                    for var in vars {
                         if let Some(name) = name_of(var) {
                             by_name.entry(name).or_insert(var);
                         }
