@@ -154,6 +154,11 @@ impl<'a> DraftMap<'a> {
         self.position(key).map(|i| &mut self.entries[i].1)
     }
 
+    /// The `i`-th entry's node (a patch's walk records where its values are by position).
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut Draft<'a>> {
+        self.entries.get_mut(i).map(|(_, v)| v)
+    }
+
     /// `Map::entry(key).or_insert(default)`: a new key goes last.
     pub fn entry_or_insert(&mut self, key: &str, default: Draft<'a>) -> &mut Draft<'a> {
         let i = match self.position(key) {

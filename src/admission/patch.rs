@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::draft::{Draft, DraftMap};
+use crate::api::json_text;
 use crate::api::tree::{Json, Object};
 
 /// One RFC 6902 operation. Only the three a diff needs.
@@ -53,10 +54,10 @@ impl<'a> PatchOp<'a> {
         }
     }
 
-    /// The path and value of an `add` or `replace`.
-    fn value_slot(&mut self) -> Option<(&str, &mut Json<'a>)> {
+    /// The value of an `add` or `replace`.
+    fn value_mut(&mut self) -> Option<&mut Json<'a>> {
         match self {
-            PatchOp::Add { path, value } | PatchOp::Replace { path, value } => Some((path, value)),
+            PatchOp::Add { value, .. } | PatchOp::Replace { value, .. } => Some(value),
             PatchOp::Remove { .. } => None,
         }
     }
@@ -68,42 +69,46 @@ impl<'a> PatchOp<'a> {
     }
 }
 
+/// The patch as JSON text: what `serde_json::to_string(ops)` writes (a test holds them equal), by
+/// hand because that was the largest part of answering a typical Pod (see [`json_text`]).
+pub fn to_text(ops: &[PatchOp<'_>]) -> String {
+    let mut out = String::with_capacity(64 * ops.len());
+    out.push('[');
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let (name, value) = match op {
+            PatchOp::Add { value, .. } => ("add", Some(value)),
+            PatchOp::Remove { .. } => ("remove", None),
+            PatchOp::Replace { value, .. } => ("replace", Some(value)),
+        };
+        out.push_str("{\"op\":\"");
+        out.push_str(name);
+        out.push_str("\",\"path\":");
+        json_text::push_string(&mut out, op.path());
+        if let Some(value) = value {
+            out.push_str(",\"value\":");
+            json_text::push_value(&mut out, value);
+        }
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
+
 /// Append one reference token to `path`, escaped (RFC 6901): `~` → `~0`, `/` → `~1`. Annotation
-/// keys such as `kruise.io/sidecarset-hash` need it. Written in place: one pass, no allocation.
+/// keys such as `kruise.io/sidecarset-hash` need it. Written in place: one pass, no allocation;
+/// `memchr2` finds the next `~` or `/` (a byte at a time was 380 instructions a key).
 fn push_token(path: &mut String, token: &str) {
     let mut rest = token;
-    while let Some(i) = rest.as_bytes().iter().position(|b| matches!(b, b'~' | b'/')) {
+    while let Some(i) = memchr::memchr2(b'~', b'/', rest.as_bytes()) {
         path.push_str(&rest[..i]);
         path.push_str(if rest.as_bytes()[i] == b'~' { "~0" } else { "~1" });
         // Both are ASCII: `i + 1` is a character boundary.
         rest = &rest[i + 1..];
     }
     path.push_str(rest);
-}
-
-/// A reference token of a pointer we wrote (so `~` is always followed by `0` or `1`), unescaped:
-/// the token itself, or `scratch` holding it unescaped.
-fn unescape_token<'t>(token: &'t str, scratch: &'t mut String) -> &'t str {
-    // Byte scans, not `memchr`/`find`: tokens are short, and their setup cost more than the scan.
-    let tilde = |b: &u8| *b == b'~';
-    if !token.as_bytes().iter().any(tilde) {
-        return token;
-    }
-    let out = scratch;
-    out.clear();
-    let mut rest = token;
-    while let Some(i) = rest.as_bytes().iter().position(tilde) {
-        out.push_str(&rest[..i]);
-        let (unescaped, skip) = match rest.as_bytes().get(i + 1) {
-            Some(b'1') => ('/', 2),
-            Some(b'0') => ('~', 2),
-            _ => ('~', 1),
-        };
-        out.push(unescaped);
-        rest = &rest[i + skip..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The patch that turns `from` into `to`.
@@ -113,10 +118,9 @@ pub fn diff<'v>(from: &Value, to: &'v Value) -> Vec<PatchOp<'v>> {
 
 /// [`diff`] of two trees; the values are copies of `to`'s (its strings stay borrowed).
 pub fn diff_json<'t>(from: &Json<'_>, to: &Json<'t>) -> Vec<PatchOp<'t>> {
-    let mut ops = walk(from, To::Value(to));
-    let mut scratch = String::new();
-    for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = at_pointer(to, path, &mut scratch).cloned().unwrap_or_default();
+    let (mut ops, routes) = walk(from, To::Value(to)).into_parts();
+    for (value, route) in ops.iter_mut().filter_map(PatchOp::value_mut).zip(routes.iter()) {
+        *value = value_at(to, route).cloned().unwrap_or_default();
     }
     ops
 }
@@ -125,80 +129,49 @@ pub fn diff_json<'t>(from: &Json<'_>, to: &Json<'t>) -> Vec<PatchOp<'t>> {
 /// borrows from `from` are skipped by pointer, and the values of `add` and `replace` operations
 /// (injected containers, mostly) are moved out of the draft instead of copied.
 pub fn diff_draft<'a>(from: &Json<'_>, mut to: Draft<'a>) -> Vec<PatchOp<'a>> {
-    let mut ops = walk(from, To::of(&to));
-    let mut scratch = String::new();
-    for (path, value) in ops.iter_mut().filter_map(PatchOp::value_slot) {
-        *value = take_at(&mut to, path, &mut scratch);
+    let (mut ops, routes) = walk(from, To::of(&to)).into_parts();
+    for (value, route) in ops.iter_mut().filter_map(PatchOp::value_mut).zip(routes.iter()) {
+        *value = take_at(&mut to, route);
     }
     ops
 }
 
-/// The value at `pointer` (one the walk wrote) in `node`, moved out when the draft owns it (a
-/// subtree of the request is copied, its strings still borrowed). Escaped tokens are unescaped
-/// into `scratch`, one buffer for the whole patch.
-fn take_at<'a>(node: &mut Draft<'a>, pointer: &str, scratch: &mut String) -> Json<'a> {
-    let Some((raw, rest)) = split_token(pointer) else {
+/// The value at `route` (one the walk recorded) in `node`, moved out when the draft owns it (a
+/// subtree of the request is copied, its strings still borrowed).
+fn take_at<'a>(node: &mut Draft<'a>, route: &[usize]) -> Json<'a> {
+    let Some((&i, rest)) = route.split_first() else {
         return std::mem::replace(node, Draft::New(Json::Null)).into_json();
     };
     match node {
-        Draft::Same(v) => at_pointer(v, pointer, scratch).cloned().unwrap_or_default(),
-        Draft::New(v) => at_pointer_mut(v, pointer, scratch).map(Json::take).unwrap_or_default(),
-        Draft::Object(map) => match map.get_mut(unescape_token(raw, scratch)) {
-            Some(n) => take_at(n, rest, scratch),
-            None => Json::Null,
-        },
-        Draft::Array(items) => match raw.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-            Some(n) => take_at(n, rest, scratch),
-            None => Json::Null,
-        },
+        Draft::Same(v) => value_at(v, route).cloned().unwrap_or_default(),
+        Draft::New(v) => value_at_mut(v, route).map(Json::take).unwrap_or_default(),
+        Draft::Object(map) => map.at_mut(i).map_or(Json::Null, |n| take_at(n, rest)),
+        Draft::Array(items) => items.get_mut(i).map_or(Json::Null, |n| take_at(n, rest)),
     }
 }
 
-/// The value at `pointer` (one the walk wrote) in `v`.
-fn at_pointer<'v, 'a>(mut v: &'v Json<'a>, mut pointer: &str, scratch: &mut String) -> Option<&'v Json<'a>> {
-    while let Some((raw, rest)) = split_token(pointer) {
-        v = child(v, unescape_token(raw, scratch))?;
-        pointer = rest;
+/// The value at `route` in `v`: at each step the member or element at that position.
+fn value_at<'v, 'a>(mut v: &'v Json<'a>, route: &[usize]) -> Option<&'v Json<'a>> {
+    for &i in route {
+        v = match v {
+            Json::Object(map) => map.value_at(i)?,
+            Json::Array(items) => items.get(i)?,
+            _ => return None,
+        };
     }
     Some(v)
 }
 
-/// [`at_pointer`], to move the value out.
-fn at_pointer_mut<'v, 'a>(
-    mut v: &'v mut Json<'a>,
-    mut pointer: &str,
-    scratch: &mut String,
-) -> Option<&'v mut Json<'a>> {
-    while let Some((raw, rest)) = split_token(pointer) {
-        v = child_mut(v, unescape_token(raw, scratch))?;
-        pointer = rest;
+/// [`value_at`], to move the value out.
+fn value_at_mut<'v, 'a>(mut v: &'v mut Json<'a>, route: &[usize]) -> Option<&'v mut Json<'a>> {
+    for &i in route {
+        v = match v {
+            Json::Object(map) => map.value_at_mut(i)?,
+            Json::Array(items) => items.get_mut(i)?,
+            _ => return None,
+        };
     }
     Some(v)
-}
-
-/// The first reference token of a JSON pointer (still escaped) and the pointer after it.
-fn split_token(pointer: &str) -> Option<(&str, &str)> {
-    let tail = pointer.strip_prefix('/')?;
-    Some(match tail.as_bytes().iter().position(|b| *b == b'/') {
-        Some(i) => (&tail[..i], &tail[i..]),
-        None => (tail, ""),
-    })
-}
-
-fn child<'v, 'a>(v: &'v Json<'a>, token: &str) -> Option<&'v Json<'a>> {
-    match v {
-        Json::Object(map) => map.get(token),
-        Json::Array(items) => items.get(token.parse::<usize>().ok()?),
-        _ => None,
-    }
-}
-
-fn child_mut<'v, 'a>(v: &'v mut Json<'a>, token: &str) -> Option<&'v mut Json<'a>> {
-    match v {
-        Json::Object(map) => map.get_mut(token),
-        Json::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
-        _ => None,
-    }
 }
 
 /// The side of the diff being patched towards: a plain value, or a draft's object or array (a
@@ -268,11 +241,9 @@ impl<'t> ToMap<'t> {
         plain.chain(draft.into_iter().flat_map(|d| d.iter().map(|(k, v)| (k, To::of(v)))))
     }
 
-    fn get(self, key: &str) -> Option<To<'t>> {
-        match self {
-            ToMap::Map(map) => map.get(key).map(To::Value),
-            ToMap::Draft(map) => map.get(key).map(To::of),
-        }
+    /// The value at `key` and its position.
+    fn find(self, key: &str) -> Option<(usize, To<'t>)> {
+        self.iter().enumerate().find_map(|(i, (k, v))| (k == key).then_some((i, v)))
     }
 }
 
@@ -303,53 +274,130 @@ impl<'t> ToList<'t> {
     }
 }
 
-/// The operations, with `null` where `add` and `replace` values go. The path of such an operation
-/// is also where its value sits in `to` (an array index counts the elements before it in the
-/// patched array, which are `to`'s), and no operation lies inside another's value, so the callers
-/// above fill them in by path.
-fn walk(from: &Json<'_>, to: To) -> Vec<PatchOp<'static>> {
-    let mut ops = Vec::new();
-    // Room for the deepest pointers a pod patch has (annotation keys), so it is not regrown.
-    let mut path = String::with_capacity(128);
-    diff_value(from, to, &mut path, &mut ops);
-    ops
+/// The operations, with `null` where `add` and `replace` values go, and where in `to` each value
+/// is: its route, the position of the member or element at each step down. No operation lies
+/// inside another's value, so the callers above fill them in by route, without parsing a path or
+/// comparing a key again.
+struct Walked {
+    ops: Vec<PatchOp<'static>>,
+    /// The routes of all operations, one after another: `ends[k]` is where the `k`-th one's ends.
+    steps: Vec<usize>,
+    ends: Vec<usize>,
+    /// The path and route of the node being compared.
+    path: String,
+    route: Vec<usize>,
 }
 
-fn diff_value(from: &Json<'_>, to: To, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
-    match (from, to.as_map(), to.as_list()) {
-        (Json::Object(a), Some(b), _) => diff_object(a, b, path, ops),
-        (Json::Array(a), _, Some(b)) => diff_array(a, b, path, ops),
-        _ if same(from, to) => {}
-        _ => ops.push(PatchOp::Replace { path: path.clone(), value: Json::Null }),
+impl Walked {
+    fn push(&mut self, op: PatchOp<'static>) {
+        self.ops.push(op);
+        self.steps.extend_from_slice(&self.route);
+        self.ends.push(self.steps.len());
+    }
+
+    /// Forget the operations from the `mark`-th on.
+    fn truncate(&mut self, mark: usize) {
+        self.ops.truncate(mark);
+        self.ends.truncate(mark);
+        self.steps.truncate(self.ends.last().copied().unwrap_or(0));
+    }
+
+    /// The operations, and the routes of those with values, in order.
+    fn into_parts(self) -> (Vec<PatchOp<'static>>, Routes) {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        let spans = (self.ops.iter().zip(starts.zip(self.ends.iter().copied())))
+            .filter(|(op, _)| !matches!(op, PatchOp::Remove { .. }))
+            .map(|(_, (start, end))| start..end)
+            .collect();
+        (self.ops, Routes { steps: self.steps, spans })
+    }
+
+    fn push_here(&mut self, op: fn(String) -> PatchOp<'static>) {
+        let op = op(self.path.clone());
+        self.push(op);
+    }
+
+    /// Run `f` one step down: at member `key`, the `index`-th of `to`'s object.
+    fn at_key<R>(&mut self, key: &str, index: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let len = self.path.len();
+        self.path.push('/');
+        push_token(&mut self.path, key);
+        self.route.push(index);
+        let r = f(self);
+        self.route.pop();
+        self.path.truncate(len);
+        r
+    }
+
+    /// Run `f` one step down: at element `index` (of `to`'s array, and of the array as patched).
+    fn at_index<R>(&mut self, index: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let len = self.path.len();
+        self.path.push('/');
+        json_text::push_decimal(&mut self.path, index as u64);
+        self.route.push(index);
+        let r = f(self);
+        self.route.pop();
+        self.path.truncate(len);
+        r
     }
 }
 
-fn with_token<R>(path: &mut String, token: &str, f: impl FnOnce(&mut String) -> R) -> R {
-    let len = path.len();
-    path.push('/');
-    push_token(path, token);
-    let r = f(path);
-    path.truncate(len);
-    r
+/// Where the values of a walk's operations are in `to`, in the order of the operations.
+struct Routes {
+    steps: Vec<usize>,
+    spans: Vec<std::ops::Range<usize>>,
 }
 
-fn with_index<R>(path: &mut String, index: usize, f: impl FnOnce(&mut String) -> R) -> R {
-    use std::fmt::Write as _;
-    let len = path.len();
-    let _ = write!(path, "/{index}");
-    let r = f(path);
-    path.truncate(len);
-    r
+impl Routes {
+    fn iter(&self) -> impl Iterator<Item = &[usize]> {
+        self.spans.iter().map(|span| &self.steps[span.clone()])
+    }
 }
 
-fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
+fn add(path: String) -> PatchOp<'static> {
+    PatchOp::Add { path, value: Json::Null }
+}
+
+fn remove(path: String) -> PatchOp<'static> {
+    PatchOp::Remove { path }
+}
+
+fn replace(path: String) -> PatchOp<'static> {
+    PatchOp::Replace { path, value: Json::Null }
+}
+
+fn walk(from: &Json<'_>, to: To) -> Walked {
+    // Sized for a typical injection's patch (about 16 operations, 3 steps each), so none of these
+    // is regrown on the way: growing them from empty cost more than the walk's comparisons.
+    let mut w = Walked {
+        ops: Vec::with_capacity(16),
+        steps: Vec::with_capacity(64),
+        ends: Vec::with_capacity(16),
+        // Room for the deepest pointers a pod patch has (annotation keys), so it is not regrown.
+        path: String::with_capacity(128),
+        route: Vec::with_capacity(8),
+    };
+    diff_value(from, to, &mut w);
+    w
+}
+
+fn diff_value(from: &Json<'_>, to: To, w: &mut Walked) {
+    match (from, to.as_map(), to.as_list()) {
+        (Json::Object(a), Some(b), _) => diff_object(a, b, w),
+        (Json::Array(a), _, Some(b)) => diff_array(a, b, w),
+        _ if same(from, to) => {}
+        _ => w.push_here(replace),
+    }
+}
+
+fn diff_object(a: &Object<'_>, b: ToMap, w: &mut Walked) {
     // A mutated copy keeps the original's key order, so keys pair up by position and need no
     // hashing; only the keys after the first mismatch are looked up (same output order either way:
     // `a`'s keys first, then the keys only `b` has).
     let common = a.keys().zip(b.iter()).take_while(|(x, (y, _))| x == y).count();
-    for ((key, old), (_, new)) in a.iter().zip(b.iter()).take(common) {
+    for (index, ((key, old), (_, new))) in a.iter().zip(b.iter()).take(common).enumerate() {
         if !same(old, new) {
-            with_token(path, key, |p| diff_value(old, new, p, ops));
+            w.at_key(key, index, |w| diff_value(old, new, w));
         }
     }
     // Past the common prefix each key is looked up on the other side: by scanning when few are
@@ -357,22 +405,24 @@ fn diff_object(a: &Object<'_>, b: ToMap, path: &mut String, ops: &mut Vec<PatchO
     // the front must not cost 10,000 scans of 10,000 keys).
     let hashed = a.len() + b.len() - 2 * common > SCAN_UP_TO;
     let a_index: Option<HashMap<&str, &Json>> = hashed.then(|| a.iter().collect());
-    let b_index: Option<HashMap<&str, To>> = hashed.then(|| b.iter().collect());
+    let b_index: Option<HashMap<&str, (usize, To)>> =
+        hashed.then(|| b.iter().enumerate().map(|(i, (k, v))| (k, (i, v))).collect());
     let in_a = |key: &str| a_index.as_ref().map_or_else(|| a.get(key), |m| m.get(key).copied());
-    let in_b = |key: &str| b_index.as_ref().map_or_else(|| b.get(key), |m| m.get(key).copied());
+    let in_b = |key: &str| b_index.as_ref().map_or_else(|| b.find(key), |m| m.get(key).copied());
     for (key, old) in a.iter().skip(common) {
         match in_b(key) {
-            None => with_token(path, key, |p| ops.push(PatchOp::Remove { path: p.clone() })),
-            Some(new) => {
+            // A removal has no value to find: its route is never followed.
+            None => w.at_key(key, 0, |w| w.push_here(remove)),
+            Some((index, new)) => {
                 if !same(old, new) {
-                    with_token(path, key, |p| diff_value(old, new, p, ops));
+                    w.at_key(key, index, |w| diff_value(old, new, w));
                 }
             }
         }
     }
-    for (key, _) in b.iter().skip(common) {
+    for (index, (key, _)) in b.iter().enumerate().skip(common) {
         if in_a(key).is_none() {
-            with_token(path, key, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
+            w.at_key(key, index, |w| w.push_here(add));
         }
     }
 }
@@ -470,7 +520,7 @@ impl<'i, 't> Positions<'i, 't> {
     }
 }
 
-fn diff_array(a: &[Json<'_>], b: ToList, path: &mut String, ops: &mut Vec<PatchOp<'static>>) {
+fn diff_array(a: &[Json<'_>], b: ToList, w: &mut Walked) {
     let prefix = a.iter().zip(b.iter()).take_while(|(x, y)| same(x, *y)).count();
     let (a_rest, b_rest) = (&a[prefix..], b.slice(prefix..b.len()));
     let suffix = a_rest.iter().rev().zip(b_rest.iter().rev()).take_while(|(x, y)| same(x, *y)).count();
@@ -479,21 +529,15 @@ fn diff_array(a: &[Json<'_>], b: ToList, path: &mut String, ops: &mut Vec<PatchO
     if old.is_empty() && new.len() == 0 {
         return;
     }
-    if !diff_aligned(old, new, prefix, path, ops) {
-        diff_pairwise(old, new, prefix, path, ops);
+    if !diff_aligned(old, new, prefix, w) {
+        diff_pairwise(old, new, prefix, w);
     }
 }
 
 /// Walks `old` and `new` together, matching elements by identity. At every step the partly patched
 /// array is `new[..i] ++ old[j..]`, so the index of the next operation is `base + i`.
 /// Returns false (having emitted nothing) when identities cannot align the two sides in order.
-fn diff_aligned(
-    old: &[Json<'_>],
-    new: ToList,
-    base: usize,
-    path: &mut String,
-    ops: &mut Vec<PatchOp<'static>>,
-) -> bool {
+fn diff_aligned(old: &[Json<'_>], new: ToList, base: usize, w: &mut Walked) -> bool {
     let (Some(old_ids), Some(new_ids)) = (identities(old.iter().map(To::Value)), identities(new.iter()))
     else {
         return false;
@@ -511,50 +555,44 @@ fn diff_aligned(
             last = Some(pos);
         }
     }
-    let mark = ops.len();
+    let mark = w.ops.len();
     let (mut i, mut j) = (0, 0);
     while i < new.len() || j < old.len() {
         let at = base + i;
         if j < old.len() && in_new.get(&old_ids[j]).is_none() {
-            with_index(path, at, |p| ops.push(PatchOp::Remove { path: p.clone() }));
+            w.at_index(at, |w| w.push_here(remove));
             j += 1;
         } else if i < new.len() && in_old.get(&new_ids[i]).is_none() {
-            with_index(path, at, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
+            w.at_index(at, |w| w.push_here(add));
             i += 1;
         } else if i < new.len() && j < old.len() {
             if !same(&old[j], new.at(i)) {
-                with_index(path, at, |p| diff_value(&old[j], new.at(i), p, ops));
+                w.at_index(at, |w| diff_value(&old[j], new.at(i), w));
             }
             i += 1;
             j += 1;
         } else {
             // Unreachable given the order check, but never loop forever on a logic slip.
-            ops.truncate(mark);
+            w.truncate(mark);
             return false;
         }
     }
     true
 }
 
-fn diff_pairwise(
-    old: &[Json<'_>],
-    new: ToList,
-    base: usize,
-    path: &mut String,
-    ops: &mut Vec<PatchOp<'static>>,
-) {
+fn diff_pairwise(old: &[Json<'_>], new: ToList, base: usize, w: &mut Walked) {
     let common = old.len().min(new.len());
     for (k, (old_k, new_k)) in old.iter().zip(new.iter()).enumerate() {
         if !same(old_k, new_k) {
-            with_index(path, base + k, |p| diff_value(old_k, new_k, p, ops));
+            w.at_index(base + k, |w| diff_value(old_k, new_k, w));
         }
     }
     // Remove from the end so earlier indices stay valid.
     for k in (common..old.len()).rev() {
-        with_index(path, base + k, |p| ops.push(PatchOp::Remove { path: p.clone() }));
+        w.at_index(base + k, |w| w.push_here(remove));
     }
     for k in common..new.len() {
-        with_index(path, base + k, |p| ops.push(PatchOp::Add { path: p.clone(), value: Json::Null }));
+        w.at_index(base + k, |w| w.push_here(add));
     }
 }
 
@@ -577,6 +615,7 @@ mod tests {
         json_patch::patch(&mut doc, &patch).unwrap();
         assert_eq!(doc, to, "patch {ops:?} must turn from into to");
         assert_eq!(ops, diff(&from, &to), "diff must be deterministic");
+        assert_eq!(to_text(&ops), serde_json::to_string(&ops).unwrap(), "the text must be serde_json's");
         ops.into_iter().map(PatchOp::into_owned).collect()
     }
 

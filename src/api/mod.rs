@@ -6,6 +6,7 @@ pub mod derived;
 pub mod field_errors;
 pub mod go_json;
 pub mod json;
+pub mod json_text;
 pub mod keys;
 pub mod meta;
 pub mod names;

@@ -486,6 +486,16 @@ impl<'a> Object<'a> {
         self.position(key).is_some()
     }
 
+    /// The value of the `i`-th member (a patch's walk records where its values are by position).
+    pub fn value_at(&self, i: usize) -> Option<&Json<'a>> {
+        self.members.get(i).map(|(_, v)| v)
+    }
+
+    /// [`Object::value_at`], to change or move the value.
+    pub fn value_at_mut(&mut self, i: usize) -> Option<&mut Json<'a>> {
+        self.members_mut().get_mut(i).map(|(_, v)| v)
+    }
+
     /// `Map::insert`: a present key keeps its place and gets the new value (the old one is
     /// returned); a new key goes last.
     pub fn insert(&mut self, key: impl Into<Cow<'a, str>>, value: Json<'a>) -> Option<Json<'a>> {

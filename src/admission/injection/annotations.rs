@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::json_text::push_string;
 use crate::api::tree::{Json, Object};
 
 use crate::api::sidecarset::{
@@ -146,39 +147,6 @@ fn write_string_map(map: &BTreeMap<String, String>) -> String {
     out
 }
 
-/// A JSON string as `serde_json` writes it: copied as is when nothing in it needs escaping (names,
-/// hashes and timestamps never do), else escaped by `serde_json`.
-fn push_string(out: &mut String, s: &str) {
-    if !needs_escape(s) {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else {
-        // Serialising a string cannot fail.
-        out.push_str(&serde_json::to_string(s).unwrap_or_default());
-    }
-}
-
-/// Whether `s` may have a byte JSON escapes (a control character, `"` or `\\`), read eight bytes at a
-/// time (a byte at a time was most of writing the hash annotations). A false "yes" only sends the
-/// string to `serde_json`'s escaping, which writes it right either way.
-fn needs_escape(s: &str) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // Some byte of `w` is below `n` (n ≤ 128), or equal to `b`: the classic word-at-a-time tests.
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
-    let equal = |w: u64, b: u8| below(w ^ (ONES * u64::from(b)), 1);
-    let mut chunks = s.as_bytes().chunks_exact(8);
-    for chunk in &mut chunks {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else { return true };
-        let w = u64::from_ne_bytes(word);
-        if below(w, 0x20) || equal(w, b'"') || equal(w, b'\\') {
-            return true;
-        }
-    }
-    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
-}
-
 /// Kruise's annotations as they stand on the pod, updated while SidecarSets are built.
 #[derive(Debug, Default)]
 pub struct PodAnnotations {
@@ -246,20 +214,6 @@ mod tests {
         assert!(parse_hash_map(HASH_ANNOTATION, Some("not json")).is_err());
         assert!(parse_hash_map(HASH_ANNOTATION, Some(r#"{"s1":5}"#)).is_err());
         assert!(parse_hash_map(HASH_ANNOTATION, Some("")).unwrap().is_empty());
-    }
-
-    #[test]
-    fn needs_escape_finds_every_byte_json_escapes_at_every_offset() {
-        for len in 0..20 {
-            assert!(!needs_escape(&"a~ é\u{7f}".repeat(len)));
-            for at in 0..len {
-                for special in ['"', '\\', '\n', '\u{0}', '\u{1f}'] {
-                    let mut s: Vec<char> = "x".repeat(len).chars().collect();
-                    s[at] = special;
-                    assert!(needs_escape(&s.into_iter().collect::<String>()), "{special:?} at {at} of {len}");
-                }
-            }
-        }
     }
 
     #[test]
