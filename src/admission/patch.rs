@@ -290,6 +290,14 @@ struct Walked {
 
 impl Walked {
     fn push(&mut self, op: PatchOp<'static>) {
+        if self.ops.is_empty() {
+            // Sized for a typical injection's patch (about 16 operations, 3 steps each) when the
+            // first one comes, so none is regrown on the way (growing them from empty cost more than
+            // the walk's comparisons) and a pod nothing changed allocates nothing.
+            self.ops.reserve(16);
+            self.ends.reserve(16);
+            self.steps.reserve(64);
+        }
         self.ops.push(op);
         self.steps.extend_from_slice(&self.route);
         self.ends.push(self.steps.len());
@@ -367,15 +375,13 @@ fn replace(path: String) -> PatchOp<'static> {
 }
 
 fn walk(from: &Json<'_>, to: To) -> Walked {
-    // Sized for a typical injection's patch (about 16 operations, 3 steps each), so none of these
-    // is regrown on the way: growing them from empty cost more than the walk's comparisons.
     let mut w = Walked {
-        ops: Vec::with_capacity(16),
-        steps: Vec::with_capacity(64),
-        ends: Vec::with_capacity(16),
+        ops: Vec::new(),
+        steps: Vec::new(),
+        ends: Vec::new(),
         // Room for the deepest pointers a pod patch has (annotation keys), so it is not regrown.
         path: String::with_capacity(128),
-        route: Vec::with_capacity(8),
+        route: Vec::new(),
     };
     diff_value(from, to, &mut w);
     w
