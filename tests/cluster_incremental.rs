@@ -1,11 +1,14 @@
 //! Live mode derives each snapshot, and its SidecarSet index, from the previous one by what changed
 //! (`Snapshot::apply`); the folder mode builds them from scratch. Both must answer every pod the
 //! same: a random sequence of adds, changes and deletes, applied one batch at a time, must leave
-//! the same objects and the same candidates as a snapshot built from the final objects.
+//! the same objects and the same candidates as a snapshot built from the final objects, and no
+//! SidecarSet that selects a pod may be missing from that pod's candidates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kruise_admission::admission::injection::matching::{self, PodTarget};
+use kruise_admission::api::sidecarset::SidecarSet;
 use kruise_admission::api::tree::{Json, Object};
 use kruise_admission::cluster::{Change, ObjectKey, Snapshot, TypeKey};
 use proptest::prelude::*;
@@ -172,6 +175,31 @@ fn answers(snapshot: &Snapshot) -> Answers {
     }
 }
 
+/// The index is a pre-filter: every SidecarSet that selects a pod (checked in full, as a decision
+/// does) must be among its candidates. Each miss, as "pod labels in namespace: SidecarSet".
+fn missed_matches(snapshot: &Snapshot) -> Vec<String> {
+    let sets: Vec<SidecarSet> = snapshot
+        .list("apps.kruise.io", "SidecarSet", None)
+        .filter_map(|o| SidecarSet::from_value(o).ok())
+        .collect();
+    let index = snapshot.sidecarset_index();
+    let mut missed = Vec::new();
+    for (ns, labels) in pods() {
+        let metadata = labels.map(|l| Object::from_iter([("labels", Json::Object(l))])).unwrap_or_default();
+        let pod = Json::Object(Object::from_iter([("metadata", Json::Object(metadata))]));
+        let candidates = index.candidates(ns, pod.at(&["metadata", "labels"]).and_then(Json::as_object));
+        let target = PodTarget::new(&pod, ns, snapshot);
+        for set in &sets {
+            if matching::matches(set, &target) == Ok(true)
+                && !candidates.iter().any(|c| c.name() == set.name())
+            {
+                missed.push(format!("{:?} in {ns}: {}", pod.at(&["metadata", "labels"]), set.name()));
+            }
+        }
+    }
+    missed
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -204,6 +232,7 @@ proptest! {
             let rebuilt = Snapshot::from_shared(objects.clone());
             prop_assert_eq!(answers(&next), answers(&rebuilt));
             prop_assert_eq!(next.len(), rebuilt.len());
+            prop_assert_eq!(missed_matches(&rebuilt), Vec::<String>::new());
             live = Arc::new(next);
         }
     }

@@ -7,9 +7,10 @@
 //!   or the first `In` expression on that key) is filed under those namespaces, others under
 //!   "cluster scope";
 //! - labels: inside each namespace bucket, under one `(key, value)` its selector requires (a
-//!   matchLabels entry, else the values of an `In` expression). Selectors that require no specific
-//!   value (only `NotIn`/`Exists`/`DoesNotExist`), or that are invalid (their error must still
-//!   reach the pods they would be checked against), go to the bucket's fallback list.
+//!   matchLabels entry, else the values of an `In` expression), else under the key of an `Exists`
+//!   expression (a pod without that label key never sees it). Selectors that require no label
+//!   (only `NotIn`/`DoesNotExist`), or that are invalid (their error must still reach the pods
+//!   they would be checked against), go to the bucket's fallback list, checked for every pod.
 //!
 //! Paused SidecarSets and those with a nil or empty selector can never match and are left out.
 //! The index is only a pre-filter: every candidate is still checked in full by `matching`.
@@ -36,6 +37,8 @@ type Members = SharedMap<SetKey, Arc<SidecarSet>>;
 struct Bucket {
     /// label key -> label value -> the SidecarSets whose selector requires that pair.
     by_label: SharedMap<String, SharedMap<String, Members>>,
+    /// label key -> the SidecarSets whose selector requires that key to exist (any value).
+    by_key: SharedMap<String, Members>,
     fallback: Members,
 }
 
@@ -43,6 +46,8 @@ struct Bucket {
 enum Slot<'a> {
     /// Under one label key, for each of these values.
     Label(&'a str, Vec<&'a str>),
+    /// Under one label key, whatever its value.
+    Key(&'a str),
     Fallback,
 }
 
@@ -53,6 +58,9 @@ fn slot(selector: &LabelSelector) -> Slot<'_> {
     }
     if valid && let Some(r) = selector.match_expressions.iter().find(|r| r.operator == "In") {
         return Slot::Label(&r.key, r.values.iter().map(String::as_str).collect());
+    }
+    if valid && let Some(r) = selector.match_expressions.iter().find(|r| r.operator == "Exists") {
+        return Slot::Key(&r.key);
     }
     Slot::Fallback
 }
@@ -71,7 +79,7 @@ fn edit(members: &mut Members, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
 
 impl Bucket {
     fn is_empty(&self) -> bool {
-        self.by_label.is_empty() && self.fallback.is_empty()
+        self.by_label.is_empty() && self.by_key.is_empty() && self.fallback.is_empty()
     }
 
     /// File (`Some`) or unfile (`None`) a SidecarSet; entries left empty are dropped, so an index
@@ -79,6 +87,7 @@ impl Bucket {
     fn edit(&mut self, slot: &Slot<'_>, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
         let (label, values) = match slot {
             Slot::Fallback => return edit(&mut self.fallback, key, set),
+            Slot::Key(label) => return self.edit_key(label, key, set),
             Slot::Label(label, values) => (*label, values),
         };
         if set.is_some() && !self.by_label.contains_key(label) {
@@ -100,6 +109,17 @@ impl Bucket {
         }
     }
 
+    fn edit_key(&mut self, label: &str, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
+        if set.is_some() && !self.by_key.contains_key(label) {
+            self.by_key.insert(label.to_owned(), SharedMap::default());
+        }
+        let Some(members) = self.by_key.get_mut(label) else { return };
+        edit(members, key, set);
+        if members.is_empty() {
+            self.by_key.remove(label);
+        }
+    }
+
     /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
     fn collect<'a>(
         &'a self,
@@ -110,6 +130,10 @@ impl Bucket {
         out.extend(self.fallback.iter());
         for (k, v) in labels.into_iter().flat_map(Object::iter) {
             if let Some(members) = v.as_str().and_then(|v| self.by_label.get(k)?.get(v)) {
+                lists += 1;
+                out.extend(members.iter());
+            }
+            if let Some(members) = self.by_key.get(k) {
                 lists += 1;
                 out.extend(members.iter());
             }
@@ -354,15 +378,28 @@ mod tests {
                 json!({"selector": {"matchLabels": {"app": "web"}},
                 "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["other", "team"]}]}}),
             ),
+            set(
+                "i-not-in",
+                json!({"selector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}}),
+            ),
         ]);
         let index = SidecarSetIndex::build(&snapshot);
         let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "tier": "front"}}}));
         let labels = pod.at(&["metadata", "labels"]).and_then(Json::as_object);
         assert_eq!(
             names(index.candidates("team", labels)),
-            ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "z-web"]
+            ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "i-not-in", "z-web"]
         );
-        assert_eq!(names(index.candidates("default", labels)), ["c-exists", "d-in", "g-invalid", "z-web"]);
-        assert_eq!(names(index.candidates("default", None)), ["c-exists", "g-invalid"]);
+        assert_eq!(
+            names(index.candidates("default", labels)),
+            ["c-exists", "d-in", "g-invalid", "i-not-in", "z-web"]
+        );
+        // `c-exists` needs the label key `app`, whatever its value; `i-not-in` needs no label.
+        assert_eq!(names(index.candidates("default", None)), ["g-invalid", "i-not-in"]);
+        let other = Json::from(json!({"tier": "back", "app": "other"}));
+        assert_eq!(
+            names(index.candidates("default", other.as_object())),
+            ["c-exists", "g-invalid", "i-not-in"]
+        );
     }
 }
