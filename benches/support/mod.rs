@@ -129,8 +129,8 @@ pub fn matching_sets(pod: &Value) -> Vec<Value> {
 pub const INJECTED_LIST: &str = "envoy-proxy,log-agent,mesh-agent";
 
 /// A SidecarSet that matches no bench pod, spread as real fleets are: most select other apps by
-/// label, some are pinned to other namespaces, and 1% use only matchExpressions (the index's
-/// fallback bucket, checked for every pod).
+/// label, some are pinned to other namespaces, and 1% use only an `Exists` expression (filed under
+/// that label key since 2026-12-02; before, in the index's fallback list, checked for every pod).
 pub fn other_set(i: usize) -> Value {
     let (selector, namespace_selector) = match i % 100 {
         0 => (json!({"matchExpressions": [{"key": format!("team-{i}"), "operator": "Exists"}]}), Value::Null),
