@@ -89,6 +89,10 @@ fuzz_target!(|data: &[u8]| {
     let ops = diff(&original, &mutated);
     assert_eq!(apply(&original, &ops), mutated, "diff(original, mutated) applied to original");
     // And back: the same diff the other way round undoes the mutation.
-    assert_eq!(apply(&mutated, &diff(&mutated, &original)), original, "diff(mutated, original) applied to mutated");
+    assert_eq!(
+        apply(&mutated, &diff(&mutated, &original)),
+        original,
+        "diff(mutated, original) applied to mutated"
+    );
     assert!(diff(&mutated, &mutated).is_empty(), "a document differs from itself");
 });

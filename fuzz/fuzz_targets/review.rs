@@ -22,7 +22,8 @@ fn cluster() -> &'static Snapshot {
     static CLUSTER: OnceLock<Snapshot> = OnceLock::new();
     CLUSTER.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
-        let (mut objects, _) = files::load_objects(&dir).unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
+        let (mut objects, _) =
+            files::load_objects(&dir).unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
         for namespace in ["default", "shop"] {
             for (name, phase) in [("web-0", "Running"), ("web-1", "Pending"), ("job-0", "Succeeded")] {
                 objects.push(json!({
@@ -62,7 +63,9 @@ fuzz_target!(|data: &[u8]| {
     let request = match decoded {
         Ok(request) => request,
         Err(error) => {
-            if let (Some(response), Some((_, uid))) = (review::decode_error_response(&error), &error.answerable) {
+            if let (Some(response), Some((_, uid))) =
+                (review::decode_error_response(&error), &error.answerable)
+            {
                 let response: Value = serde_json::from_slice(&response).expect("the response is JSON");
                 assert_eq!(response.pointer("/response/uid").and_then(Value::as_str), Some(uid.as_str()));
             }
@@ -71,9 +74,14 @@ fuzz_target!(|data: &[u8]| {
     };
 
     let matching: Vec<_> = webhooks::matching(&request).collect();
-    assert!(matching.iter().all(|w| w.matches(&request)), "matching() lists a webhook whose rules do not match");
     assert!(
-        matching.windows(2).all(|p| !(p[0].kind() == WebhookKind::Validating && p[1].kind() == WebhookKind::Mutating)),
+        matching.iter().all(|w| w.matches(&request)),
+        "matching() lists a webhook whose rules do not match"
+    );
+    assert!(
+        matching
+            .windows(2)
+            .all(|p| !(p[0].kind() == WebhookKind::Validating && p[1].kind() == WebhookKind::Mutating)),
         "matching() puts a validating webhook before a mutating one"
     );
     assert_eq!(matching.len(), WEBHOOKS.iter().filter(|w| w.matches(&request)).count());

@@ -34,7 +34,12 @@ fn webhook(path: &str) -> &'static Webhook {
     webhooks::by_path(path).unwrap_or_else(|| panic!("no webhook at {path}"))
 }
 
-fn review(kind: Value, resource: Value, namespace: &str, object: &Value) -> Option<AdmissionRequest<'static>> {
+fn review(
+    kind: Value,
+    resource: Value,
+    namespace: &str,
+    object: &Value,
+) -> Option<AdmissionRequest<'static>> {
     decode_review(json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -87,8 +92,10 @@ fuzz_target!(|data: &[u8]| {
     let cluster = Snapshot::from_objects(base_objects().iter().cloned());
     for document in documents.iter().filter(|d| d.is_object()) {
         if let Ok(sidecarset) = SidecarSet::from_value(document) {
-            let written = serde_json::to_value(&sidecarset).unwrap_or_else(|e| panic!("a parsed SidecarSet does not serialize: {e}"));
-            let read = SidecarSet::from_value(&written).unwrap_or_else(|e| panic!("a written SidecarSet does not read back: {e}"));
+            let written = serde_json::to_value(&sidecarset)
+                .unwrap_or_else(|e| panic!("a parsed SidecarSet does not serialize: {e}"));
+            let read = SidecarSet::from_value(&written)
+                .unwrap_or_else(|e| panic!("a written SidecarSet does not read back: {e}"));
             assert_eq!(read, sidecarset, "a SidecarSet changed when written and read back");
         }
         let version = match document.get("apiVersion").and_then(Value::as_str) {
@@ -98,7 +105,8 @@ fuzz_target!(|data: &[u8]| {
         let kind = json!({"group": "apps.kruise.io", "version": version, "kind": "SidecarSet"});
         let resource = json!({"group": "apps.kruise.io", "version": version, "resource": "sidecarsets"});
         if let Some(request) = review(kind, resource, "", document) {
-            let mutated = check_webhook(webhook("/mutate-apps-kruise-io-sidecarset"), &request, &cluster, &settings);
+            let mutated =
+                check_webhook(webhook("/mutate-apps-kruise-io-sidecarset"), &request, &cluster, &settings);
             let mut validated = request;
             if let Some(mutated) = mutated {
                 validated.object = Some(Json::from(mutated));

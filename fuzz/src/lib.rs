@@ -12,7 +12,9 @@ use serde_json::Value;
 /// A fixed instant: decisions that read the clock must be reproducible from the input alone.
 pub fn clock() -> FixedClock {
     // 2026-01-01T00:00:00Z
-    FixedClock(time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap_or(time::OffsetDateTime::UNIX_EPOCH))
+    FixedClock(
+        time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+    )
 }
 
 /// Settings varied by two bits of the input, so both sides of each switch are explored.
@@ -30,7 +32,8 @@ pub fn apply(original: &Value, ops: &[PatchOp]) -> Value {
     // from text by one ulp, which would be a finding about this harness, not about the patch.
     let text = || serde_json::to_string(ops).unwrap_or_default();
     let value = serde_json::to_value(ops).unwrap_or_else(|e| panic!("our ops do not serialize: {e}"));
-    let patch: json_patch::Patch = serde_json::from_value(value).unwrap_or_else(|e| panic!("our ops are not RFC 6902 ({e}): {}", text()));
+    let patch: json_patch::Patch = serde_json::from_value(value)
+        .unwrap_or_else(|e| panic!("our ops are not RFC 6902 ({e}): {}", text()));
     let mut doc = original.clone();
     if let Err(e) = json_patch::patch(&mut doc, &patch) {
         panic!("our patch does not apply: {e}\n{}", text());
@@ -55,7 +58,12 @@ pub fn apply(original: &Value, ops: &[PatchOp]) -> Value {
 /// - with every lookup failing, the decision still comes back (no panic).
 ///
 /// Returns the mutated object when the webhook patched.
-pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Snapshot, settings: &Settings) -> Option<Value> {
+pub fn check_webhook(
+    webhook: &Webhook,
+    request: &AdmissionRequest,
+    cluster: &Snapshot,
+    settings: &Settings,
+) -> Option<Value> {
     let clock = clock();
     let none = Answers::default();
     let queries = webhook.queries.map(|queries| {
@@ -65,12 +73,22 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
     let answers = queries.as_ref().map_or_else(Answers::default, |q| Answers::from_snapshot(cluster, q));
     let run = |request: &AdmissionRequest, answers: &Answers| {
         let random = SeededRandom::new(1);
-        webhooks::run(webhook, request, &Inputs { cluster, answers, clock: &clock, random: &random, settings }).into_owned()
+        webhooks::run(
+            webhook,
+            request,
+            &Inputs { cluster, answers, clock: &clock, random: &random, settings },
+        )
+        .into_owned()
     };
     let outcome = run(request, &answers);
     let decided = {
         let random = SeededRandom::new(1);
-        webhooks::decide(webhook, request, &Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings }).into_owned()
+        webhooks::decide(
+            webhook,
+            request,
+            &Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings },
+        )
+        .into_owned()
     };
     let decision = &outcome.decision;
     assert_eq!(&decided, decision, "{}: decide and run disagree", webhook.name);
@@ -96,7 +114,12 @@ pub fn check_webhook(webhook: &Webhook, request: &AdmissionRequest, cluster: &Sn
         return None;
     }
     let (Some(mutated), Some(original)) = (outcome.mutated, &request.object) else { return None };
-    assert_eq!(apply(&original.to_value(), &decision.patch), mutated, "{}: the patched object differs from the mutated one", webhook.name);
+    assert_eq!(
+        apply(&original.to_value(), &decision.patch),
+        mutated,
+        "{}: the patched object differs from the mutated one",
+        webhook.name
+    );
     if decision.patch.is_empty() {
         return None;
     }
@@ -131,13 +154,24 @@ fn check_decision(webhook: &Webhook, request: &AdmissionRequest, decision: &Deci
         None => assert!(decision.allowed, "{}: refused without a status", webhook.name),
         Some(status) => {
             assert!(!decision.allowed, "{}: allowed with a status {status:?}", webhook.name);
-            assert!(matches!(status.code, 400 | 403 | 422 | 500), "{}: status code {}", webhook.name, status.code);
+            assert!(
+                matches!(status.code, 400 | 403 | 422 | 500),
+                "{}: status code {}",
+                webhook.name,
+                status.code
+            );
             assert!(decision.patch.is_empty(), "{}: a denial carries a patch", webhook.name);
         }
     }
-    let response: Value = serde_json::from_slice(&review::review_response(request.version, &request.uid, decision))
-        .expect("the response is JSON");
-    assert_eq!(response.pointer("/response/uid").and_then(Value::as_str), Some(request.uid.as_str()), "{}: uid not echoed", webhook.name);
+    let response: Value =
+        serde_json::from_slice(&review::review_response(request.version, &request.uid, decision))
+            .expect("the response is JSON");
+    assert_eq!(
+        response.pointer("/response/uid").and_then(Value::as_str),
+        Some(request.uid.as_str()),
+        "{}: uid not echoed",
+        webhook.name
+    );
 }
 
 /// A tiny deterministic byte reader: 0 once the bytes run out.
