@@ -111,10 +111,10 @@ impl<'a> Draft<'a> {
         matches!(self, Draft::Array(_) | Draft::Same(Json::Array(_)) | Draft::New(Json::Array(_)))
     }
 
-    /// The object as mutated.
+    /// The object as mutated; what was not changed is a view of the request ([`Json::borrowed`]).
     pub fn into_json(self) -> Json<'a> {
         match self {
-            Draft::Same(v) => v.clone(),
+            Draft::Same(v) => v.borrowed(),
             Draft::New(v) => v,
             Draft::Object(map) => {
                 Json::Object(map.entries.into_iter().map(|(k, v)| (k, v.into_json())).collect())

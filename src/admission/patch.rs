@@ -137,13 +137,14 @@ pub fn diff_draft<'a>(from: &Json<'_>, mut to: Draft<'a>) -> Vec<PatchOp<'a>> {
 }
 
 /// The value at `route` (one the walk recorded) in `node`, moved out when the draft owns it (a
-/// subtree of the request is copied, its strings still borrowed).
+/// subtree of the request becomes a view of it).
 fn take_at<'a>(node: &mut Draft<'a>, route: &[usize]) -> Json<'a> {
     let Some((&i, rest)) = route.split_first() else {
         return std::mem::replace(node, Draft::New(Json::Null)).into_json();
     };
     match node {
-        Draft::Same(v) => value_at(v, route).cloned().unwrap_or_default(),
+        // A view of the request's subtree: its strings and objects are not copied.
+        Draft::Same(v) => value_at(v, route).map(Json::borrowed).unwrap_or_default(),
         Draft::New(v) => value_at_mut(v, route).map(Json::take).unwrap_or_default(),
         Draft::Object(map) => map.at_mut(i).map_or(Json::Null, |n| take_at(n, rest)),
         Draft::Array(items) => items.get_mut(i).map_or(Json::Null, |n| take_at(n, rest)),
