@@ -77,6 +77,19 @@ fn edit(members: &mut Members, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
     }
 }
 
+/// [`edit`] the members filed under `name` in `map`: the entry is made when a SidecarSet is added
+/// and dropped when left empty.
+fn edit_under(map: &mut SharedMap<String, Members>, name: &str, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
+    if set.is_some() && !map.contains_key(name) {
+        map.insert(name.to_owned(), SharedMap::default());
+    }
+    let Some(members) = map.get_mut(name) else { return };
+    edit(members, key, set);
+    if members.is_empty() {
+        map.remove(name);
+    }
+}
+
 impl Bucket {
     fn is_empty(&self) -> bool {
         self.by_label.is_empty() && self.by_key.is_empty() && self.fallback.is_empty()
@@ -87,7 +100,7 @@ impl Bucket {
     fn edit(&mut self, slot: &Slot<'_>, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
         let (label, values) = match slot {
             Slot::Fallback => return edit(&mut self.fallback, key, set),
-            Slot::Key(label) => return self.edit_key(label, key, set),
+            Slot::Key(label) => return edit_under(&mut self.by_key, label, key, set),
             Slot::Label(label, values) => (*label, values),
         };
         if set.is_some() && !self.by_label.contains_key(label) {
@@ -95,28 +108,10 @@ impl Bucket {
         }
         let Some(by_value) = self.by_label.get_mut(label) else { return };
         for value in values {
-            if set.is_some() && !by_value.contains_key(*value) {
-                by_value.insert((*value).to_owned(), SharedMap::default());
-            }
-            let Some(members) = by_value.get_mut(*value) else { continue };
-            edit(members, key, set);
-            if members.is_empty() {
-                by_value.remove(*value);
-            }
+            edit_under(by_value, value, key, set);
         }
         if by_value.is_empty() {
             self.by_label.remove(label);
-        }
-    }
-
-    fn edit_key(&mut self, label: &str, key: &SetKey, set: Option<&Arc<SidecarSet>>) {
-        if set.is_some() && !self.by_key.contains_key(label) {
-            self.by_key.insert(label.to_owned(), SharedMap::default());
-        }
-        let Some(members) = self.by_key.get_mut(label) else { return };
-        edit(members, key, set);
-        if members.is_empty() {
-            self.by_key.remove(label);
         }
     }
 
