@@ -731,7 +731,7 @@ impl<'de> Visitor<'de> for SkipVisitor {
 /// (issue 20.3).
 pub fn review_response(version: ReviewVersion, uid: &str, decision: &Decision) -> Vec<u8> {
     let patch = (!decision.patch.is_empty()).then(|| patch::to_text(&decision.patch));
-    let patch_len = patch.as_ref().map_or(0, |p| p.len().div_ceil(3) * 4);
+    let patch_len = patch.as_ref().map_or(0, |p| base64_simd::STANDARD.encoded_length(p.len()));
     let mut out = Vec::with_capacity(256 + uid.len() + patch_len);
     out.extend_from_slice(b"{\"apiVersion\":");
     push_json(&mut out, version.api_version());
