@@ -23,6 +23,7 @@ mod cli_serve;
 mod client_auth;
 mod cluster_incremental;
 mod connections;
+mod doc_links;
 mod dry_run;
 mod dry_run_agreement;
 mod golden;

@@ -1,21 +1,67 @@
-//! The README cannot drift from the binary: its ```console examples run against the built
-//! `kruise-admission` from the repository root and must print what they show (`...` on its own
-//! line and `[..]` in a line elide output; see the trycmd crate), and every flag `serve` accepts
-//! is in its flag table.
+//! The docs cannot drift from the binary: the ```console examples of `README.md`, `CONTRIBUTING.md` and
+//! `docs/*.md` run against the built `kruise-admission` from the repository root and must print what
+//! they show (`...` on its own line and `[..]` in a line elide output; see the trycmd crate), every
+//! flag `serve` accepts is in the flag table of `docs/cli.md`, and the code map of `CONTRIBUTING.md`
+//! matches `src/`. Links and anchors are checked in `tests/doc_links.rs`.
 
-#[test]
-fn readme_console_examples_print_what_they_show() {
-    trycmd::TestCases::new()
-        .register_bin("kruise-admission", trycmd::cargo::cargo_bin!("kruise-admission"))
-        .case("README.md");
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+/// The markdown files whose console examples are run: README.md, CONTRIBUTING.md, docs/*.md.
+fn documents_with_examples() -> Vec<PathBuf> {
+    let mut files = vec![PathBuf::from("README.md"), PathBuf::from("CONTRIBUTING.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| Path::new("docs").join(p.file_name().expect("a file name")))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
 }
 
 #[test]
-fn every_serve_flag_is_in_the_readmes_flag_table() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+fn console_examples_in_the_readme_and_docs_print_what_they_show() {
+    let cases = trycmd::TestCases::new();
+    cases.register_bin("kruise-admission", trycmd::cargo::cargo_bin!("kruise-admission"));
+    for file in documents_with_examples() {
+        // trycmd runs only the ```console (and ```trycmd) blocks of a markdown file; only files
+        // with one are given to it.
+        if has_console_block(&file) {
+            cases.case(file);
+        }
+    }
+}
+
+/// Does the markdown file hold a ```console block (a line that opens one)?
+fn has_console_block(file: &Path) -> bool {
+    read(file.to_str().expect("a UTF-8 path")).lines().any(|l| l.trim_start().starts_with("```console"))
+}
+
+#[test]
+fn the_docs_have_console_examples_to_run() {
+    // A guard for the test above: moving the examples out of every file would make it pass vacuously.
+    let with_examples: Vec<PathBuf> =
+        documents_with_examples().into_iter().filter(|f| has_console_block(f)).collect();
+    assert!(with_examples.contains(&PathBuf::from("README.md")), "README.md has no console example");
+    assert!(with_examples.contains(&PathBuf::from("docs/cli.md")), "docs/cli.md has no console example");
+}
+
+#[test]
+fn every_serve_flag_is_in_the_cli_references_flag_table() {
+    let cli = read("docs/cli.md");
     // The first column of the rows of the table under `| Flag | Default | Meaning |`.
-    let table = readme.split("| Flag | Default | Meaning |").nth(1).expect("the serve flag table");
+    let table =
+        cli.split("| Flag | Default | Meaning |").nth(1).expect("the serve flag table in docs/cli.md");
     let flags: String = table
         .lines()
         .skip(2)
@@ -34,16 +80,15 @@ fn every_serve_flag_is_in_the_readmes_flag_table() {
         })
         .map(|long| format!("--{long}"))
         .collect();
-    assert!(missing.is_empty(), "serve flags missing from the README's flag table: {missing:?}");
+    assert!(missing.is_empty(), "serve flags missing from the flag table of docs/cli.md: {missing:?}");
 }
 
-/// The README's code map names every top-level module of `src/`, and every file or folder it names
-/// in a module's row is there (a rename that forgets the map fails here).
+/// The code map of CONTRIBUTING.md names every top-level module of `src/`, and every file or folder it
+/// names in a module's row is there (a rename that forgets the map fails here).
 #[test]
 fn the_code_map_matches_the_tree() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let map = readme.split("## Code map").nth(1).expect("a Code map section");
+    let contributing = read("CONTRIBUTING.md");
+    let map = contributing.split("## Code map").nth(1).expect("a Code map section in CONTRIBUTING.md");
     let map = map.split("\n## ").next().unwrap_or_default();
     let mut rows = std::collections::BTreeMap::new();
     for row in map.lines().filter(|l| l.starts_with("| `src/")) {
@@ -51,7 +96,7 @@ fn the_code_map_matches_the_tree() {
         let module = cells.next().unwrap_or_default().trim().trim_matches('`').to_owned();
         rows.insert(module, cells.next().unwrap_or_default().to_owned());
     }
-    let src = root.join("src");
+    let src = root().join("src");
     let mut problems = Vec::new();
     for entry in std::fs::read_dir(&src).expect("src/").flatten() {
         if entry.path().is_dir() {
@@ -62,7 +107,7 @@ fn the_code_map_matches_the_tree() {
         }
     }
     for (module, text) in &rows {
-        let dir = root.join(module);
+        let dir = root().join(module);
         // Backticked names that look like paths: `build.rs`, `live/`, `server/mod.rs`.
         for name in text.split('`').skip(1).step_by(2) {
             let is_path = name.ends_with(".rs") || (name.ends_with('/') && !name.contains(' '));
@@ -71,15 +116,49 @@ fn the_code_map_matches_the_tree() {
             }
         }
     }
-    assert!(problems.is_empty(), "the README's code map and src/ disagree:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "the code map of CONTRIBUTING.md and src/ disagree:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// Is `name` (a file or folder, possibly with folders in front) somewhere under `dir`?
-fn exists_below(dir: &std::path::Path, name: &str) -> bool {
+fn exists_below(dir: &Path, name: &str) -> bool {
     dir.join(name).exists()
         || std::fs::read_dir(dir)
             .into_iter()
             .flatten()
             .flatten()
             .any(|e| e.path().is_dir() && exists_below(&e.path(), name))
+}
+
+/// Every metric the server registers (a `"kruise_admission_…"` name in `src/`) has a row in
+/// docs/metrics.md.
+#[test]
+fn every_metric_is_in_the_metrics_reference() {
+    let reference = read("docs/metrics.md");
+    let mut names = std::collections::BTreeSet::new();
+    collect_metric_names(&root().join("src"), &mut names);
+    assert!(names.len() > 10, "found only {names:?} in src/");
+    let missing: Vec<&String> = names.iter().filter(|n| !reference.contains(&format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "metrics missing from docs/metrics.md: {missing:?}");
+}
+
+fn collect_metric_names(dir: &Path, names: &mut std::collections::BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).expect("a source folder").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_metric_names(&path, names);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            for piece in text.split("\"kruise_admission_").skip(1) {
+                let name: String =
+                    piece.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                if piece[name.len()..].starts_with('"') && !name.is_empty() {
+                    names.insert(format!("kruise_admission_{name}"));
+                }
+            }
+        }
+    }
 }
