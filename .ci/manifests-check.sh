@@ -90,46 +90,7 @@ print(found[-1])')
 echo "$bin"
 
 step "render"
-"$kubectl" kustomize manifests >"$out/kustomize-base.yaml"
-for example in examples/kustomize/*/; do
-    "$kubectl" kustomize "$example" >"$out/kustomize-$(basename "$example").yaml"
-done
-chart=charts/kruise-admission
-# The defaults, with the chart's CRD (what `helm install` creates when the CRD is absent).
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --include-crds >"$out/helm-default.yaml"
-for mode in provided cert-manager self-managed; do
-    "$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=$mode \
-        >"$out/helm-$mode.yaml"
-done
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set liveCluster.enabled=false \
-    >"$out/helm-folder-self-managed.yaml"
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set liveCluster.enabled=false \
-    --set certs.mode=provided >"$out/helm-folder-provided.yaml"
-# provided with its CA (caBundle must pass the schema's byte format).
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=provided \
-    --set certs.provided.caBundle="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)" \
-    >"$out/helm-provided-ca.yaml"
-# Every optional object on at once, in another namespace and release name: client authentication
-# with a chart-made CA ConfigMap, NetworkPolicy sources restricted.
-client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----')
-"$helm" template ka "$chart" --namespace platform --set certs.mode=cert-manager \
-    --set clientAuth.enabled=true --set-string clientAuth.caCert="$client_ca" \
-    --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
-    --set 'networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24' \
-    --set 'networkPolicy.metrics[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
-    --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
-    --set 'webhooks.excludeNamespaces={monitoring,istio-system}' --set capabilities.deleteProtection.enabled=false \
-    --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
-    >"$out/helm-networkpolicy-off.yaml"
-# Shadow mode (--shadow, the kruise-admission-shadow configurations), with cert-manager for its annotation.
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true >"$out/helm-shadow.yaml"
-"$helm" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true \
-    --set certs.mode=cert-manager >"$out/helm-shadow-cert-manager.yaml"
-"$bin" manifests rbac --namespace kruise-admission >"$out/binary-rbac.yaml"
-"$bin" manifests webhooks --namespace kruise-admission >"$out/binary-webhooks.yaml"
-"$bin" manifests webhooks --shadow --namespace kruise-admission >"$out/binary-webhooks-shadow.yaml"
-"$bin" manifests rbac --shadow --namespace kruise-admission >"$out/binary-rbac-shadow.yaml"
+HELM=$helm KUBECTL=$kubectl BIN=$bin bash .ci/render-manifests.sh "$out"
 ls -1 "$out"
 
 step "helm lint --strict"
