@@ -1605,3 +1605,22 @@ fn the_chart_renders_client_authentication() {
         "not the chart's to create"
     );
 }
+
+/// The chart claims exactly the oldest Kubernetes the end-to-end suite runs on: its `kubeVersion`
+/// floor is the minor version of the last entry of tests/e2e/kube/VERSIONS, and every version
+/// there has its pinned module.
+#[test]
+fn the_charts_kube_version_floor_is_the_oldest_version_the_e2e_suite_runs() {
+    let versions = std::fs::read_to_string(repo().join("tests/e2e/kube/VERSIONS")).expect("VERSIONS");
+    let versions: Vec<&str> = versions.lines().filter(|l| l.starts_with('v')).collect();
+    assert!(versions.len() >= 2, "VERSIONS lists the newest and the floor: {versions:?}");
+    for v in &versions {
+        let module = repo().join(format!("tests/e2e/kube/kube-apiserver-{v}"));
+        assert!(module.join("go.mod").is_file() && module.join("go.sum").is_file(), "{v} is not pinned");
+    }
+    let floor = versions.last().expect("a floor");
+    let minor: Vec<&str> = floor.trim_start_matches('v').split('.').take(2).collect();
+    let chart = std::fs::read_to_string(repo().join("charts/kruise-admission/Chart.yaml")).expect("Chart.yaml");
+    let want = format!("kubeVersion: \">={}.{}.0-0\"", minor[0], minor[1]);
+    assert!(chart.lines().any(|l| l == want), "Chart.yaml should say {want}");
+}

@@ -105,6 +105,31 @@ else
     fail sidecarset-hash-on-update "update failed: $ss"
 fi
 
+say "a native sidecar (an init container with restartPolicy: Always) through the API server"
+native_ss=$(jq -nc '{apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-native"},
+    spec: {selector: {matchLabels: {"e2e-sidecar": "e2e-native"}}, namespace: "e2e-inject",
+           updateStrategy: {type: "NotUpdate"},
+           initContainers: [{name: "e2e-native-proxy", image: "busybox:1.36", restartPolicy: "Always",
+                             command: ["sleep", "3600"]}]}}')
+if out=$(create_json "$native_ss" 2>&1); then
+    native_pod=$(pod_json e2e-inject native-1 e2e-sidecar=e2e-native)
+    wait_for 30 dry_run_has "$native_pod" '.spec.initContainers // [] | any(.name == "e2e-native-proxy")' || true
+    # Stored as a native sidecar: an init container that kept restartPolicy Always (an API server
+    # without the feature drops the field, which would make it an init container that never ends),
+    # listed in the pod's sidecar list, and the app container untouched.
+    if pod=$(create_json "$native_pod" 2>&1) && jq -e '
+        [.spec.initContainers[]? | {name, restartPolicy}] == [{name: "e2e-native-proxy", restartPolicy: "Always"}]
+        and [.spec.containers[].name] == ["app"]
+        and ((.metadata.annotations["kruise.io/sidecarset-injected-list"] // "") | split(",") | index("e2e-native"))
+        and ((.metadata.annotations["kruise.io/sidecarset-hash"] | fromjson)["e2e-native"].sidecarList == ["e2e-native-proxy"])' <<<"$pod" >/dev/null; then
+        pass native-sidecar "Pod e2e-inject/native-1 stored with init container e2e-native-proxy (restartPolicy Always) and it in the SidecarSet's sidecarList"
+    else
+        fail native-sidecar "$(jq -c '{initContainers: [.spec.initContainers[]? | {name, restartPolicy}], containers: [.spec.containers[]?.name], annotations: .metadata.annotations}' <<<"$pod" 2>/dev/null || echo "$pod")"
+    fi
+else
+    fail native-sidecar "SidecarSet with a native sidecar refused: $out"
+fi
+
 say "DaemonSet-style stamp"
 stamped() { # stamped POD-JSON NODE
     jq -e --arg node "$2" '

@@ -102,7 +102,7 @@ if [ "$LATENCY_PODS" -gt 0 ]; then
         jq -r '"| \(.webhook) | \(.count) | \(.mean_ms) ms | \(.p50_ms) ms | \(.p90_ms) ms | \(.p99_ms) ms | \((.buckets // {}) | to_entries | map("\(.key): \(.value)") | join(", ")) |"' \
             "$WORK/latency/summary.jsonl"
         echo
-        echo "kube-apiserver 1.20.2 (Debian's source, Go 1.19), $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
+        echo "kube-apiserver $E2E_VERSION (Go modules, $(go env GOVERSION)), $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
     } | tee "$LATENCY_TABLE"
     counts=$(jq -r .count "$WORK/latency/summary.jsonl" | sort -u)
     check latency-measured "each webhook observed $counts calls in the API server's histogram (table in $LATENCY_TABLE)" \

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# End-to-end suite against a real kube-apiserver (issue 16 point 3). Everything on 127.0.0.1.
+# End-to-end suite against a real kube-apiserver. Every address is on loopback (127.0.0.0/8).
 #
-#   - gets kube-apiserver 1.20.2 with tests/e2e/kube-apiserver.sh (built once from Debian's source
-#     package, then cached) and starts etcd and kube-apiserver on random loopback ports in a temp
-#     dir: RBAC, static tokens (an admin, and the server's service account with its real groups);
-#   - applies what the kustomize base ships (the RBAC, namespace, service account; the CRD layout
-#     next to an existing OpenKruise is checked on the way), minimal CRDs for the Kruise workloads
+#   - runs once per Kubernetes version in E2E_VERSIONS (default: the newest of
+#     tests/e2e/kube/VERSIONS, plus the oldest we claim, its last, when that one's binaries are
+#     already cached), each in a fresh cluster, and sums the results;
+#   - gets kube-apiserver and etcd from tests/e2e/kube-binaries.sh (built from Go modules pinned in
+#     tests/e2e/kube/, then cached) and starts them on random loopback ports in a temp dir: RBAC,
+#     static tokens (an admin, and the server's service account with its real groups), the Service
+#     IP range inside 127.0.0.0/8;
+#   - checks what we ship against that API server with `kubectl apply --dry-run=server` (the
+#     kustomize base, each component, `helm template` with default values and each documented
+#     option), then applies the base's RBAC, namespace and service account (the CRD layout next to an
+#     existing OpenKruise is checked on the way), minimal CRDs for the Kruise workloads
 #     (tests/e2e/crds/), and the webhook configurations `kruise-admission manifests webhooks`
 #     prints, with each clientConfig pointed at https://localhost:<port><path>;
 #   - runs `kruise-admission serve --cluster-mode=live --cert-mode=self-managed` as its own
@@ -15,13 +21,15 @@
 #   - last, shadow mode (tests/e2e/shadow.sh): the configurations of `manifests webhooks --shadow`
 #     in place of the enforcing ones, a server with --shadow, and the stored objects unchanged.
 #
-# Needs: root for apt-get on a fresh machine (golang-1.19, etcd-server, make, rsync; jq and
-# python3-yaml when missing), kubectl, cargo, curl, openssl, python3.
-# Knobs: E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
+# Needs: Go (the machine's; tests/e2e/kube-binaries.sh), kubectl, helm (both from
+# .ci/manifests-check.sh's tools folder when not on PATH), cargo, curl, openssl, python3 with
+# PyYAML, jq (apt-get as root when jq or PyYAML is missing).
+# Knobs: E2E_VERSIONS (space-separated Kubernetes versions, e.g. "v1.34.4 v1.37.2"),
+#        E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
 #        E2E_LATENCY_PODS (pods per webhook for the latency comparison, default 200; 0 skips it),
-#        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds, default 1800),
+#        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds per version, default 1800),
 #        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
-#        KUBE_APISERVER_CACHE (see kube-apiserver.sh), PYTHON (an interpreter with PyYAML).
+#        KUBE_BINARIES_CACHE (see kube-binaries.sh), PYTHON (an interpreter with PyYAML).
 set -euo pipefail
 
 E2E=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,25 +42,61 @@ EXTRA_SERVER_FLAGS=()
 # shellcheck source=tests/e2e/lib.sh
 source "$E2E/lib.sh"
 
+# --- one run per version -----------------------------------------------------------------------------
+if [ -z "${E2E_VERSION:-}" ]; then
+    if [ -n "${E2E_VERSIONS:-}" ]; then
+        read -r -a versions <<<"$E2E_VERSIONS"
+    else
+        mapfile -t versions < <(grep '^v' "$E2E/kube/VERSIONS")
+        newest=${versions[0]} floor=${versions[${#versions[@]} - 1]}
+        versions=("$newest")
+        if [ "$floor" != "$newest" ]; then
+            if bash "$E2E/kube-binaries.sh" --cached "$floor"; then
+                versions=("$floor" "$newest")
+            else
+                echo "e2e: the floor $floor is not cached, so only $newest runs (E2E_VERSIONS=\"$floor $newest\" builds and runs both)"
+            fi
+        fi
+    fi
+    total_passed=0 total_failed=0 summary=() rc=0
+    for version in "${versions[@]}"; do
+        log=$(mktemp)
+        E2E_VERSION=$version bash "${BASH_SOURCE[0]}" 2>&1 | tee "$log" || rc=1
+        line=$(grep -E '^v[0-9.]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+        rm -f "$log"
+        if [ -z "$line" ]; then
+            summary+=("$version: stopped before its checks ended")
+            rc=1
+            continue
+        fi
+        summary+=("$line")
+        read -r _ p _ f _ <<<"$line"
+        total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
+    done
+    printf '\n== end to end on %s\n' "${versions[*]}"
+    printf '  %s\n' "${summary[@]}"
+    printf '\n%d passed, %d failed\n' "$total_passed" "$total_failed"
+    [ "$total_failed" -eq 0 ] || rc=1
+    exit "$rc"
+fi
+
 # --- prerequisites ---------------------------------------------------------------------------------
 say "prerequisites"
-# kubectl from PATH, else the one .ci/manifests-check.sh unpacks (CI runs it first).
-if ! command -v kubectl >/dev/null && [ -x "${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}/kubectl" ]; then
-    PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}
-fi
-command -v kubectl >/dev/null || die "kubectl is needed (the suite's client; .ci/manifests-check.sh unpacks one into target/manifests-tools)"
+# kubectl and helm from PATH, else the ones .ci/manifests-check.sh unpacks (CI runs it first).
+PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}
+for tool in kubectl helm; do
+    command -v $tool >/dev/null || die "$tool is needed (.ci/manifests-check.sh unpacks one into target/manifests-tools)"
+done
 if ! command -v jq >/dev/null || ! "$PYTHON" -c 'import yaml' 2>/dev/null; then
     command -v apt-get >/dev/null || die "jq and PyYAML are needed"
     apt-get update -qq >/dev/null || true
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq python3-yaml >/dev/null
     "$PYTHON" -c 'import yaml' 2>/dev/null || PYTHON=/usr/bin/python3
 fi
-KUBE_APISERVER=$(bash "$E2E/kube-apiserver.sh")
-GO=/usr/lib/go-1.19/bin/go
-if [ ! -x "$GO" ]; then
-    apt-get update -qq >/dev/null || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-1.19 >/dev/null
-fi
+command -v go >/dev/null || die "Go is needed (kube-apiserver, etcd and the floor webhooks are built with it)"
+say "kube-apiserver $E2E_VERSION and etcd (tests/e2e/kube-binaries.sh)"
+{ read -r KUBE_APISERVER; read -r ETCD; } < <(bash "$E2E/kube-binaries.sh" "$E2E_VERSION")
+[ -x "${KUBE_APISERVER:-}" ] && [ -x "${ETCD:-}" ] || die "tests/e2e/kube-binaries.sh $E2E_VERSION gave no binaries"
 
 # Release by default: the latency comparison means nothing for a debug build (CI's soak step has
 # built it already).
@@ -73,7 +117,7 @@ start_watchdog
 say "building the floor webhooks (Go, standard library)"
 mkdir -p "$TARGET_DIR/e2e"
 FLOOR=$TARGET_DIR/e2e/go-floor
-(cd "$ROOT/benches/go-floor" && GO111MODULE=off GOCACHE="$TARGET_DIR/e2e/gocache" "$GO" build -o "$FLOOR" main.go)
+(cd "$ROOT/benches/go-floor" && GO111MODULE=off GOTOOLCHAIN=local go build -o "$FLOOR" main.go)
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------
@@ -84,7 +128,11 @@ client_auth_prepare
 say "etcd and kube-apiserver on 127.0.0.1"
 start_etcd
 start_apiserver
-echo "kube-apiserver 1.20.2 ($KUBE_APISERVER) on https://127.0.0.1:$APISERVER_PORT, etcd on $ETCD_URL"
+echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) ($KUBE_APISERVER) on https://127.0.0.1:$APISERVER_PORT, etcd on $ETCD_URL"
+
+# --- every install path, checked by the API server -------------------------------------------------
+# shellcheck source=tests/e2e/dry_run_server.sh
+source "$E2E/dry_run_server.sh"
 
 # --- what the kustomize base ships ------------------------------------------------------------------
 # Kustomize loads other kustomizations only by relative path.
@@ -131,14 +179,11 @@ established sidecarsets.apps.kruise.io
 before=$(kc get crd sidecarsets.apps.kruise.io -o json)
 jq '[.[] | select(.kind != "MutatingWebhookConfiguration" and .kind != "ValidatingWebhookConfiguration")]' \
     "$WORK/base.json" >"$WORK/base-no-webhooks.json"
-# One object at a time: the base is written for current Kubernetes, and objects 1.20 cannot take
-# (policy/v1 PodDisruptionBudget, a preStop sleep action) are noted, not fatal: they are not what
-# this check is about.
-for i in $(seq 0 $(($(jq length "$WORK/base-no-webhooks.json") - 1))); do
-    obj=$(jq -c ".[$i]" "$WORK/base-no-webhooks.json")
-    out=$(kc apply -f - <<<"$obj" 2>&1) \
-        || echo "note: 1.20 does not take $(jq -r '"\(.kind) \(.metadata.name)"' <<<"$obj") from the base: $(tail -1 <<<"$out" | cut -c1-200)"
-done
+if out=$(jq '{apiVersion: "v1", kind: "List", items: .}' "$WORK/base-no-webhooks.json" | kc apply -f - 2>&1); then
+    pass base-applies "the base without its webhook configurations applied: $(jq -r '[.[].kind] | join(", ")' "$WORK/base-no-webhooks.json")"
+else
+    fail base-applies "the base (without its webhook configurations) was refused: $out"
+fi
 after=$(kc get crd sidecarsets.apps.kruise.io -o json)
 rv() { jq -r .metadata.resourceVersion <<<"$1"; }
 if [ "$(rv "$before")" = "$(rv "$after")" ]; then
@@ -233,5 +278,5 @@ client_auth_checks
 source "$E2E/shadow.sh"
 
 [ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
-printf '\n%d passed, %d failed\n' "$PASSED" "$FAILED"
+printf '\n%s: %d passed, %d failed\n' "$E2E_VERSION" "$PASSED" "$FAILED"
 [ "$FAILED" -eq 0 ] || exit 1
