@@ -6,6 +6,7 @@
 #   manifests/components/shadow/webhooks.yaml                       kruise-admission manifests webhooks --shadow
 #   manifests/rbac.yaml                                             kruise-admission manifests rbac
 #   manifests/components/shadow/rbac.yaml                           kruise-admission manifests shadow-rbac
+#   manifests/components/openkruise/rbac.yaml                       kruise-admission manifests openkruise-rbac
 #   charts/kruise-admission/files/webhooks.json                     kruise-admission manifests chart-table
 #   charts/kruise-admission/files/rbac.json                         kruise-admission manifests chart-rbac
 #   manifests/components/sidecarset-crd/, charts/kruise-admission/crds/   kruise-admission manifests crds
@@ -44,6 +45,7 @@ generate manifests/webhooks.yaml webhooks
 generate manifests/components/shadow/webhooks.yaml webhooks --shadow
 generate manifests/rbac.yaml rbac
 generate manifests/components/shadow/rbac.yaml shadow-rbac
+generate manifests/components/openkruise/rbac.yaml openkruise-rbac
 generate charts/kruise-admission/files/webhooks.json chart-table
 generate charts/kruise-admission/files/rbac.json chart-rbac
 generate manifests/components/sidecarset-crd/apps.kruise.io_sidecarsets.yaml crds

@@ -80,28 +80,26 @@ async fn started(server: &FakeApiServer) -> (LiveCluster, Arc<ArcSwap<Snapshot>>
 async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     let server = FakeApiServer::start().await;
     seed(&server);
-    // Hold back the ControllerRevision list: nothing may be published, readiness must say why.
-    server.forbid("list", "controllerrevisions");
+    // Hold back the Namespace list (a kind every install can read): nothing may be published,
+    // readiness must say why.
+    server.forbid("list", "namespaces");
     let target = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let live = LiveCluster::start(server.client(), settings(), publisher(&target)).await.unwrap();
     wait_for("the other kinds to list", || {
-        server.requests("list", "controllerrevisions") >= 1 && server.requests("watch", "namespaces") >= 1
+        server.requests("list", "namespaces") >= 1 && server.requests("watch", "controllerrevisions") >= 1
     })
     .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!live.synced());
     let why = live.readiness().unwrap_err();
-    assert!(why.contains("ControllerRevision") && why.contains("forbidden"), "{why}");
+    assert!(why.contains("Namespace") && why.contains("forbidden"), "{why}");
     assert!(target.load().is_empty(), "a half-synced cache must not be published");
-    // RBAC refusal on the initial list is a start-up error for serve.
+    // RBAC refusal on the initial list of a required kind is a start-up error for serve.
     let err = live.wait_synced(Duration::from_secs(5)).await.unwrap_err();
-    assert!(
-        err.to_string().contains("list on controllerrevisions.apps in namespace \"kruise-system\""),
-        "{err}"
-    );
+    assert!(err.to_string().contains("list on namespaces"), "{err}");
 
     // The watch keeps retrying (with backoff) and heals once RBAC allows the list.
-    server.allow("list", "controllerrevisions");
+    server.allow("list", "namespaces");
     wait_for("the retried list", || live.synced()).await;
     assert_eq!(live.readiness(), Ok(()));
     let snapshot = target.load();
@@ -126,6 +124,36 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
         (1, 2, 1, 1)
     );
     assert!(stats.snapshot_built_at.is_some());
+}
+
+/// Without OpenKruise's namespace (or without the Role in it), the Kruise namespace's
+/// ControllerRevisions and ConfigMap are forbidden: the caches sync with them empty, the server is
+/// ready, stats say which kinds are unreadable, and a later grant fills them in.
+#[tokio::test]
+async fn the_kruise_namespace_unreadable_is_cached_as_empty_until_a_grant() {
+    let server = FakeApiServer::start().await;
+    seed(&server);
+    server.forbid("list", "controllerrevisions");
+    server.forbid("list", "configmaps");
+    let (live, target) = started(&server).await;
+    assert_eq!(live.readiness(), Ok(()));
+    let unreadable = |live: &LiveCluster| -> Vec<String> {
+        live.stats().kinds.into_iter().filter(|k| k.unreadable).map(|k| k.kind).collect()
+    };
+    assert_eq!(unreadable(&live), ["ControllerRevision", "ConfigMap"]);
+    let snapshot = target.load();
+    assert_eq!(image(&snapshot, "sidecar").as_deref(), Some("envoy:1"), "SidecarSets are served");
+    assert!(snapshot.get("apps", "ControllerRevision", "kruise-system", "sidecar-abc").is_none());
+
+    server.allow("list", "controllerrevisions");
+    server.allow("list", "configmaps");
+    wait_for("the granted kinds to fill in", || {
+        target.load().get("apps", "ControllerRevision", "kruise-system", "sidecar-abc").is_some()
+            && target.load().get("", "ConfigMap", "kruise-system", "kruise-configuration").is_some()
+    })
+    .await;
+    assert!(unreadable(&live).is_empty());
+    assert_eq!(live.readiness(), Ok(()));
 }
 
 #[tokio::test]

@@ -390,6 +390,16 @@ fn checked_in_shadow_rbac_matches_the_generator() {
 }
 
 #[test]
+fn checked_in_openkruise_rbac_matches_the_generator() {
+    let expected = deploy::openkruise_rbac_yaml(&Target::default(), &RbacOptions::default()).expect("yaml");
+    assert_no_drift(
+        "manifests/components/openkruise/rbac.yaml",
+        &expected,
+        "kruise-admission manifests openkruise-rbac > manifests/components/openkruise/rbac.yaml",
+    );
+}
+
+#[test]
 fn checked_in_chart_rbac_matches_the_generator() {
     assert_no_drift(
         "charts/kruise-admission/files/rbac.json",
@@ -449,9 +459,19 @@ fn rbac_grants_exactly_what_the_server_calls() {
         cert_secret: "my-secret".into(),
         ..RbacOptions::default()
     };
-    let objects = deploy::rbac::objects(&target, &options);
-    let shadow = deploy::rbac::objects(&target, &RbacOptions { shadow: true, ..options.clone() });
+    let objects = deploy::rbac::objects(&target, &RbacOptions { openkruise: true, ..options.clone() });
+    let shadow =
+        deploy::rbac::objects(&target, &RbacOptions { shadow: true, openkruise: true, ..options.clone() });
     assert_eq!(grants(&shadow).len(), grants(&objects).len() + 1);
+    // Without OpenKruise (the default), nothing in the Kruise namespace, which may not exist.
+    let without = grants(&deploy::rbac::objects(&target, &options));
+    assert_eq!(
+        grants(&objects).into_iter().filter(|g| !without.contains(g)).collect::<Vec<_>>(),
+        [
+            r#"Role kruise-ns /configmaps ["kruise-configuration"] list,watch"#,
+            "Role kruise-ns apps/controllerrevisions  list,watch",
+        ]
+    );
     assert_eq!(
         grants(&shadow).into_iter().filter(|g| !grants(&objects).contains(g)).collect::<Vec<_>>(),
         // Shadow mode's Pod-creation watch: a list of one Pod for the resourceVersion, then watch.
@@ -491,7 +511,7 @@ fn rbac_grants_exactly_what_the_server_calls() {
             .as_str()
             .expect("every object says its mode");
         assert!(
-            matches!(needed_for, "live-cluster" | "self-managed-certs" | "shadow-agreement"),
+            matches!(needed_for, "live-cluster" | "self-managed-certs" | "shadow-agreement" | "openkruise"),
             "{needed_for}"
         );
         if let Some(subjects) = object.get("subjects") {
@@ -1028,7 +1048,8 @@ fn the_chart_rbac_matches_the_binarys() {
         v
     };
     // The defaults (live mode, self-managed certificates) render all of it, for any release name,
-    // namespace, Kruise namespace and Secret.
+    // namespace, Kruise namespace and Secret. `helm template` has no cluster to look the Kruise
+    // namespace up in, so `kruiseNamespaceRole: auto` leaves its Role out there; `create` renders it.
     let rendered = helm_template(&helm, "kruise-admission", "kruise-admission", &[]);
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
     let binary = sorted(
@@ -1039,7 +1060,7 @@ fn the_chart_rbac_matches_the_binarys() {
         &helm,
         "platform",
         "ka",
-        &["kruiseNamespace=kruise", "certs.selfManaged.secretName=own-tls"],
+        &["kruiseNamespace=kruise", "kruiseNamespaceRole=create", "certs.selfManaged.secretName=own-tls"],
     );
     let chart = sorted(rendered.iter().filter(is_rbac).map(essentials).collect());
     let options = RbacOptions {
@@ -1048,6 +1069,7 @@ fn the_chart_rbac_matches_the_binarys() {
         kruise_namespace: "kruise".into(),
         cert_secret: "own-tls".into(),
         shadow: false,
+        openkruise: true,
     };
     let binary = sorted(
         deploy::rbac::objects(&Target::new("platform", "ka-kruise-admission"), &options)
@@ -1232,7 +1254,8 @@ fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
     assert_eq!(crds.len(), 1);
     let expected = parse_yaml(&kruise_admission::api::crd::sidecarset_crd_yaml()).remove(0);
     assert_eq!(crds[0], &expected);
-    // ... and the namespace the base's live-mode Role lives in, which only OpenKruise would have made.
+    // ... and nothing else: no namespace kruise-system, which OpenKruise makes (the base has no
+    // Role there to need it, and a later install of OpenKruise that creates it must not find it).
     let added: Vec<(String, String)> = with_crd
         .iter()
         .filter(|o| !base.contains(o))
@@ -1243,15 +1266,9 @@ fn the_kustomize_base_ships_no_crd_and_the_component_adds_the_sidecarset_crd() {
             )
         })
         .collect();
-    assert_eq!(
-        added,
-        [
-            ("Namespace".to_owned(), "kruise-system".to_owned()),
-            ("CustomResourceDefinition".to_owned(), "sidecarsets.apps.kruise.io".to_owned())
-        ]
-    );
-    assert!(base.iter().any(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kruise-system"));
-    assert_eq!(with_crd.len(), base.len() + 2, "the component adds those two and changes nothing else");
+    assert_eq!(added, [("CustomResourceDefinition".to_owned(), "sidecarsets.apps.kruise.io".to_owned())]);
+    assert!(!base.iter().any(|o| o["metadata"]["namespace"] == "kruise-system"));
+    assert_eq!(with_crd.len(), base.len() + 1, "the component adds the CRD and changes nothing else");
 }
 
 /// Each example under examples/kustomize does what its name says (issue 16, point 7).
@@ -1331,6 +1348,16 @@ fn every_kustomize_example_does_what_its_name_says() {
             cert_manager: false,
             // With the live agreement's Pod watch.
             rbac_modes: &["live-cluster", "self-managed-certs", "shadow-agreement"],
+            token: true,
+            crd: false,
+        },
+        Example {
+            name: "with-openkruise",
+            cluster_mode: live,
+            cert_mode: self_managed,
+            cert_manager: false,
+            // With the Role in the Kruise namespace.
+            rbac_modes: &["live-cluster", "openkruise", "self-managed-certs"],
             token: true,
             crd: false,
         },

@@ -1,4 +1,4 @@
-//! `kruise-admission manifests webhooks|crds|rbac|shadow-rbac|chart-table|chart-rbac`: print what an operator installs,
+//! `kruise-admission manifests webhooks|crds|rbac|shadow-rbac|openkruise-rbac|chart-table|chart-rbac`: print what an operator installs,
 //! generated from the routing table (see `deploy`).
 
 use std::io::Write as _;
@@ -21,6 +21,9 @@ pub enum What {
     /// What `serve --shadow` in live mode needs besides `rbac` (its Pod-creation watch;
     /// `manifests/components/shadow/rbac.yaml`). `rbac --shadow` includes it.
     ShadowRbac,
+    /// What live mode needs besides `rbac` on a cluster that runs OpenKruise: the Role in the Kruise
+    /// namespace (`manifests/components/openkruise/rbac.yaml`). `rbac --openkruise` includes it.
+    OpenkruiseRbac,
     /// The webhook table the Helm chart renders from (`charts/kruise-admission/files/webhooks.json`).
     ChartTable,
     /// The RBAC objects the Helm chart renders from, with placeholders for release values
@@ -53,6 +56,10 @@ pub struct Args {
     /// configurations, and the Pod watch of the live agreement is granted).
     #[arg(long)]
     pub shadow: bool,
+    /// rbac: include the Role in the Kruise namespace (ControllerRevisions, kruise-configuration),
+    /// which only a cluster that runs OpenKruise has.
+    #[arg(long)]
+    pub openkruise: bool,
 }
 
 /// Print what `args` asks for; an error goes to stderr with exit code 1.
@@ -80,6 +87,10 @@ fn print(args: &Args) -> Result<()> {
     }
     let registration = if args.shadow { Registration::Shadow } else { Registration::Enforcing };
     anyhow::ensure!(
+        !args.openkruise || args.what == What::Rbac,
+        "--openkruise applies to `manifests rbac` only (the chart has its own value, kruiseNamespaceRole)"
+    );
+    anyhow::ensure!(
         !args.shadow || matches!(args.what, What::Webhooks | What::Rbac | What::ShadowRbac),
         "--shadow applies to `manifests webhooks` and `manifests rbac` only (the chart has its own value, shadow.enabled)"
     );
@@ -87,19 +98,21 @@ fn print(args: &Args) -> Result<()> {
         What::Webhooks => {
             deploy::webhooks_yaml(&target, registration).context("rendering the webhook configurations")?
         }
-        What::Rbac | What::ShadowRbac => {
+        What::Rbac | What::ShadowRbac | What::OpenkruiseRbac => {
             let options = RbacOptions {
                 kruise_namespace: args.kruise_namespace.clone(),
                 cert_secret: args.cert_secret.clone(),
                 webhook_configurations: registration.configuration_name().to_owned(),
                 shadow: args.shadow,
+                openkruise: args.openkruise,
                 ..RbacOptions::default()
             };
-            if args.what == What::Rbac {
-                deploy::rbac_yaml(&target, &options).context("rendering the RBAC objects")?
-            } else {
-                deploy::shadow_rbac_yaml(&target, &options).context("rendering the shadow RBAC objects")?
+            match args.what {
+                What::ShadowRbac => deploy::shadow_rbac_yaml(&target, &options),
+                What::OpenkruiseRbac => deploy::openkruise_rbac_yaml(&target, &options),
+                _ => deploy::rbac_yaml(&target, &options),
             }
+            .context("rendering the RBAC objects")?
         }
         What::ChartTable => deploy::chart_table_json(),
         What::ChartRbac => deploy::chart_rbac_json(),

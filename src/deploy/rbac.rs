@@ -3,13 +3,17 @@
 //! requests the server makes (and nothing else):
 //!
 //! - `live-cluster` (`--cluster-mode=live`, `cluster::live`): list + watch of SidecarSets and
-//!   Namespaces (cluster-wide), of ControllerRevisions and of the `kruise-configuration` ConfigMap
-//!   (by name: it is listed and watched with a `metadata.name` field selector) in the Kruise
-//!   namespace only; the live lookups: list pods and PVCs of a Namespace whose `Cascading`
+//!   Namespaces (cluster-wide); the live lookups: list pods and PVCs of a Namespace whose `Cascading`
 //!   deletion is checked, get a pod by name (CloneSet `podsToDelete`), and list the custom
 //!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
 //!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
 //!   unknown names, which RBAC cannot narrow.
+//! - `openkruise` (live mode on a cluster that runs OpenKruise): list + watch of ControllerRevisions
+//!   and of the `kruise-configuration` ConfigMap (by name: it is listed and watched with a
+//!   `metadata.name` field selector) in the Kruise namespace only. A Role there cannot be created
+//!   where that namespace does not exist, so it is a mode of its own: `manifests rbac` leaves it out
+//!   unless `--openkruise` (the kustomize component `openkruise`; the chart's
+//!   `kruiseNamespaceRole`), and the server treats those two kinds as optional when refused.
 //! - `self-managed-certs` (`--cert-mode=self-managed`, `cluster::live::certs`): get, update of its
 //!   own Secret by name, create of Secrets in its own namespace (RBAC cannot name an object that
 //!   does not exist yet), get, update of its own two webhook configurations by name.
@@ -28,6 +32,8 @@ use crate::cluster::live::KRUISE_CONFIGMAP;
 pub const NEEDED_FOR_ANNOTATION: &str = "kruise-admission.dev/needed-for";
 /// The mode of the objects only `serve --shadow` in live mode needs.
 pub const SHADOW_AGREEMENT: &str = "shadow-agreement";
+/// The mode of the objects in the Kruise namespace (which exists only where OpenKruise runs).
+pub const OPENKRUISE: &str = "openkruise";
 /// ClusterRoles carrying this label are aggregated into `kruise-admission:custom-resources`.
 pub const AGGREGATE_LABEL: &str = "kruise-admission.dev/aggregate-to-custom-resources";
 
@@ -46,6 +52,8 @@ pub struct RbacOptions {
     pub cert_secret: String,
     /// `serve --shadow`: add the [`SHADOW_AGREEMENT`] objects ([`shadow_objects`]).
     pub shadow: bool,
+    /// A cluster that runs OpenKruise: add the [`OPENKRUISE`] objects ([`openkruise_objects`]).
+    pub openkruise: bool,
 }
 
 impl Default for RbacOptions {
@@ -56,6 +64,7 @@ impl Default for RbacOptions {
             kruise_namespace: "kruise-system".into(),
             cert_secret: format!("{NAME}-tls"),
             shadow: false,
+            openkruise: false,
         }
     }
 }
@@ -96,13 +105,40 @@ fn role(kind: &str, name: &str, namespace: Option<&str>, needed_for: &str, rules
 }
 
 /// The RBAC objects for live mode (`live-cluster`), then for self-managed certificates, then with
-/// `options.shadow` for shadow mode's live agreement.
+/// `options.openkruise` those in the Kruise namespace, then with `options.shadow` for shadow
+/// mode's live agreement.
 pub fn objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let mut objects = base_objects(target, options);
+    if options.openkruise {
+        objects.extend(openkruise_objects(target, options));
+    }
     if options.shadow {
         objects.extend(shadow_objects(target, options));
     }
     objects
+}
+
+/// `openkruise`: SidecarSet revisions and Kruise's configuration, which live in the Kruise
+/// namespace only. Revisions are named by Kruise per revision, so they cannot be granted by name.
+/// The ConfigMap is listed and watched with `metadata.name=kruise-configuration`, which is what
+/// lets `resourceNames` apply to list and watch.
+pub fn openkruise_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
+    let revisions = format!("{}:kruise-revisions", options.name);
+    let kruise_ns = Some(options.kruise_namespace.as_str());
+    let watch = json!(["list", "watch"]);
+    vec![
+        role(
+            "Role",
+            &revisions,
+            kruise_ns,
+            OPENKRUISE,
+            json!([
+                { "apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": watch },
+                { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KRUISE_CONFIGMAP], "verbs": watch },
+            ]),
+        ),
+        binding("RoleBinding", &revisions, kruise_ns, OPENKRUISE, target, options),
+    ]
 }
 
 /// What `serve --shadow` in live mode needs besides [`objects`] without shadow: the Pod-creation
@@ -133,9 +169,7 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let watch = json!(["list", "watch"]);
     let name = &options.name;
     let cluster_reader = format!("{name}:cluster-reader");
-    let revisions = format!("{name}:kruise-revisions");
     let custom = format!("{name}:custom-resources");
-    let kruise_ns = Some(options.kruise_namespace.as_str());
     vec![
         role(
             "ClusterRole",
@@ -155,21 +189,6 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
             ]),
         ),
         binding("ClusterRoleBinding", &cluster_reader, None, live, target, options),
-        // SidecarSet revisions and Kruise's configuration live in the Kruise namespace only.
-        // Revisions are named by Kruise per revision, so they cannot be granted by name. The
-        // ConfigMap is listed and watched with `metadata.name=kruise-configuration`, which is
-        // what lets `resourceNames` apply to list and watch.
-        role(
-            "Role",
-            &revisions,
-            kruise_ns,
-            live,
-            json!([
-                { "apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": watch },
-                { "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KRUISE_CONFIGMAP], "verbs": watch },
-            ]),
-        ),
-        binding("RoleBinding", &revisions, kruise_ns, live, target, options),
         // CRD `Cascading` protection lists the CRD's custom resources. Grant them per CRD with a
         // ClusterRole labelled `AGGREGATE_LABEL: "true"` (list); the controller manager fills in
         // this role's rules from those.
@@ -250,6 +269,7 @@ pub fn chart_objects() -> Value {
         cert_secret: cert_secret.into(),
         // Every mode's objects; the chart renders those of the modes its values turn on.
         shadow: true,
+        openkruise: true,
     };
     json!({ "generatedBy": "kruise-admission manifests chart-rbac", "objects": objects(&target, &options) })
 }

@@ -33,6 +33,9 @@ pub struct Metrics {
     pub watch_relists: IntCounterVec,
     pub watch_synced: IntGaugeVec,
     pub watch_failing_seconds: GaugeVec,
+    /// `{kind}` 1: an optional kind (the Kruise namespace's) RBAC does not let us list, cached as
+    /// empty (an install without OpenKruise's namespace, or without its Role).
+    pub watch_unreadable: IntGaugeVec,
     /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
     pub cert_renewal_failures: IntCounter,
     /// `{source}` 1: where lookups (delete protection's Cascading checks, CloneSet pods) are
@@ -136,6 +139,11 @@ impl Metrics {
                 ),
                 &["kind"],
             )?)?,
+            watch_unreadable: r.int_gauges(
+                "kruise_admission_cluster_watch_unreadable",
+                "Live mode: 1 when RBAC does not let the server list this optional kind (the Kruise namespace's ControllerRevisions or ConfigMap), which is then cached as empty",
+                &["kind"],
+            )?,
             cert_renewal_failures: r.add(IntCounter::new(
                 "kruise_admission_certificate_renewal_failures_total",
                 "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
@@ -202,6 +210,7 @@ impl Metrics {
             let relists = self.watch_relists.with_label_values(&label);
             relists.inc_by(kind.relists.saturating_sub(relists.get()));
             self.watch_synced.with_label_values(&label).set(i64::from(kind.synced));
+            self.watch_unreadable.with_label_values(&label).set(i64::from(kind.unreadable));
             self.watch_failing_seconds
                 .with_label_values(&label)
                 .set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));

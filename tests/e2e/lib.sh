@@ -168,6 +168,9 @@ mkns() {
     done
 }
 
+crd_gone() { ! kc get crd "$1" >/dev/null 2>&1; }
+established() { kc wait --for condition=Established --timeout=30s "crd/$1" >/dev/null; }
+
 # log_lines FILE: how many lines FILE has now (to read only what a step adds after it).
 log_lines() { wc -l <"$1"; }
 

@@ -130,6 +130,10 @@ start_etcd
 start_apiserver
 echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) ($KUBE_APISERVER) on https://127.0.0.1:$APISERVER_PORT, etcd on $ETCD_URL"
 
+# --- installs with the defaults, without OpenKruise and with it --------------------------------------
+# shellcheck source=tests/e2e/installs.sh
+source "$E2E/installs.sh"
+
 # --- every install path, checked by the API server -------------------------------------------------
 # shellcheck source=tests/e2e/dry_run_server.sh
 source "$E2E/dry_run_server.sh"
@@ -153,7 +157,12 @@ say "rendering the kustomize base ($MANIFESTS)"
 render "$MANIFESTS" >"$WORK/base.json"
 jq -r '.[] | "  \(.kind) \(.metadata.namespace // "-")/\(.metadata.name)"' "$WORK/base.json"
 RBAC_KINDS='["ServiceAccount","Role","ClusterRole","RoleBinding","ClusterRoleBinding"]'
-if jq -e 'any(.[]; .kind == "ClusterRole" or .kind == "Role")' "$WORK/base.json" >/dev/null; then
+if [ -d "$MANIFESTS/components/openkruise" ]; then
+    # The cluster below stands for one that runs OpenKruise: the base plus the Role that reads its
+    # SidecarSet revisions in kruise-system.
+    RBAC_FROM="the base + components/openkruise"
+    render "$(overlay openkruise openkruise)" | jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' >"$WORK/rbac.json"
+elif jq -e 'any(.[]; .kind == "ClusterRole" or .kind == "Role")' "$WORK/base.json" >/dev/null; then
     RBAC_FROM="the base"
     jq --argjson k "$RBAC_KINDS" '[.[] | select(.kind as $x | $k | index($x))]' "$WORK/base.json" >"$WORK/rbac.json"
 elif [ -d "$MANIFESTS/components/live-cluster" ]; then
@@ -167,8 +176,6 @@ echo "RBAC from $RBAC_FROM: $(jq -r '[.[] | .kind + "/" + .metadata.name] | join
 
 # apply_json FILE: kubectl apply a JSON array of objects.
 apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
-crd_gone() { ! kc get crd "$1" >/dev/null 2>&1; }
-established() { kc wait --for condition=Established --timeout=30s "crd/$1" >/dev/null; }
 
 say "CRDs next to an existing OpenKruise (issue 16 point 6)"
 # Kruise's SidecarSet CRD is already there: installing the base (everything but the webhook
@@ -237,7 +244,11 @@ apply_json "$WORK/webhooks.json"
 say "kruise-admission serve --cluster-mode=live --cert-mode=self-managed (as $SA_USER)"
 start_server
 if wait_for 90 server_ready; then
-    pass server-ready "/readyz 200 in live mode with the base's RBAC"
+    pass server-ready "/readyz 200 in live mode with the RBAC of $RBAC_FROM"
+    unreadable=$(curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | grep '^kruise_admission_cluster_watch_unreadable{' || true)
+    check server-reads-kruise-namespace "every watched kind readable: $(tr '\n' ' ' <<<"$unreadable")" \
+        "unreadable kinds: $(grep ' 1$' <<<"$unreadable" | tr '\n' ' ')" \
+        eval '[ -n "$unreadable" ] && ! grep -q " 1$" <<<"$unreadable"'
 else
     fail server-ready "/readyz not 200 after 90 s: $(curl -s "http://127.0.0.1:$METRICS_PORT/readyz")"
     die "nothing else can be checked without the server"

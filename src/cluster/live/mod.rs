@@ -97,6 +97,8 @@ pub struct KindStats {
     /// How long the watch has been failing, if it is.
     pub failing_for: Option<Duration>,
     pub last_error: Option<String>,
+    /// An optional resource RBAC does not let us list, cached as empty.
+    pub unreadable: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +156,7 @@ impl LiveCluster {
                 api: Api::all_with(client.clone(), &sidecarset),
                 field_selector: None,
                 trim: std::convert::identity,
+                optional: false,
             },
             WatchSpec {
                 kind: "Namespace".into(),
@@ -166,6 +169,7 @@ impl LiveCluster {
                 ),
                 field_selector: None,
                 trim: namespace_labels_only,
+                optional: false,
             },
             WatchSpec {
                 kind: "ControllerRevision".into(),
@@ -182,6 +186,9 @@ impl LiveCluster {
                 ),
                 field_selector: None,
                 trim: std::convert::identity,
+                // The Kruise namespace is read through a Role there, which an install without
+                // OpenKruise (no such namespace) cannot create.
+                optional: true,
             },
             WatchSpec {
                 kind: "ConfigMap".into(),
@@ -195,6 +202,7 @@ impl LiveCluster {
                 ),
                 field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
                 trim: std::convert::identity,
+                optional: true,
             },
         ];
         let shared = Arc::new(Shared {
@@ -288,6 +296,7 @@ impl LiveCluster {
                     relists: s.relists,
                     failing_for: s.failing_since.map(|t| t.elapsed()),
                     last_error: s.last_error.as_ref().map(ToString::to_string),
+                    unreadable: s.unreadable,
                 }
             })
             .collect();

@@ -33,6 +33,12 @@ pub(super) struct WatchSpec {
     pub field_selector: Option<String>,
     /// Drop what decisions never read (e.g. everything but a Namespace's labels).
     pub trim: fn(Value) -> Value,
+    /// Readable only through a grant an install may leave out (the Role in the Kruise namespace,
+    /// which cannot be created where that namespace does not exist): a forbidden list then counts
+    /// as an empty cache instead of keeping the server unready, is said loudly (one WARN, and
+    /// `kruise_admission_watch_unreadable`), and is retried with backoff, so a later grant is
+    /// picked up.
+    pub optional: bool,
 }
 
 /// Timing of the loops; tests shorten it.
@@ -64,6 +70,9 @@ pub(super) struct WatchState {
     /// Since when the watch has been failing (cleared when a list or watch request succeeds).
     pub failing_since: Option<Instant>,
     pub last_error: Option<ApiFailure>,
+    /// An optional resource that RBAC does not let us list: cached as empty (see
+    /// [`WatchSpec::optional`]).
+    pub unreadable: bool,
 }
 
 pub(super) struct WatchCell {
@@ -108,6 +117,28 @@ impl WatchCell {
         s.objects = objects;
         s.listed = true;
         s.failing_since = None;
+        if std::mem::take(&mut s.unreadable) {
+            tracing::info!(kind = %self.kind, "cluster watch readable again: its objects are cached");
+        }
+    }
+
+    /// An optional resource RBAC refuses: cached as empty and counted as listed, so readiness
+    /// does not wait for a grant the install may never make. Warned once per refusal spell.
+    fn unreadable(&self, failure: ApiFailure) {
+        let mut s = self.lock();
+        if !s.unreadable {
+            tracing::warn!(kind = %self.kind, error = %failure,
+                "UNREADABLE: no RBAC grant to list this optional resource; it is cached as empty, so \
+                 what decisions read from it is missing (e.g. SidecarSets pinned to a revision are \
+                 refused) until the grant is made (docs/install.md, OpenKruise)");
+        }
+        let keys: Vec<ObjectKey> = s.objects.keys().cloned().collect();
+        s.dirty.extend(keys);
+        s.objects.clear();
+        s.listed = true;
+        s.failing_since = None;
+        s.last_error = Some(failure);
+        s.unreadable = true;
     }
 
     /// One watch event: the object stored (`Some`) or deleted (`None`).
@@ -170,6 +201,12 @@ pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, c
                 changed();
                 backoff.reset();
                 rv
+            }
+            Err(failure) if spec.optional && failure.kind == FailureKind::Forbidden => {
+                cell.unreadable(failure);
+                changed();
+                backoff.wait().await;
+                continue;
             }
             Err(failure) => {
                 cell.fail(failure);

@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# The two commands a user starts with, as they are, against the real API server (sourced by run.sh
+# right after the cluster starts, when it has no kruise-system namespace): `helm install` of the
+# chart with its default values and `kubectl apply -k manifests/`, first on a cluster without
+# OpenKruise, then on one with it (its namespace and its SidecarSet CRD; there Helm 4 needs
+# --skip-crds, see install_checks). Each must succeed; the
+# chart must create the Role in kruise-system exactly when that namespace exists (Helm's
+# `lookup`), and leave an existing SidecarSet CRD alone. What each installs is removed again (the
+# webhook configurations name a Service no pod backs here, and the Deployment's selector differs
+# from the chart's), so the rest of the suite starts from the same cluster.
+
+helm_kc() { helm --kubeconfig "$WORK/admin.kubeconfig" "$@"; }
+# install_checks CASE: helm install + uninstall, then kubectl apply -k + removal of its webhook
+# configurations. CASE is without-openkruise or with-openkruise.
+install_checks() {
+    local case=$1 release=e2e-$1 out manifest kruise_role=false
+    [ "$case" = with-openkruise ] && kruise_role=true
+    # Helm 4 server-side-applies a chart's crds/ even over an existing CRD, which conflicts with
+    # the fields OpenKruise's manager owns (and would otherwise take Kruise's CRD over): next to
+    # OpenKruise the chart is installed with --skip-crds (docs/install.md says so).
+    local skip_crds=()
+    [ "$case" = with-openkruise ] && skip_crds=(--skip-crds)
+    if out=$(helm_kc install "$release" "$ROOT/charts/kruise-admission" --namespace "$release" --create-namespace "${skip_crds[@]}" 2>&1) \
+        && manifest=$(helm_kc get manifest "$release" --namespace "$release" | yaml_to_json); then
+        local roles
+        roles=$(jq -r '[.[] | select(.metadata.namespace == "kruise-system") | "\(.kind)/\(.metadata.name)"] | join(", ")' <<<"$manifest")
+        if [ "$([ -n "$roles" ] && echo true || echo false)" = "$kruise_role" ]; then
+            pass "helm-install-$case" "helm install ${skip_crds[*]:-with default values}: $(jq length <<<"$manifest") objects; in kruise-system: ${roles:-nothing}"
+        else
+            fail "helm-install-$case" "kruise-system objects rendered: '${roles}', expected them: $kruise_role"
+        fi
+    else
+        fail "helm-install-$case" "$(tail -3 <<<"$out")"
+    fi
+    if out=$(helm_kc uninstall "$release" --namespace "$release" 2>&1); then
+        pass "helm-uninstall-$case" "$(tail -1 <<<"$out")"
+    else
+        fail "helm-uninstall-$case" "$(tail -3 <<<"$out")"
+    fi
+    if out=$(kubectl --kubeconfig "$WORK/admin.kubeconfig" apply -k "$MANIFESTS" 2>&1); then
+        pass "kustomize-apply-$case" "kubectl apply -k manifests/: $(grep -c ' created$\| configured$\| unchanged$' <<<"$out") objects"
+    else
+        fail "kustomize-apply-$case" "$(grep -v ' created$\| configured$\| unchanged$' <<<"$out" | head -3)"
+    fi
+    # Removed again but for the Namespace (with no controller-manager, a deleted namespace never
+    # finishes terminating): the suite's checks install what they need themselves.
+    kubectl kustomize "$MANIFESTS" | yaml_to_json | jq '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "Namespace")]}' \
+        | kc delete --ignore-not-found --wait=false -f - >/dev/null
+}
+
+say "installs with the defaults, without OpenKruise: helm install, kubectl apply -k manifests/"
+kc get namespace kruise-system >/dev/null 2>&1 && die "the fresh cluster already has kruise-system"
+install_checks without-openkruise
+# Helm installs the chart's CRD when absent (crds/) and leaves it on uninstall, as it does for
+# every chart; remove it for the case with OpenKruise, which brings its own.
+kc delete crd sidecarsets.apps.kruise.io --ignore-not-found >/dev/null
+wait_for 60 crd_gone sidecarsets.apps.kruise.io || die "the chart's SidecarSet CRD was not deleted"
+
+say "installs with the defaults, with OpenKruise (its namespace and SidecarSet CRD): helm install, kubectl apply -k manifests/"
+mkns kruise-system
+kc create -f "$E2E/crds/openkruise-sidecarset.yaml" >/dev/null
+established sidecarsets.apps.kruise.io
+kruise_crd=$(kc get crd sidecarsets.apps.kruise.io -o jsonpath='{.metadata.resourceVersion}')
+install_checks with-openkruise
+check helm-install-keeps-kruise-crd "OpenKruise's SidecarSet CRD untouched by helm install and uninstall (resourceVersion $kruise_crd)" \
+    "its resourceVersion went from $kruise_crd to $(kc get crd sidecarsets.apps.kruise.io -o jsonpath='{.metadata.resourceVersion}')" \
+    test "$(kc get crd sidecarsets.apps.kruise.io -o jsonpath='{.metadata.resourceVersion}')" = "$kruise_crd"
+kc delete crd sidecarsets.apps.kruise.io >/dev/null
+wait_for 60 crd_gone sidecarsets.apps.kruise.io || die "the stand-in OpenKruise CRD was not deleted"
