@@ -797,7 +797,29 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
     assert_eq!(security["readOnlyRootFilesystem"], true, "{origin}");
     assert_eq!(security["allowPrivilegeEscalation"], false, "{origin}");
     assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{origin}");
-    assert!(server["resources"]["limits"].get("cpu").is_none(), "{origin}: no CPU limit");
+    // Guaranteed QoS: requests equal limits, CPU and memory both set (evicted last).
+    let resources = &server["resources"];
+    for resource in ["cpu", "memory"] {
+        assert!(resources["limits"][resource].is_string(), "{origin}: a {resource} limit: {resources}");
+        assert_eq!(
+            resources["requests"][resource], resources["limits"][resource],
+            "{origin}: {resource} request = limit (Guaranteed QoS)"
+        );
+    }
+    // A priority class, and a soft spread across zones that selects the pods themselves.
+    assert!(pod["priorityClassName"].as_str().is_some_and(|c| !c.is_empty()), "{origin}: a priorityClassName");
+    let labels = spec["template"]["metadata"]["labels"].as_object().expect("pod labels");
+    let zones: Vec<&Value> = pod["topologySpreadConstraints"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["topologyKey"] == "topology.kubernetes.io/zone").collect())
+        .unwrap_or_default();
+    assert_eq!(zones.len(), 1, "{origin}: one zone spread constraint");
+    assert_eq!(zones[0]["whenUnsatisfiable"], "ScheduleAnyway", "{origin}: the zone spread is soft");
+    let selector = zones[0]["labelSelector"]["matchLabels"].as_object().expect("the spread's matchLabels");
+    assert!(
+        !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{origin}: the zone spread does not select the pods: {selector:?}"
+    );
     assert_eq!(
         server["readinessProbe"]["httpGet"],
         json!({ "path": "/readyz", "port": "metrics" }),
@@ -1590,11 +1612,15 @@ fn the_chart_renders_client_authentication() {
         config_map.expect("the chart creates the CA ConfigMap from clientAuth.caCert")["data"]["ca.crt"],
         format!("{pem}\n")
     );
-    // The operator's own ConfigMap, CA only (any certificate from it).
-    let objects =
-        helm_template(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    // The operator's own ConfigMap.
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca", "clientAuth.allowedNames={apiserver}"],
+    );
     let deployment = deployment_of(&objects);
-    assert_client_auth(&objects, &deployment, true, &[], "caConfigMap");
+    assert_client_auth(&objects, &deployment, true, &["apiserver"], "caConfigMap");
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes").clone();
     assert!(
         volumes.contains(&json!({ "name": "client-ca", "configMap": { "name": "my-ca" } })),
@@ -1603,5 +1629,13 @@ fn the_chart_renders_client_authentication() {
     assert!(
         !objects.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-ca"),
         "not the chart's to create"
+    );
+    // No allowed names: any certificate the CA signed (a cluster CA signs every kubelet's) would
+    // do, so the chart refuses to render.
+    let out = helm_render(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("clientAuth.enabled needs clientAuth.allowedNames"),
+        "client auth without allowed names rendered: {stderr}"
     );
 }
