@@ -807,7 +807,10 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
         );
     }
     // A priority class, and a soft spread across zones that selects the pods themselves.
-    assert!(pod["priorityClassName"].as_str().is_some_and(|c| !c.is_empty()), "{origin}: a priorityClassName");
+    assert!(
+        pod["priorityClassName"].as_str().is_some_and(|c| !c.is_empty()),
+        "{origin}: a priorityClassName"
+    );
     let labels = spec["template"]["metadata"]["labels"].as_object().expect("pod labels");
     let zones: Vec<&Value> = pod["topologySpreadConstraints"]
         .as_array()
@@ -1632,7 +1635,8 @@ fn the_chart_renders_client_authentication() {
     );
     // No allowed names: any certificate the CA signed (a cluster CA signs every kubelet's) would
     // do, so the chart refuses to render.
-    let out = helm_render(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    let out =
+        helm_render(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("clientAuth.enabled needs clientAuth.allowedNames"),
@@ -1654,7 +1658,8 @@ fn the_chart_readme_documents_every_value() {
     for line in table.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
         assert!(cells.len() >= 4, "a row is | key | type | default | description |: {line}");
-        let unquote = |cell: &str| cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')).map(str::to_owned);
+        let unquote =
+            |cell: &str| cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')).map(str::to_owned);
         let key = unquote(cells[0]).unwrap_or_else(|| panic!("key in backticks: {line}"));
         let default = unquote(cells[2]).unwrap_or_else(|| panic!("default in backticks: {line}"));
         assert!(!cells[3..].join("|").trim().is_empty(), "{key}: no description");
@@ -1716,7 +1721,9 @@ fn deployment_in(objects: &[Value]) -> &Value {
 #[test]
 fn the_chart_runs_the_webhook_with_a_priority_class() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_runs_the_webhook_with_a_priority_class: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_runs_the_webhook_with_a_priority_class: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(&helm, "platform", "ka", &[]);
@@ -1725,18 +1732,26 @@ fn the_chart_runs_the_webhook_with_a_priority_class() {
     assert_eq!(classes[0]["metadata"]["name"], "ka-kruise-admission");
     assert_eq!(classes[0]["value"], 1_000_000_000, "the highest a non-system class may have");
     assert_eq!(classes[0]["globalDefault"], false);
-    assert_eq!(deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"], "ka-kruise-admission");
+    assert_eq!(
+        deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"],
+        "ka-kruise-admission"
+    );
     let objects = helm_template(&helm, "platform", "ka", &["priorityClassName=system-cluster-critical"]);
     assert!(!objects.iter().any(|o| o["kind"] == "PriorityClass"), "an existing class: none created");
-    assert_eq!(deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"], "system-cluster-critical");
+    assert_eq!(
+        deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"],
+        "system-cluster-critical"
+    );
     let objects = helm_template(&helm, "platform", "ka", &["priorityClass.create=false"]);
     assert!(!objects.iter().any(|o| o["kind"] == "PriorityClass"));
     assert!(deployment_in(&objects)["spec"]["template"]["spec"].get("priorityClassName").is_none());
     // The kustomize base runs with its own class too.
-    let text = std::fs::read_to_string(repo().join("manifests/priorityclass.yaml")).expect("priorityclass.yaml");
+    let text =
+        std::fs::read_to_string(repo().join("manifests/priorityclass.yaml")).expect("priorityclass.yaml");
     let class = parse_yaml(&text).remove(0);
     let deployment =
-        parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment")).remove(0);
+        parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment"))
+            .remove(0);
     assert_eq!(deployment["spec"]["template"]["spec"]["priorityClassName"], class["metadata"]["name"]);
     assert_eq!(class["value"], 1_000_000_000);
 }
@@ -1745,7 +1760,9 @@ fn the_chart_runs_the_webhook_with_a_priority_class() {
 #[test]
 fn the_chart_renders_the_naming_and_scheduling_values() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_renders_the_naming_and_scheduling_values: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_renders_the_naming_and_scheduling_values: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(
@@ -1768,7 +1785,9 @@ fn the_chart_renders_the_naming_and_scheduling_values() {
     );
     let deployment = deployment_in(&objects);
     assert_eq!(deployment["metadata"]["name"], "ka-webhooks");
-    for kind in ["Service", "ServiceAccount", "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration"] {
+    for kind in
+        ["Service", "ServiceAccount", "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration"]
+    {
         let object = objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("a {kind}"));
         assert_eq!(object["metadata"]["name"], "ka-webhooks", "{kind}");
         assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/name"], "webhooks", "{kind}");
@@ -1811,7 +1830,9 @@ fn the_chart_renders_the_naming_and_scheduling_values() {
 #[test]
 fn the_chart_runs_on_the_host_network_with_ports_of_its_own() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_runs_on_the_host_network_with_ports_of_its_own: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_runs_on_the_host_network_with_ports_of_its_own: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(&helm, "platform", "ka", &["hostNetwork.enabled=true"]);
@@ -1829,7 +1850,8 @@ fn the_chart_runs_on_the_host_network_with_ports_of_its_own() {
         ])
     );
     let service = objects.iter().find(|o| o["kind"] == "Service").expect("a Service");
-    let targets: Vec<&Value> = service["spec"]["ports"].as_array().expect("ports").iter().map(|p| &p["targetPort"]).collect();
+    let targets: Vec<&Value> =
+        service["spec"]["ports"].as_array().expect("ports").iter().map(|p| &p["targetPort"]).collect();
     assert_eq!(targets, [&json!("webhook"), &json!("metrics")], "the Service targets the ports by name");
     assert_eq!(assert_network_policy(&objects, deployment, "hostNetwork"), [Value::Null, Value::Null]);
     // Off the host network nothing changes.
@@ -1837,10 +1859,16 @@ fn the_chart_runs_on_the_host_network_with_ports_of_its_own() {
     let pod = &deployment_in(&objects)["spec"]["template"]["spec"];
     assert!(pod.get("hostNetwork").is_none() && pod.get("dnsPolicy").is_none());
     for port in ["9443", "10250", "8080", "80"] {
-        let out = helm_render(&helm, "platform", "ka", &["hostNetwork.enabled=true", &format!("hostNetwork.port={port}")]);
+        let out = helm_render(
+            &helm,
+            "platform",
+            "ka",
+            &["hostNetwork.enabled=true", &format!("hostNetwork.port={port}")],
+        );
         assert!(!out.status.success(), "host-network webhook port {port} rendered");
     }
-    let out = helm_render(&helm, "platform", "ka", &["hostNetwork.enabled=true", "hostNetwork.metricsPort=10263"]);
+    let out =
+        helm_render(&helm, "platform", "ka", &["hostNetwork.enabled=true", "hostNetwork.metricsPort=10263"]);
     assert!(!out.status.success(), "one port for both rendered");
 }
 
@@ -1849,12 +1877,15 @@ fn the_chart_runs_on_the_host_network_with_ports_of_its_own() {
 #[test]
 fn the_chart_autoscales_with_a_coherent_disruption_budget() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_autoscales_with_a_coherent_disruption_budget: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_autoscales_with_a_coherent_disruption_budget: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(&helm, "platform", "ka", &[]);
     assert!(!objects.iter().any(|o| o["kind"] == "HorizontalPodAutoscaler"), "off by default");
-    let objects = helm_template(&helm, "platform", "ka", &["autoscaling.enabled=true", "autoscaling.maxReplicas=4"]);
+    let objects =
+        helm_template(&helm, "platform", "ka", &["autoscaling.enabled=true", "autoscaling.maxReplicas=4"]);
     let deployment = deployment_in(&objects);
     assert!(deployment["spec"].get("replicas").is_none(), "the autoscaler owns the replicas");
     let hpa = objects.iter().find(|o| o["kind"] == "HorizontalPodAutoscaler").expect("an HPA");
@@ -1863,7 +1894,10 @@ fn the_chart_autoscales_with_a_coherent_disruption_budget() {
         hpa["spec"]["scaleTargetRef"],
         json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"] })
     );
-    assert_eq!((hpa["spec"]["minReplicas"].as_i64(), hpa["spec"]["maxReplicas"].as_i64()), (Some(2), Some(4)));
+    assert_eq!(
+        (hpa["spec"]["minReplicas"].as_i64(), hpa["spec"]["maxReplicas"].as_i64()),
+        (Some(2), Some(4))
+    );
     assert_eq!(hpa["spec"]["metrics"][0]["resource"]["name"], "cpu");
     let pdb = objects.iter().find(|o| o["kind"] == "PodDisruptionBudget").expect("a PDB");
     assert!(pdb["spec"]["minAvailable"].as_i64().expect("minAvailable") < 2);
@@ -1876,7 +1910,11 @@ fn the_chart_autoscales_with_a_coherent_disruption_budget() {
         let out = helm_render(&helm, "platform", "ka", sets);
         assert!(!out.status.success(), "{sets:?} rendered");
     }
-    assert!(helm_render(&helm, "platform", "ka", &["replicas=3", "podDisruptionBudget.minAvailable=2"]).status.success());
+    assert!(
+        helm_render(&helm, "platform", "ka", &["replicas=3", "podDisruptionBudget.minAvailable=2"])
+            .status
+            .success()
+    );
 }
 
 /// The PrometheusRule is off by default; on, its expressions name only metrics the server exports
@@ -1885,12 +1923,15 @@ fn the_chart_autoscales_with_a_coherent_disruption_budget() {
 #[test]
 fn the_chart_prometheus_rule_alerts_on_exported_metrics() {
     let Some(helm) = helm() else {
-        eprintln!("SKIPPED the_chart_prometheus_rule_alerts_on_exported_metrics: helm not found (set HELM=/path/to/helm)");
+        eprintln!(
+            "SKIPPED the_chart_prometheus_rule_alerts_on_exported_metrics: helm not found (set HELM=/path/to/helm)"
+        );
         return;
     };
     let objects = helm_template(&helm, "platform", "ka", &[]);
     assert!(!objects.iter().any(|o| o["kind"] == "PrometheusRule"), "off by default");
-    let source = std::fs::read_to_string(repo().join("src/server/metrics.rs")).expect("src/server/metrics.rs");
+    let source =
+        std::fs::read_to_string(repo().join("src/server/metrics.rs")).expect("src/server/metrics.rs");
     let quoted = regex::Regex::new(r#""(kruise_admission_[a-z_]+)""#).expect("regex");
     let exported: std::collections::BTreeSet<&str> =
         quoted.captures_iter(&source).map(|c| c.get(1).expect("name").as_str()).collect();
