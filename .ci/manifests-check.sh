@@ -16,6 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools=${MANIFESTS_TOOLS_DIR:-$root/target/manifests-tools}
 out=$tools/rendered
+chart=charts/kruise-admission
 mkdir -p "$tools"
 rm -rf "$out" && mkdir -p "$out"
 cd "$root"
