@@ -40,9 +40,31 @@ client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE--
     --set 'clientAuth.allowedNames={kube-apiserver-webhook-client}' \
     --set 'networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24' \
     --set 'networkPolicy.metrics[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
-    --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true \
+    --set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true --set metrics.prometheusRule.enabled=true \
     --set 'webhooks.excludeNamespaces={monitoring,istio-system}' --set capabilities.deleteProtection.enabled=false \
     --set capabilities.podMutation.failurePolicy=Fail >"$out/helm-everything.yaml"
+# Every scheduling, naming and monitoring value on at once (HPA and host network have their own
+# renderings below): overrides, pod metadata, extra flags, an existing PriorityClass, affinity,
+# spread, the ServiceMonitor and the PrometheusRule.
+"$HELM" template ka "$chart" --namespace platform --set nameOverride=webhooks --set fullnameOverride=ka-webhooks \
+    --set podAnnotations.example\\.com/owner=platform --set podLabels.team=platform \
+    --set 'extraArgs={--max-connections=2048,--max-connections-per-peer=64}' \
+    --set serviceAccount.annotations.example\\.com/role=kruise-admission \
+    --set priorityClassName=system-cluster-critical \
+    --set 'affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/os' \
+    --set 'affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In' \
+    --set 'affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values={linux}' \
+    --set 'topologySpreadConstraints[0].maxSkew=1' --set 'topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname' \
+    --set 'topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule' \
+    --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+    --set metrics.prometheusRule.labels.release=prometheus >"$out/helm-every-value.yaml"
+# The host network: own webhook and metrics ports, ClusterFirstWithHostNet, the NetworkPolicy on them.
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission --set hostNetwork.enabled=true \
+    --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true >"$out/helm-host-network.yaml"
+# The HorizontalPodAutoscaler: the Deployment sets no replicas; shadow mode's rule names its webhooks.
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission --set autoscaling.enabled=true \
+    --set autoscaling.minReplicas=3 --set autoscaling.behavior.scaleDown.stabilizationWindowSeconds=600 \
+    --set shadow.enabled=true --set metrics.prometheusRule.enabled=true >"$out/helm-autoscaling.yaml"
 "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
     >"$out/helm-networkpolicy-off.yaml"
 # Shadow mode (--shadow, the kruise-admission-shadow configurations), with cert-manager for its annotation.

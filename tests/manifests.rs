@@ -817,7 +817,32 @@ fn assert_deployment_is_safe(deployment: &Value, origin: &str) {
     assert_eq!(security["readOnlyRootFilesystem"], true, "{origin}");
     assert_eq!(security["allowPrivilegeEscalation"], false, "{origin}");
     assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{origin}");
-    assert!(server["resources"]["limits"].get("cpu").is_none(), "{origin}: no CPU limit");
+    // Guaranteed QoS: requests equal limits, CPU and memory both set (evicted last).
+    let resources = &server["resources"];
+    for resource in ["cpu", "memory"] {
+        assert!(resources["limits"][resource].is_string(), "{origin}: a {resource} limit: {resources}");
+        assert_eq!(
+            resources["requests"][resource], resources["limits"][resource],
+            "{origin}: {resource} request = limit (Guaranteed QoS)"
+        );
+    }
+    // A priority class, and a soft spread across zones that selects the pods themselves.
+    assert!(
+        pod["priorityClassName"].as_str().is_some_and(|c| !c.is_empty()),
+        "{origin}: a priorityClassName"
+    );
+    let labels = spec["template"]["metadata"]["labels"].as_object().expect("pod labels");
+    let zones: Vec<&Value> = pod["topologySpreadConstraints"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["topologyKey"] == "topology.kubernetes.io/zone").collect())
+        .unwrap_or_default();
+    assert_eq!(zones.len(), 1, "{origin}: one zone spread constraint");
+    assert_eq!(zones[0]["whenUnsatisfiable"], "ScheduleAnyway", "{origin}: the zone spread is soft");
+    let selector = zones[0]["labelSelector"]["matchLabels"].as_object().expect("the spread's matchLabels");
+    assert!(
+        !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{origin}: the zone spread does not select the pods: {selector:?}"
+    );
     assert_eq!(
         server["readinessProbe"]["httpGet"],
         json!({ "path": "/readyz", "port": "metrics" }),
@@ -1617,11 +1642,15 @@ fn the_chart_renders_client_authentication() {
         config_map.expect("the chart creates the CA ConfigMap from clientAuth.caCert")["data"]["ca.crt"],
         format!("{pem}\n")
     );
-    // The operator's own ConfigMap, CA only (any certificate from it).
-    let objects =
-        helm_template(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    // The operator's own ConfigMap.
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca", "clientAuth.allowedNames={apiserver}"],
+    );
     let deployment = deployment_of(&objects);
-    assert_client_auth(&objects, &deployment, true, &[], "caConfigMap");
+    assert_client_auth(&objects, &deployment, true, &["apiserver"], "caConfigMap");
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes").clone();
     assert!(
         volumes.contains(&json!({ "name": "client-ca", "configMap": { "name": "my-ca" } })),
@@ -1631,6 +1660,344 @@ fn the_chart_renders_client_authentication() {
         !objects.iter().any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-ca"),
         "not the chart's to create"
     );
+    // No allowed names: any certificate the CA signed (a cluster CA signs every kubelet's) would
+    // do, so the chart refuses to render.
+    let out =
+        helm_render(&helm, "platform", "ka", &["clientAuth.enabled=true", "clientAuth.caConfigMap=my-ca"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("clientAuth.enabled needs clientAuth.allowedNames"),
+        "client auth without allowed names rendered: {stderr}"
+    );
+}
+
+/// Every value of the chart's values.yaml has a row in the values table of its README.md (at its
+/// leaf, or at the level the table documents, such as a list), with the same type and default;
+/// and every row names a value that exists.
+#[test]
+fn the_chart_readme_documents_every_value() {
+    let chart = repo().join("charts/kruise-admission");
+    let values =
+        parse_yaml(&std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml")).remove(0);
+    let readme = std::fs::read_to_string(chart.join("README.md")).expect("charts/kruise-admission/README.md");
+    let table = readme.split("\n## Values\n").nth(1).expect("a ## Values section");
+    let mut rows = std::collections::BTreeMap::new();
+    for line in table.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert!(cells.len() >= 4, "a row is | key | type | default | description |: {line}");
+        let unquote =
+            |cell: &str| cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')).map(str::to_owned);
+        let key = unquote(cells[0]).unwrap_or_else(|| panic!("key in backticks: {line}"));
+        let default = unquote(cells[2]).unwrap_or_else(|| panic!("default in backticks: {line}"));
+        assert!(!cells[3..].join("|").trim().is_empty(), "{key}: no description");
+        assert!(rows.insert(key.clone(), (cells[1].to_owned(), default)).is_none(), "{key}: two rows");
+    }
+    fn type_name(value: &Value) -> &'static str {
+        match value {
+            Value::Bool(_) => "bool",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "list",
+            Value::Object(_) => "object",
+            Value::Null => "null",
+        }
+    }
+    fn walk(
+        value: &Value,
+        prefix: &str,
+        rows: &std::collections::BTreeMap<String, (String, String)>,
+        seen: &mut Vec<String>,
+        missing: &mut Vec<String>,
+    ) {
+        for (key, value) in value.as_object().expect("a map") {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            if let Some((kind, default)) = rows.get(&path) {
+                assert_eq!(kind, type_name(value), "{path}: type in the README");
+                let documented: Value = serde_saphyr::from_str(default).expect("the default reads as YAML");
+                assert_eq!(&documented, value, "{path}: the README's default is not values.yaml's");
+                seen.push(path);
+            } else if value.as_object().is_some_and(|m| !m.is_empty()) {
+                walk(value, &path, rows, seen, missing);
+            } else {
+                missing.push(path);
+            }
+        }
+    }
+    let (mut seen, mut missing) = (Vec::new(), Vec::new());
+    walk(&values, "", &rows, &mut seen, &mut missing);
+    assert!(missing.is_empty(), "values.yaml keys without a row in the chart README's table: {missing:?}");
+    let stale: Vec<&String> = rows.keys().filter(|k| !seen.contains(k)).collect();
+    assert!(stale.is_empty(), "README rows for values that values.yaml does not have: {stale:?}");
+    // The schema knows every top-level value the table documents.
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).expect("schema"))
+            .expect("JSON");
+    for key in rows.keys() {
+        let top = key.split('.').next().expect("a key");
+        assert!(schema["properties"].get(top).is_some(), "{top}: not in values.schema.json");
+    }
+}
+
+fn deployment_in(objects: &[Value]) -> &Value {
+    objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment")
+}
+
+/// The chart's own PriorityClass by default (above every workload, below the system classes), an
+/// existing class instead with priorityClassName, none with priorityClass.create=false.
+#[test]
+fn the_chart_runs_the_webhook_with_a_priority_class() {
+    let Some(helm) = helm() else {
+        eprintln!(
+            "SKIPPED the_chart_runs_the_webhook_with_a_priority_class: helm not found (set HELM=/path/to/helm)"
+        );
+        return;
+    };
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    let classes: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "PriorityClass").collect();
+    assert_eq!(classes.len(), 1, "the chart's own PriorityClass");
+    assert_eq!(classes[0]["metadata"]["name"], "ka-kruise-admission");
+    assert_eq!(classes[0]["value"], 1_000_000_000, "the highest a non-system class may have");
+    assert_eq!(classes[0]["globalDefault"], false);
+    assert_eq!(
+        deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"],
+        "ka-kruise-admission"
+    );
+    let objects = helm_template(&helm, "platform", "ka", &["priorityClassName=system-cluster-critical"]);
+    assert!(!objects.iter().any(|o| o["kind"] == "PriorityClass"), "an existing class: none created");
+    assert_eq!(
+        deployment_in(&objects)["spec"]["template"]["spec"]["priorityClassName"],
+        "system-cluster-critical"
+    );
+    let objects = helm_template(&helm, "platform", "ka", &["priorityClass.create=false"]);
+    assert!(!objects.iter().any(|o| o["kind"] == "PriorityClass"));
+    assert!(deployment_in(&objects)["spec"]["template"]["spec"].get("priorityClassName").is_none());
+    // The kustomize base runs with its own class too.
+    let text =
+        std::fs::read_to_string(repo().join("manifests/priorityclass.yaml")).expect("priorityclass.yaml");
+    let class = parse_yaml(&text).remove(0);
+    let deployment =
+        parse_yaml(&std::fs::read_to_string(repo().join("manifests/deployment.yaml")).expect("deployment"))
+            .remove(0);
+    assert_eq!(deployment["spec"]["template"]["spec"]["priorityClassName"], class["metadata"]["name"]);
+    assert_eq!(class["value"], 1_000_000_000);
+}
+
+/// Names, pod metadata, extra flags, affinity and spread as the values say.
+#[test]
+fn the_chart_renders_the_naming_and_scheduling_values() {
+    let Some(helm) = helm() else {
+        eprintln!(
+            "SKIPPED the_chart_renders_the_naming_and_scheduling_values: helm not found (set HELM=/path/to/helm)"
+        );
+        return;
+    };
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &[
+            "nameOverride=webhooks",
+            "fullnameOverride=ka-webhooks",
+            r"podAnnotations.example\.com/owner=platform",
+            "podLabels.team=platform",
+            "extraArgs={--max-connections=2048,--max-connections-per-peer=64}",
+            r"serviceAccount.annotations.example\.com/role=kruise-admission",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/os",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+            "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+        ],
+    );
+    let deployment = deployment_in(&objects);
+    assert_eq!(deployment["metadata"]["name"], "ka-webhooks");
+    for kind in
+        ["Service", "ServiceAccount", "PodDisruptionBudget", "NetworkPolicy", "MutatingWebhookConfiguration"]
+    {
+        let object = objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("a {kind}"));
+        assert_eq!(object["metadata"]["name"], "ka-webhooks", "{kind}");
+        assert_eq!(object["metadata"]["labels"]["app.kubernetes.io/name"], "webhooks", "{kind}");
+    }
+    let mutating = objects.iter().find(|o| o["kind"] == "MutatingWebhookConfiguration").expect("mutating");
+    assert_eq!(mutating["webhooks"][0]["clientConfig"]["service"]["name"], "ka-webhooks");
+    let account = objects.iter().find(|o| o["kind"] == "ServiceAccount").expect("account");
+    assert_eq!(account["metadata"]["annotations"], json!({ "example.com/role": "kruise-admission" }));
+    let template = &deployment["spec"]["template"];
+    assert_eq!(template["metadata"]["annotations"], json!({ "example.com/owner": "platform" }));
+    assert_eq!(template["metadata"]["labels"]["team"], "platform");
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        json!({ "app.kubernetes.io/name": "webhooks", "app.kubernetes.io/instance": "ka" }),
+        "podLabels stay out of the selector"
+    );
+    let args = server_args(deployment);
+    assert_eq!(args[args.len() - 2..], ["--max-connections=2048", "--max-connections-per-peer=64"]);
+    let serve = parsed_serve_args(&args, "extraArgs");
+    assert_eq!((serve.connections.max_connections, serve.connections.max_connections_per_peer), (2048, 64));
+    let pod = &template["spec"];
+    assert!(pod["affinity"].get("podAntiAffinity").is_none(), "affinity replaces the default");
+    assert!(pod["affinity"]["nodeAffinity"].is_object());
+    assert_eq!(
+        pod["topologySpreadConstraints"],
+        json!([{
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": { "matchLabels": { "app.kubernetes.io/name": "webhooks", "app.kubernetes.io/instance": "ka" } }
+        }])
+    );
+    // A pod label that would change what the selector matches is refused.
+    let out = helm_render(&helm, "platform", "ka", &[r"podLabels.app\.kubernetes\.io/instance=other"]);
+    assert!(!out.status.success(), "a selector label in podLabels rendered");
+}
+
+/// On the host network: the webhook and metrics ports of their own, the flags, the Service and
+/// the NetworkPolicy following them, and cluster DNS; ports the host uses are refused.
+#[test]
+fn the_chart_runs_on_the_host_network_with_ports_of_its_own() {
+    let Some(helm) = helm() else {
+        eprintln!(
+            "SKIPPED the_chart_runs_on_the_host_network_with_ports_of_its_own: helm not found (set HELM=/path/to/helm)"
+        );
+        return;
+    };
+    let objects = helm_template(&helm, "platform", "ka", &["hostNetwork.enabled=true"]);
+    let deployment = deployment_in(&objects);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet");
+    let serve = parsed_serve_args(&server_args(deployment), "hostNetwork");
+    assert_eq!((serve.listen.port(), serve.metrics_listen.port()), (10263, 10264));
+    assert_eq!(
+        pod["containers"][0]["ports"],
+        json!([
+            { "name": "webhook", "containerPort": 10263, "protocol": "TCP" },
+            { "name": "metrics", "containerPort": 10264, "protocol": "TCP" }
+        ])
+    );
+    let service = objects.iter().find(|o| o["kind"] == "Service").expect("a Service");
+    let targets: Vec<&Value> =
+        service["spec"]["ports"].as_array().expect("ports").iter().map(|p| &p["targetPort"]).collect();
+    assert_eq!(targets, [&json!("webhook"), &json!("metrics")], "the Service targets the ports by name");
+    assert_eq!(assert_network_policy(&objects, deployment, "hostNetwork"), [Value::Null, Value::Null]);
+    // Off the host network nothing changes.
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    let pod = &deployment_in(&objects)["spec"]["template"]["spec"];
+    assert!(pod.get("hostNetwork").is_none() && pod.get("dnsPolicy").is_none());
+    for port in ["9443", "10250", "8080", "80"] {
+        let out = helm_render(
+            &helm,
+            "platform",
+            "ka",
+            &["hostNetwork.enabled=true", &format!("hostNetwork.port={port}")],
+        );
+        assert!(!out.status.success(), "host-network webhook port {port} rendered");
+    }
+    let out =
+        helm_render(&helm, "platform", "ka", &["hostNetwork.enabled=true", "hostNetwork.metricsPort=10263"]);
+    assert!(!out.status.success(), "one port for both rendered");
+}
+
+/// With the autoscaler the Deployment sets no replicas, the HPA targets it, and the PDB leaves a
+/// pod evictable at its minimum; a PDB that blocks every eviction is refused.
+#[test]
+fn the_chart_autoscales_with_a_coherent_disruption_budget() {
+    let Some(helm) = helm() else {
+        eprintln!(
+            "SKIPPED the_chart_autoscales_with_a_coherent_disruption_budget: helm not found (set HELM=/path/to/helm)"
+        );
+        return;
+    };
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    assert!(!objects.iter().any(|o| o["kind"] == "HorizontalPodAutoscaler"), "off by default");
+    let objects =
+        helm_template(&helm, "platform", "ka", &["autoscaling.enabled=true", "autoscaling.maxReplicas=4"]);
+    let deployment = deployment_in(&objects);
+    assert!(deployment["spec"].get("replicas").is_none(), "the autoscaler owns the replicas");
+    let hpa = objects.iter().find(|o| o["kind"] == "HorizontalPodAutoscaler").expect("an HPA");
+    assert_eq!(hpa["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        hpa["spec"]["scaleTargetRef"],
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"] })
+    );
+    assert_eq!(
+        (hpa["spec"]["minReplicas"].as_i64(), hpa["spec"]["maxReplicas"].as_i64()),
+        (Some(2), Some(4))
+    );
+    assert_eq!(hpa["spec"]["metrics"][0]["resource"]["name"], "cpu");
+    let pdb = objects.iter().find(|o| o["kind"] == "PodDisruptionBudget").expect("a PDB");
+    assert!(pdb["spec"]["minAvailable"].as_i64().expect("minAvailable") < 2);
+    for sets in [
+        &["autoscaling.enabled=true", "autoscaling.minReplicas=1"][..],
+        &["replicas=1"][..],
+        &["podDisruptionBudget.minAvailable=100%"][..],
+        &["autoscaling.enabled=true", "autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"][..],
+    ] {
+        let out = helm_render(&helm, "platform", "ka", sets);
+        assert!(!out.status.success(), "{sets:?} rendered");
+    }
+    assert!(
+        helm_render(&helm, "platform", "ka", &["replicas=3", "podDisruptionBudget.minAvailable=2"])
+            .status
+            .success()
+    );
+}
+
+/// The PrometheusRule is off by default; on, its expressions name only metrics the server exports
+/// (or the API server's admission webhook series and `up`), and it alerts on what the docs
+/// recommend.
+#[test]
+fn the_chart_prometheus_rule_alerts_on_exported_metrics() {
+    let Some(helm) = helm() else {
+        eprintln!(
+            "SKIPPED the_chart_prometheus_rule_alerts_on_exported_metrics: helm not found (set HELM=/path/to/helm)"
+        );
+        return;
+    };
+    let objects = helm_template(&helm, "platform", "ka", &[]);
+    assert!(!objects.iter().any(|o| o["kind"] == "PrometheusRule"), "off by default");
+    let source =
+        std::fs::read_to_string(repo().join("src/server/metrics.rs")).expect("src/server/metrics.rs");
+    let quoted = regex::Regex::new(r#""(kruise_admission_[a-z_]+)""#).expect("regex");
+    let exported: std::collections::BTreeSet<&str> =
+        quoted.captures_iter(&source).map(|c| c.get(1).expect("name").as_str()).collect();
+    let objects = helm_template(&helm, "platform", "ka", &["metrics.prometheusRule.enabled=true"]);
+    let rule = objects.iter().find(|o| o["kind"] == "PrometheusRule").expect("a PrometheusRule");
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    let metric = regex::Regex::new(r"\b(kruise_admission_[a-z_]+|apiserver_[a-z_]+)").expect("regex");
+    let mut named = std::collections::BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().expect("groups") {
+        for alert in group["rules"].as_array().expect("rules") {
+            let expr = alert["expr"].as_str().expect("expr");
+            for found in metric.find_iter(expr) {
+                let name = found.as_str();
+                let base = name.strip_suffix("_bucket").unwrap_or(name);
+                assert!(
+                    exported.contains(base)
+                        || [
+                            "apiserver_admission_webhook_fail_open_count",
+                            "apiserver_admission_webhook_rejection_count",
+                            "apiserver_admission_webhook_admission_duration_seconds"
+                        ]
+                        .contains(&base),
+                    "{}: {name} is not a metric the server or the API server exports",
+                    alert["alert"]
+                );
+                named.insert(base.to_owned());
+            }
+            assert!(["warning", "critical"].contains(&alert["labels"]["severity"].as_str().unwrap_or("")));
+        }
+    }
+    for needed in [
+        "kruise_admission_http_errors_total",
+        "apiserver_admission_webhook_fail_open_count",
+        "kruise_admission_serving_certificate_not_after_seconds",
+        "kruise_admission_cluster_watch_synced",
+        "kruise_admission_shadow_agreement_total",
+    ] {
+        assert!(named.contains(needed), "no alert on {needed}");
+    }
 }
 
 /// The chart claims exactly the oldest Kubernetes the end-to-end suite runs on: its `kubeVersion`

@@ -1,14 +1,27 @@
-{{/* The release's name for every object (release name, or release-chart when they differ). */}}
+{{/* The chart's name (nameOverride replaces it in names and in the app.kubernetes.io/name label). */}}
+{{- define "kruise-admission.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The release's name for every object: fullnameOverride, else the release name when it contains the
+chart's name, else release-chart.
+*/}}
 {{- define "kruise-admission.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "kruise-admission.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "kruise-admission.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "kruise-admission.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -73,4 +86,31 @@ other form (e.g. 0.5Gi, 256M), which the budget check then skips rather than gue
 {{- mul (trimSuffix $unit $q | int64) (get $units $unit | int64) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The webhook port: hostNetwork.port on the host network (where 9443 may be taken), else 9443. */}}
+{{- define "kruise-admission.webhookPort" -}}
+{{- if .Values.hostNetwork.enabled -}}{{ .Values.hostNetwork.port | int }}{{- else -}}9443{{- end -}}
+{{- end -}}
+
+{{/* The metrics and probe port: hostNetwork.metricsPort on the host network, else metrics.port. */}}
+{{- define "kruise-admission.metricsPort" -}}
+{{- if .Values.hostNetwork.enabled -}}{{ .Values.hostNetwork.metricsPort | int }}{{- else -}}{{ .Values.metrics.port | int }}{{- end -}}
+{{- end -}}
+
+{{/* The PriorityClass the pods run with: priorityClassName, else the chart's own when it creates one. */}}
+{{- define "kruise-admission.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{- .Values.priorityClassName -}}
+{{- else if .Values.priorityClass.create -}}
+{{- include "kruise-admission.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The label matchers that select this release's own series in the PrometheusRule: what the chart's
+ServiceMonitor gives them (job is the Service's name), unless metrics.prometheusRule.selector says.
+*/}}
+{{- define "kruise-admission.metricSelector" -}}
+{{- .Values.metrics.prometheusRule.selector | default (printf "job=\"%s\", namespace=\"%s\"" (include "kruise-admission.fullname" .) .Release.Namespace) -}}
 {{- end -}}
