@@ -1,37 +1,50 @@
 # syntax=docker/dockerfile:1.7@sha256:a57df69d0ea827fb7266491f2813635de6f17269be881f696fbfdf2d83dda33e
-# kruise-admission: a static (musl) binary on distroless/static, running as non-root 65532.
+# kruise-admission: a static binary on `scratch`, running as 65532:65532 with a read-only root.
 #
-#   docker build -t kruise-admission:0.1.0 .
-#   kind load docker-image kruise-admission:0.1.0            # then install (README, "Install with Helm")
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t kruise-admission:0.1.0 .
+#   buildah bud --build-arg REVISION="$(git rev-parse HEAD)" -t kruise-admission:0.1.0 .
 #
-# The test fixtures (tests/fixtures) are not needed to build the binary.
+# The same image as .ci/image.sh builds without a Docker engine (docs/install.md, "The image"): the
+# target, RUSTFLAGS, paths, user, entrypoint, arguments and labels are those of image.env, and
+# tests/hardening.rs fails when this file and image.env disagree. The binary is for linux/amd64,
+# so both stages say so (on another machine the build runs emulated).
 #
-# Every image is pinned by digest (the tag stays for readers; the digest decides what is pulled),
-# so a rebuild of the same commit uses the same bases. To move a base, look up the tag's current
-# index digest and commit the change, e.g.
-#   docker buildx imagetools inspect rust:1.95-alpine --format '{{json .Manifest.Digest}}'
-#   crane digest gcr.io/distroless/static-debian12:nonroot
-# The digests below were not resolved against the registries from the machine that wrote them (it
-# has no registry access); they are the ones public Dockerfiles pin for these tags. Check them with
-# the commands above before the first release build.
+# The builder is pinned by digest (the tag stays for readers; the digest decides what is pulled), so
+# a rebuild of the same commit uses the same toolchain. To move it, look up the tag's current index
+# digest and commit the change:
+#   docker buildx imagetools inspect rust:1.95.0-bookworm --format '{{json .Manifest.Digest}}'
+# This machine has no registry access: the digests here are the ones public builds resolved for
+# these tags, not checked from here. Check them with the command above before the first release.
 
-FROM rust:1.95-alpine@sha256:606fd313a0f49743ee2a7bd49a0914bab7deedb12791f3a846a34a4711db7ed2 AS build
-# ring compiles C and assembly; musl-dev provides the static libc to link against.
-RUN apk add --no-cache musl-dev
+FROM --platform=linux/amd64 rust:1.95.0-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 WORKDIR /src
 # The whole source tree (.dockerignore drops target/, .git/ and certs/, where `serve` keeps a
 # generated CA key, so no private key can end up in an image layer): Cargo.toml may declare benches
 # and tests, and cargo wants their files present even when building only the binary.
 COPY . .
+# Static glibc (libc6-dev's libc.a, in the image): the final stage has no libraries. Why the
+# getrandom cfg: image.env.
+ENV RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\""
+# The two trees the final stage copies: the binary and an empty cluster folder, and the
+# certificate folder, which it gives to the user.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin kruise-admission \
- && install -D -m 0755 target/release/kruise-admission /out/kruise-admission
+    cargo build --release --locked --target x86_64-unknown-linux-gnu --bin kruise-admission \
+ && install -D -m 0755 target/x86_64-unknown-linux-gnu/release/kruise-admission /out/rootfs/usr/local/bin/kruise-admission \
+ && install -d -m 0755 /out/rootfs/etc/kruise-admission/cluster /out/certs
 
-FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
-COPY --from=build /out/kruise-admission /usr/local/bin/kruise-admission
-# The same uid the Deployment's securityContext sets (runAsNonRoot needs a numeric user).
+FROM --platform=linux/amd64 scratch
+COPY --from=build /out/rootfs/ /
+COPY --from=build --chown=65532:65532 /out/certs/ /etc/kruise-admission/tls/
 USER 65532:65532
+WORKDIR /etc/kruise-admission
+VOLUME ["/etc/kruise-admission/tls"]
 EXPOSE 9443 8080
 ENTRYPOINT ["/usr/local/bin/kruise-admission"]
-CMD ["serve"]
+CMD ["serve", "--cert-dir=/etc/kruise-admission/tls", "--cluster-dir=/etc/kruise-admission/cluster"]
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.source="https://github.com/kruise-admission/kruise-admission" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
