@@ -172,6 +172,51 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     ]
 }
 
+/// Issue 30.3. Before: a 1 MiB uid was answered with a 1 MiB review (it is echoed), and a 1 MiB
+/// name, namespace or kind went into the log line. Now an oversized uid is an HTTP 400 that does
+/// not echo it, any other identity field a 400 denial that does not echo it; no answer carries a
+/// megabyte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_identity_fields_get_a_short_answer() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let huge = "u".repeat(1 << 20);
+    let cases: Vec<(&str, Vec<u8>, Expect)> = vec![
+        ("a 1 MiB uid", with(|r| r["request"]["uid"] = json!(huge)), BAD),
+        (
+            "a 1 MiB name",
+            with(|r| r["request"]["name"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+        (
+            "a 1 MiB namespace",
+            with(|r| r["request"]["namespace"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+        (
+            "a 1 MiB kind",
+            with(|r| r["request"]["kind"]["kind"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+    ];
+    for (name, body, expect) in cases {
+        for proto in BOTH {
+            let reply = client.post_json(proto, "/mutate-pod", body.clone()).await;
+            assert!(reply.body.len() < 1024, "{name} over {proto:?}: a {} byte answer", reply.body.len());
+            match expect {
+                Expect::Http(status) => assert_eq!(reply.status, status, "{name}"),
+                Expect::Review { uid, code, .. } => {
+                    let answer = reply.json();
+                    assert_eq!(answer["response"]["uid"], uid, "{name}");
+                    assert_eq!(answer["response"]["status"]["code"], json!(code), "{name}: {answer}");
+                }
+            }
+        }
+    }
+    alive(&client, "oversized identity fields").await;
+    server.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_bodies_get_their_expected_answer() {
     let server = TestServer::start().await;
