@@ -29,6 +29,7 @@ mod golden;
 mod hardening;
 mod hostile;
 mod hostile_load;
+mod hostile_logs;
 mod http2_refusals;
 mod inplace_cloneset;
 mod inplace_daemonset;

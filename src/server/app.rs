@@ -16,6 +16,7 @@
 //! with `Retry-After`, 413 for what could never fit) rather than let the process starve or be
 //! OOM-killed.
 
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +31,9 @@ use axum::routing::any;
 use http_body_util::BodyExt as _;
 
 use super::deadline;
+use super::listener::Peer;
 use super::live_agreement::LiveAgreement;
+use super::log_summary::LogSummary;
 use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
@@ -62,6 +65,8 @@ pub struct AppState {
     pub shadow: bool,
     /// `--shadow` in live mode: Pod CREATE decisions wait here for the Pod the API server stores.
     pub agreement: Option<Arc<LiveAgreement>>,
+    /// Refusals logged per peer per interval.
+    pub refusals: LogSummary<Option<IpAddr>>,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -79,13 +84,20 @@ pub fn router(state: Arc<AppState>) -> Router {
     }
     router.fallback(move |request: Request| async move {
         let started = Instant::now();
+        let peer = peer_of(&request);
         let path = request.uri().path().to_owned();
         let error =
             HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {path}"));
         // Read the body first, as `refuse` does, so HTTP/2 clients get this answer without a reset.
         drain(request.into_body(), state.max_request_bytes).await;
-        error.into_response(&state.metrics, &path, started)
+        error.into_response(&state, peer, &path, started)
     })
+}
+
+/// The address the request came from (set by the listener; absent in tests that call the router
+/// directly).
+fn peer_of(request: &Request) -> Option<IpAddr> {
+    request.extensions().get::<Peer>().map(|peer| peer.0.ip())
 }
 
 /// A request refused at the HTTP level.
@@ -160,16 +172,22 @@ impl HttpError {
         }
     }
 
-    fn into_response(self, metrics: &Metrics, path: &str, started: Instant) -> Response {
-        metrics.http_error(self.reason);
-        tracing::warn!(
-            path,
-            code = self.status.as_u16(),
-            reason = self.reason,
-            error = %self.message,
-            latency_us = micros(started),
-            "request refused"
-        );
+    /// The refusal's answer; counted every time, logged once per peer per interval (a caller must
+    /// not be able to write a log line per request it sends).
+    fn into_response(self, state: &AppState, peer: Option<IpAddr>, path: &str, started: Instant) -> Response {
+        state.metrics.http_error(self.reason);
+        if let Some(suppressed) = state.refusals.note(peer, Instant::now()) {
+            tracing::warn!(
+                peer = ?peer,
+                path,
+                code = self.status.as_u16(),
+                reason = self.reason,
+                error = %self.message,
+                latency_us = micros(started),
+                suppressed,
+                "request refused"
+            );
+        }
         let body = serde_json::to_vec(&review::error_body(&self.message)).unwrap_or_default();
         let mut response = json_response(self.status, body);
         if self.status == StatusCode::METHOD_NOT_ALLOWED {
@@ -217,12 +235,13 @@ struct ShadowNote {
 
 async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Request) -> Response {
     let started = Instant::now();
+    let peer = peer_of(&request);
     match answer(&state, webhook, request).await {
         Ok(answered) => {
             record(&state.metrics, webhook, &answered, started);
             json_response(StatusCode::OK, answered.body)
         }
-        Err(error) => error.into_response(&state.metrics, webhook.path, started),
+        Err(error) => error.into_response(&state, peer, webhook.path, started),
     }
 }
 
@@ -697,6 +716,7 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            refusals: LogSummary::default(),
         };
         (router(Arc::new(state)), metrics)
     }
@@ -758,6 +778,7 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            refusals: LogSummary::default(),
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -31,7 +31,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
+use super::log_summary::LogSummary;
 use super::metrics::Metrics;
+
+/// The address a request came from, in its extensions (refusals are logged per peer).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
 
 /// Per-connection limits against slow, greedy or sticky clients.
 #[derive(Debug, Clone)]
@@ -182,20 +187,6 @@ impl Drop for PeerSlot {
     }
 }
 
-/// Logs a refusal at most once a second: a flood must not become a log flood.
-#[derive(Default)]
-struct RateLimitedLog(Option<Instant>);
-
-impl RateLimitedLog {
-    fn ready(&mut self) -> bool {
-        let ready = self.0.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        if ready {
-            self.0 = Some(Instant::now());
-        }
-        ready
-    }
-}
-
 /// Which port a loop serves: what is spoken on it and how its refusals are counted.
 #[derive(Clone)]
 pub enum Port {
@@ -233,7 +224,7 @@ pub async fn accept_until(
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let peers = Arc::new(PeerCounts::default());
     let (drain, draining) = watch::channel(false);
-    let (mut total_log, mut peer_log) = (RateLimitedLog::default(), RateLimitedLog::default());
+    let refusals = LogSummary::<Option<IpAddr>>::default();
     let (total_reason, peer_reason) = port.refusal_reasons();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -254,15 +245,15 @@ pub async fn accept_until(
         // try another replica now rather than after its own timeout.
         let Some(slot) = peers.try_take(peer.ip(), limits.max_connections_per_peer) else {
             metrics.http_error(peer_reason);
-            if peer_log.ready() {
-                tracing::warn!(%peer, reason = peer_reason, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
+            if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
+                tracing::warn!(%peer, reason = peer_reason, suppressed, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
             }
             continue;
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             metrics.http_error(total_reason);
-            if total_log.ready() {
-                tracing::warn!(%peer, reason = total_reason, max_connections = limits.max_connections, "connection refused: too many open connections");
+            if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
+                tracing::warn!(%peer, reason = total_reason, suppressed, max_connections = limits.max_connections, "connection refused: too many open connections");
             }
             continue;
         };
@@ -346,7 +337,7 @@ async fn serve_http<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
-    let service = TowerToHyperService::new(Tracked { app, activity: activity.clone() });
+    let service = TowerToHyperService::new(Tracked { app, activity: activity.clone(), peer });
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
     let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
     let mut age = std::pin::pin!(age);
@@ -505,6 +496,7 @@ impl hyper::body::Body for WatchedBody {
 struct Tracked {
     app: Router,
     activity: Arc<Activity>,
+    peer: SocketAddr,
 }
 
 impl tower::Service<Request<Incoming>> for Tracked {
@@ -520,7 +512,8 @@ impl tower::Service<Request<Incoming>> for Tracked {
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let in_flight = InFlight::start(self.activity.clone());
         let broken = in_flight.body_broken.clone();
-        let request = request.map(|inner| WatchedBody { inner, broken });
+        let mut request = request.map(|inner| WatchedBody { inner, broken });
+        request.extensions_mut().insert(Peer(self.peer));
         let response = tower::ServiceExt::oneshot(self.app.clone(), request);
         Box::pin(async move {
             let response = response.await;

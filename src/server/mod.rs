@@ -12,6 +12,7 @@ pub mod deadline;
 pub mod health;
 pub mod listener;
 pub mod live_agreement;
+pub mod log_summary;
 pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
@@ -357,6 +358,7 @@ impl Server {
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
             shadow: config.shadow,
             agreement,
+            refusals: log_summary::LogSummary::default(),
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);
