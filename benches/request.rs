@@ -46,6 +46,7 @@ fn app(snapshot: Snapshot) -> Router {
         shadow: false,
         agreement: None,
         refusals: Default::default(),
+        unknown_namespaces: Default::default(),
     }))
 }
 

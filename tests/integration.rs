@@ -25,6 +25,7 @@ mod cluster_incremental;
 mod connections;
 mod dry_run;
 mod dry_run_agreement;
+mod fail_open;
 mod golden;
 mod hardening;
 mod hostile;

@@ -39,10 +39,11 @@ use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
 use super::snapshot_state::ClusterState;
 use super::work_queue::{Shed, WorkQueue};
-use crate::admission::review::{self, AdmissionRequest, Decision, ReviewVersion};
+use crate::admission::injection::matching;
+use crate::admission::review::{self, AdmissionRequest, Decision, Operation, ReviewVersion};
 use crate::admission::review_cost;
 use crate::admission::shadow::{self, Outcome};
-use crate::admission::webhooks::{self, Webhook, WebhookKind};
+use crate::admission::webhooks::{self, Capability, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
 use crate::cluster::{Answers, Query, Snapshot};
 
@@ -67,6 +68,8 @@ pub struct AppState {
     pub agreement: Option<Arc<LiveAgreement>>,
     /// Refusals logged per peer per interval.
     pub refusals: LogSummary<Option<IpAddr>>,
+    /// Pods of unknown Namespaces, logged once per interval.
+    pub unknown_namespaces: LogSummary<()>,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -531,11 +534,40 @@ fn decide(
         }
     }))
     .map_err(|payload| panic_error(request, payload))?;
+    count_unchecked(state, webhook, request, snapshot);
     // A denial stores no Pod: nothing to compare (it is counted as would-deny).
     if let (Some(agreement), Some(ours)) = (agreement, outcome.mutated.filter(|_| outcome.decision.allowed)) {
         agreement.remember(request, ours, Instant::now());
     }
     Ok(answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision))
+}
+
+/// Requests let through unchecked because of what they lack (issue 30.5): a DELETE without
+/// `oldObject`; a Pod whose Namespace the snapshot does not hold yet, when a SidecarSet selecting
+/// namespaces by label is skipped for it (also a WARN, one per interval).
+fn count_unchecked(state: &AppState, webhook: &Webhook, request: &AdmissionRequest, snapshot: &Snapshot) {
+    if request.operation == Operation::Delete && request.old_object.is_none() {
+        state.metrics.delete_without_old_object.with_label_values(&[webhook.name]).inc();
+    }
+    let pod = request.object.as_ref().filter(|_| {
+        webhook.capability == Capability::PodMutation
+            && request.kind.group.is_empty()
+            && request.kind.kind == "Pod"
+    });
+    if let Some(pod) = pod
+        && matching::skipped_for_unknown_namespace(pod, &request.namespace, snapshot)
+    {
+        state.metrics.pod_namespace_unknown.with_label_values(&[webhook.name]).inc();
+        if let Some(suppressed) = state.unknown_namespaces.note((), Instant::now()) {
+            tracing::warn!(
+                namespace = %request.namespace,
+                object = %request.display_name(),
+                suppressed,
+                "a Pod of a Namespace the cluster cache does not hold yet: SidecarSets with a namespaceSelector were skipped \
+                 for it (kruise_admission_pod_namespace_unknown_total)"
+            );
+        }
+    }
 }
 
 /// The one place a decision becomes the AdmissionReview sent back (`about`: the request, when it
@@ -663,7 +695,7 @@ mod tests {
     use crate::admission::SystemClock;
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
-    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
     use crate::cluster::Snapshot;
     use serde_json::Value;
     use tower::ServiceExt as _;
@@ -717,6 +749,7 @@ mod tests {
             shadow: false,
             agreement: None,
             refusals: LogSummary::default(),
+            unknown_namespaces: LogSummary::default(),
         };
         (router(Arc::new(state)), metrics)
     }
@@ -779,6 +812,7 @@ mod tests {
             shadow: false,
             agreement: None,
             refusals: LogSummary::default(),
+            unknown_namespaces: LogSummary::default(),
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
