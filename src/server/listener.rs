@@ -28,7 +28,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use super::log_summary::LogSummary;
@@ -153,35 +153,91 @@ fn http_builder(limits: &ConnLimits) -> auto::Builder<TokioExecutor> {
     if limits.http2 { builder } else { builder.http1_only() }
 }
 
-/// Open connections per source address.
-#[derive(Debug, Default)]
-struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+/// The open connections of one port: how many per source address, and what each is doing, so that
+/// a connection arriving when every slot is taken can have an idle one closed (issue 30.2).
+#[derive(Default)]
+struct OpenConnections(Mutex<Open>);
 
-/// One connection's place in [`PeerCounts`], given back on drop.
-struct PeerSlot {
-    counts: Arc<PeerCounts>,
-    ip: IpAddr,
+#[derive(Default)]
+struct Open {
+    per_peer: HashMap<IpAddr, usize>,
+    connections: HashMap<u64, Entry>,
+    next_id: u64,
 }
 
-impl PeerCounts {
-    fn try_take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
-        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(ip).or_insert(0);
+/// One open connection: its address, what it is doing, and its place under the total cap (kept
+/// here, not by its task, so that an eviction can hand it to the newcomer at once).
+struct Entry {
+    ip: IpAddr,
+    activity: Arc<Activity>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+/// One connection's place in [`OpenConnections`], given back on drop.
+struct PeerSlot {
+    open: Arc<OpenConnections>,
+    ip: IpAddr,
+    id: u64,
+}
+
+impl OpenConnections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn try_take(self: &Arc<Self>, ip: IpAddr, max: usize, activity: &Arc<Activity>) -> Option<PeerSlot> {
+        let mut open = self.lock();
+        let count = open.per_peer.entry(ip).or_insert(0);
         if *count >= max {
             return None;
         }
         *count += 1;
-        Some(PeerSlot { counts: self.clone(), ip })
+        let id = open.next_id;
+        open.next_id += 1;
+        open.connections.insert(id, Entry { ip, activity: activity.clone(), permit: None });
+        Some(PeerSlot { open: self.clone(), ip, id })
     }
+
+    /// Tell one idle connection to close (see [`eviction_victim`]) and take its place under the
+    /// total cap for the newcomer; `None` when no connection is idle.
+    fn evict_idle(&self) -> Option<OwnedSemaphorePermit> {
+        let mut open = self.lock();
+        let open = &mut *open;
+        let candidates = open.connections.iter().filter_map(|(id, entry)| {
+            let idle = entry.permit.as_ref().map(|_| entry.activity.idle_for())?;
+            (!idle.is_zero()).then(|| (*id, open.per_peer.get(&entry.ip).copied().unwrap_or(0), idle))
+        });
+        let victim = eviction_victim(candidates)?;
+        let entry = open.connections.get_mut(&victim)?;
+        entry.activity.evict.notify_one();
+        entry.permit.take()
+    }
+}
+
+impl PeerSlot {
+    /// The connection holds `permit` from now on (until it ends or is evicted).
+    fn hold(&self, permit: OwnedSemaphorePermit) {
+        if let Some(entry) = self.open.lock().connections.get_mut(&self.id) {
+            entry.permit = Some(permit);
+        }
+    }
+}
+
+/// Which idle connection `(id, connections of its address, idle for)` to close for a newcomer:
+/// one of the address that holds the most (so a flood from a few addresses pays, not the
+/// kubelet's single probe connection), the longest idle of those.
+fn eviction_victim(candidates: impl Iterator<Item = (u64, usize, Duration)>) -> Option<u64> {
+    candidates.max_by_key(|&(_, of_peer, idle)| (of_peer, idle)).map(|(id, _, _)| id)
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
-        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = counts.get_mut(&self.ip) {
+        let mut open = self.open.lock();
+        open.connections.remove(&self.id);
+        if let Some(count) = open.per_peer.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {
-                counts.remove(&self.ip);
+                open.per_peer.remove(&self.ip);
             }
         }
     }
@@ -222,7 +278,7 @@ pub async fn accept_until(
 ) {
     let builder = Arc::new(http_builder(limits));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let peers = Arc::new(PeerCounts::default());
+    let open = Arc::new(OpenConnections::default());
     let (drain, draining) = watch::channel(false);
     let refusals = LogSummary::<Option<IpAddr>>::default();
     let (total_reason, peer_reason) = port.refusal_reasons();
@@ -243,20 +299,24 @@ pub async fn accept_until(
         };
         // Closing at once (instead of leaving the connection in the backlog) tells the client to
         // try another replica now rather than after its own timeout.
-        let Some(slot) = peers.try_take(peer.ip(), limits.max_connections_per_peer) else {
+        let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
+        let Some(slot) = open.try_take(peer.ip(), limits.max_connections_per_peer, &activity) else {
             metrics.http_error(peer_reason);
             if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
                 tracing::warn!(%peer, reason = peer_reason, suppressed, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
             }
             continue;
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        // Every slot taken: an idle connection is closed to make room, so idle connections (which
+        // cost a tenant nothing to hold) cannot keep out the kubelet's probes or the API server.
+        let Some(permit) = permits.clone().try_acquire_owned().ok().or_else(|| open.evict_idle()) else {
             metrics.http_error(total_reason);
             if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
                 tracing::warn!(%peer, reason = total_reason, suppressed, max_connections = limits.max_connections, "connection refused: too many open connections");
             }
             continue;
         };
+        slot.hold(permit);
         let connection = Connection {
             tcp,
             peer,
@@ -264,11 +324,12 @@ pub async fn accept_until(
             builder: builder.clone(),
             app: app.clone(),
             limits: limits.clone(),
+            activity,
             draining: draining.clone(),
             _watcher: graceful.watcher(),
         };
         tokio::spawn(async move {
-            let (_permit, _slot) = (permit, slot);
+            let _slot = slot;
             connection.serve().await;
         });
     }
@@ -285,6 +346,7 @@ struct Connection {
     builder: Arc<auto::Builder<TokioExecutor>>,
     app: Router,
     limits: ConnLimits,
+    activity: Arc<Activity>,
     /// Turns true when the server starts shutting down.
     draining: watch::Receiver<bool>,
     /// Counted by the drain in `Server::run`, which waits until every connection is gone.
@@ -298,29 +360,39 @@ enum CloseReason {
     Idle,
     MaxAge,
     Cancellations,
+    /// Idle while every slot was taken and a new connection came.
+    Evicted,
 }
 
 impl Connection {
     async fn serve(self) {
-        let Connection { tcp, peer, port, builder, app, limits, draining, _watcher } = self;
+        let Connection { tcp, peer, port, builder, app, limits, activity, draining, _watcher } = self;
         // Latency matters more than packet count for small JSON answers.
         let _ = tcp.set_nodelay(true);
         let acceptor = match port {
             Port::Webhooks(acceptor) => acceptor,
-            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, draining).await,
+            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, activity, draining).await,
         };
-        let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(error)) => {
-                tracing::debug!(%peer, %error, "TLS handshake failed");
+        let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
+        // A handshake that has not finished is idle too: it may be closed for a newcomer.
+        let tls = tokio::select! {
+            handshake = handshake => match handshake {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            },
+            () = activity.evict.notified() => {
+                tracing::debug!(%peer, "closed during the TLS handshake to make room for a new connection");
                 return;
             }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
         };
-        serve_http(tls, peer, &builder, app, &limits, draining).await;
+        serve_http(tls, peer, &builder, app, &limits, activity, draining).await;
     }
 }
 
@@ -332,11 +404,11 @@ async fn serve_http<I>(
     builder: &auto::Builder<TokioExecutor>,
     app: Router,
     limits: &ConnLimits,
+    activity: Arc<Activity>,
     mut draining: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
     let service = TowerToHyperService::new(Tracked { app, activity: activity.clone(), peer });
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
     let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
@@ -364,6 +436,15 @@ async fn serve_http<I>(
             Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => CloseReason::Shutdown,
             () = &mut age, if closing.is_none() => CloseReason::MaxAge,
             () = activity.abuse.notified(), if closing.is_none() => CloseReason::Cancellations,
+            // Chosen while idle, and its place under the cap already went to a newcomer: closed at
+            // once (a request that began meanwhile is closed gracefully, below).
+            () = activity.evict.notified(), if closing.is_none() => {
+                if activity.in_flight.load(Ordering::Acquire) == 0 {
+                    tracing::debug!(%peer, "idle connection closed to make room for a new one");
+                    return;
+                }
+                CloseReason::Evicted
+            }
             _ = idle_check.tick(), if closing.is_none() => {
                 if activity.idle_for() < limits.idle_timeout {
                     continue;
@@ -405,6 +486,8 @@ struct Activity {
     max_cancelled: usize,
     /// Notified once when `cancelled` passes `max_cancelled`.
     abuse: Notify,
+    /// Notified when this idle connection is to close to make room ([`OpenConnections::evict_idle`]).
+    evict: Notify,
 }
 
 impl Activity {
@@ -416,6 +499,7 @@ impl Activity {
             cancelled: AtomicUsize::new(0),
             max_cancelled,
             abuse: Notify::new(),
+            evict: Notify::new(),
         }
     }
 
@@ -529,14 +613,44 @@ mod tests {
 
     #[test]
     fn peer_slots_are_counted_per_address_and_given_back() {
-        let peers = Arc::new(PeerCounts::default());
+        let open = Arc::new(OpenConnections::default());
+        let activity = Arc::new(Activity::new(1));
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let first = peers.try_take(a, 2).unwrap();
-        let _second = peers.try_take(a, 2).unwrap();
-        assert!(peers.try_take(a, 2).is_none(), "a third from the same address");
-        let _other = peers.try_take(b, 2).expect("another address has its own count");
+        let first = open.try_take(a, 2, &activity).unwrap();
+        let _second = open.try_take(a, 2, &activity).unwrap();
+        assert!(open.try_take(a, 2, &activity).is_none(), "a third from the same address");
+        let _other = open.try_take(b, 2, &activity).expect("another address has its own count");
         drop(first);
-        assert!(peers.try_take(a, 2).is_some(), "a closed connection frees its slot");
+        assert!(open.try_take(a, 2, &activity).is_some(), "a closed connection frees its slot");
+        assert_eq!(open.lock().connections.len(), 2, "the slot taken last was dropped at once");
+    }
+
+    #[test]
+    fn the_victim_is_the_longest_idle_of_the_address_holding_the_most() {
+        let s = Duration::from_secs;
+        let candidates = [(1, 1, s(100)), (2, 8, s(5)), (3, 8, s(9)), (4, 2, s(50))];
+        assert_eq!(eviction_victim(candidates.into_iter()), Some(3));
+        assert_eq!(eviction_victim(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn only_idle_connections_holding_a_place_are_evicted_and_each_once() {
+        let open = Arc::new(OpenConnections::default());
+        let places = Arc::new(Semaphore::new(2));
+        let busy = Arc::new(Activity::new(1));
+        let _request = InFlight::start(busy.clone());
+        let busy_slot = open.try_take("127.0.0.1".parse().unwrap(), 8, &busy).unwrap();
+        busy_slot.hold(places.clone().try_acquire_owned().unwrap());
+        let idle = Arc::new(Activity::new(1));
+        let idle_slot = open.try_take("127.0.0.2".parse().unwrap(), 8, &idle).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(open.evict_idle().is_none(), "busy, or not yet holding a place");
+        idle_slot.hold(places.clone().try_acquire_owned().unwrap());
+        let handed = open.evict_idle().expect("the idle connection's place");
+        assert_eq!(places.available_permits(), 0, "handed over, not given back");
+        assert!(open.evict_idle().is_none(), "its place is gone: not chosen twice");
+        drop((handed, idle_slot, busy_slot));
+        assert_eq!(places.available_permits(), 2);
     }
 
     #[test]
