@@ -41,7 +41,7 @@ use super::snapshot_state::ClusterState;
 use super::work_queue::{Shed, WorkQueue};
 use crate::admission::injection::matching;
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, ReviewVersion};
-use crate::admission::review_cost;
+use crate::admission::review_cost::{self, Cost};
 use crate::admission::shadow::{self, Outcome};
 use crate::admission::webhooks::{self, Capability, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
@@ -217,6 +217,8 @@ fn micros(started: Instant) -> u64 {
 /// A review that was answered with HTTP 200, and what to log and count about it.
 struct Answered {
     body: Vec<u8>,
+    /// `body`'s bytes in the memory budget, until the last of them is written.
+    held: Held,
     uid: String,
     kind: String,
     object: String,
@@ -242,7 +244,9 @@ async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Reques
     match answer(&state, webhook, request).await {
         Ok(answered) => {
             record(&state.metrics, webhook, &answered, started);
-            json_response(StatusCode::OK, answered.body)
+            let mut response = Response::new(Body::new(ChargedAnswer::new(answered.body, answered.held)));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
         }
         Err(error) => error.into_response(&state, peer, webhook.path, started),
     }
@@ -273,13 +277,18 @@ async fn answer(
     }
     let deadline = Deadline::new(deadline::from_query(request.uri().query()));
     let work = async {
-        let mut held = state.budget.hold();
+        // Before the body is read, its cost is what it declares (HTTP/1.1 and HTTP/2 both end a
+        // body at its Content-Length); without one it is heavy until read.
+        let mut held = state.budget.hold(declared.map_or(Cost::Heavy, Cost::of_body));
         let body = read_body(request.into_body(), limit, declared, &mut held).await?;
+        let cost = Cost::of_body(body.len());
+        held.set_cost(cost);
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
         let prepared = {
             let state = state.clone();
-            on_worker(state.clone(), webhook, deadline, move || prepare(&state, webhook, body, held)).await?
+            on_worker(state.clone(), webhook, cost, deadline, move || prepare(&state, webhook, body, held))
+                .await?
         };
         match prepared {
             Prepared::Answered(answered) => Ok(answered),
@@ -287,13 +296,11 @@ async fn answer(
                 // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
                 // API server yields a denial that says so rather than a bare 504.
                 let left = deadline.left();
-                let answers = state
-                    .lookups
-                    .answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10))
-                    .await;
+                let Pending { request, snapshot, queries, held } = *pending;
+                let answers = state.lookups.answer(&snapshot, &queries, left.saturating_sub(left / 10)).await;
                 let state = state.clone();
-                on_worker(state.clone(), webhook, deadline, move || {
-                    decide(&state, webhook, &pending.request, &pending.snapshot, &answers)
+                on_worker(state.clone(), webhook, cost, deadline, move || {
+                    decide(&state, webhook, &request, &snapshot, &answers, held)
                 })
                 .await
             }
@@ -328,10 +335,11 @@ impl Deadline {
 async fn on_worker<T: Send + 'static>(
     state: Arc<AppState>,
     webhook: &'static Webhook,
+    cost: Cost,
     deadline: Deadline,
     work: impl FnOnce() -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    let worker = state.queue.admit(webhook, deadline.left() / 2).await.map_err(HttpError::shed)?;
+    let worker = state.queue.admit(webhook, cost, deadline.left() / 2).await.map_err(HttpError::shed)?;
     let job = tokio::task::spawn_blocking(move || {
         let _worker = worker;
         if deadline.left().is_zero() {
@@ -445,8 +453,9 @@ struct Pending {
     request: AdmissionRequest<'static>,
     snapshot: Arc<Snapshot>,
     queries: Vec<Query>,
-    /// The decoded request's share of the memory budget, kept until it is decided.
-    _held: Held,
+    /// The decoded request's share of the memory budget, kept until it is decided (then the
+    /// answer's).
+    held: Held,
 }
 
 enum Prepared {
@@ -489,7 +498,7 @@ fn prepare(
                     error.message
                 )));
             };
-            return Ok(Prepared::Answered(answer_decision(state, version, uid, None, &decision)));
+            return answer_decision(state, version, uid, None, &decision, held).map(Prepared::Answered);
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
@@ -505,14 +514,14 @@ fn prepare(
     }))
     .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
-        return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
+        return decide(state, webhook, &request, &snapshot, &no_answers, held).map(Prepared::Answered);
     }
     // The request borrows its strings from the body; while the lookups are awaited (rare: deletion
     // protection, CloneSet pods to delete) it owns them instead, and the body goes.
     let request = request.into_owned();
     held.shrink(body.len());
     drop(body);
-    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, _held: held })))
+    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, held })))
 }
 
 /// Decide a decoded review with its lookups answered. Blocking; a panic is contained as a 500.
@@ -522,6 +531,7 @@ fn decide(
     request: &AdmissionRequest,
     snapshot: &Snapshot,
     answers: &Answers,
+    held: Held,
 ) -> Result<Answered, HttpError> {
     // Live agreement needs the Pod as we would have made it: `run` returns it with the decision.
     let agreement = state.agreement.as_ref().filter(|_| LiveAgreement::wants(webhook, request));
@@ -539,7 +549,7 @@ fn decide(
     if let (Some(agreement), Some(ours)) = (agreement, outcome.mutated.filter(|_| outcome.decision.allowed)) {
         agreement.remember(request, ours, Instant::now());
     }
-    Ok(answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision))
+    answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision, held)
 }
 
 /// Requests let through unchecked because of what they lack (issue 30.5): a DELETE without
@@ -573,14 +583,16 @@ fn count_unchecked(state: &AppState, webhook: &Webhook, request: &AdmissionReque
 /// The one place a decision becomes the AdmissionReview sent back (`about`: the request, when it
 /// could be decoded). Without `--shadow` the answer is the decision. With it the answer allows the
 /// request unchanged (no patch, no status, no warnings: [`shadow::unenforced`]) whatever was
-/// decided, and the decision itself is kept for the metrics and logs ([`record`]).
+/// decided, and the decision itself is kept for the metrics and logs ([`record`]). What the request
+/// held becomes what the answer holds (usually far less): a 429 when even that cannot be held.
 fn answer_decision(
     state: &AppState,
     version: ReviewVersion,
     uid: &str,
     about: Option<&AdmissionRequest>,
     decision: &Decision,
-) -> Answered {
+    mut held: Held,
+) -> Result<Answered, HttpError> {
     let unenforced;
     let sent = if state.shadow {
         unenforced = shadow::unenforced();
@@ -588,8 +600,11 @@ fn answer_decision(
     } else {
         decision
     };
-    Answered {
-        body: review::review_response(version, uid, sent),
+    let body = review::review_response(version, uid, sent);
+    held.set(body.len()).map_err(HttpError::budget)?;
+    Ok(Answered {
+        body,
+        held,
         uid: uid.to_owned(),
         kind: about.map(|r| r.kind.kind.clone()).unwrap_or_default(),
         object: about.map(AdmissionRequest::display_name).unwrap_or_default(),
@@ -602,6 +617,60 @@ fn answer_decision(
             summary: shadow::summary(decision),
             warnings: decision.warnings.len(),
         }),
+    })
+}
+
+/// How much of an answer is handed to the connection at a time: hyper's HTTP/1.1 writer may copy a
+/// frame into its own buffer, and polls for the next only once that has drained, so what it holds
+/// outside the budget stays about one chunk per connection.
+const ANSWER_CHUNK: usize = 64 << 10;
+
+/// An answer's body, in [`ANSWER_CHUNK`] slices of bytes that own their [`Held`]: the budget is
+/// charged until the connection has taken (written, or buffered as one chunk) the last slice, so a
+/// client that does not read cannot make answers pile up outside it.
+struct ChargedAnswer {
+    rest: bytes::Bytes,
+}
+
+/// The bytes and their charge, dropped together with the last slice.
+struct Owned {
+    body: Vec<u8>,
+    _held: Held,
+}
+
+impl AsRef<[u8]> for Owned {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl ChargedAnswer {
+    fn new(body: Vec<u8>, held: Held) -> Self {
+        ChargedAnswer { rest: bytes::Bytes::from_owner(Owned { body, _held: held }) }
+    }
+}
+
+impl hyper::body::Body for ChargedAnswer {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        if self.rest.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        let n = self.rest.len().min(ANSWER_CHUNK);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(self.rest.split_to(n)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
     }
 }
 

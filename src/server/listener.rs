@@ -71,6 +71,10 @@ pub struct ConnLimits {
     /// work a cancelled request started may run on; a client that cancels as fast as it sends
     /// (rapid reset of accepted streams) would otherwise pile it up without bound.
     pub max_cancelled_requests: usize,
+    /// A connection whose writes have made no progress for this long (the client does not read
+    /// its answers) is dropped: what it would not take is freed at once, not after the idle
+    /// timeout and the close grace.
+    pub send_timeout: Duration,
     /// Serve HTTP/2 besides HTTP/1.1. Without it the connection is HTTP/1.1 from its first byte,
     /// so `header_read_timeout` bounds a connection that sends nothing at all.
     pub http2: bool,
@@ -91,6 +95,19 @@ pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(600);
 /// The apiserver's largest webhook timeout (30 s): a request in flight when its connection is
 /// recycled still gets its answer.
 pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(30);
+/// The API server reads an answer as it comes; a peer that takes none of it for this long is not
+/// one (a 3 MiB answer over a slow 10 Mbit/s link makes progress every few milliseconds).
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An HTTP/1.1 connection's read buffer: hyper's default (about 400 KiB) is held by every
+/// connection that ever read a large body, uncharged; 96 such connections held 40 MiB. A request's
+/// headers must fit in it: the API server's are well under 1 KiB.
+const H1_MAX_BUF_SIZE: usize = 64 << 10;
+
+/// Bytes of each HTTP/2 stream's answer polled ahead of the peer's flow-control window. Answers
+/// are charged to the memory budget until taken (`app::ChargedAnswer`); this keeps what h2 holds
+/// of them per stream to one chunk of that size rather than h2's 400 KiB default.
+const H2_MAX_SEND_BUF_SIZE: usize = 64 << 10;
 
 /// HTTP/2 streams a client may reset before the server has accepted them; past it the
 /// connection gets GOAWAY ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487). h2's default, set
@@ -113,6 +130,7 @@ impl Default for ConnLimits {
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             close_grace: DEFAULT_CLOSE_GRACE,
             max_cancelled_requests: 100,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             http2: true,
         }
     }
@@ -141,13 +159,19 @@ impl ConnLimits {
 
 fn http_builder(limits: &ConnLimits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).keep_alive(true).header_read_timeout(limits.header_read_timeout);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(H1_MAX_BUF_SIZE);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.h2_max_concurrent_streams)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESET_STREAMS)
         .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
+        .max_send_buf_size(H2_MAX_SEND_BUF_SIZE)
         .keep_alive_interval(limits.h2_keep_alive_interval)
         .keep_alive_timeout(limits.h2_keep_alive_interval);
     if limits.http2 { builder } else { builder.http1_only() }
@@ -410,11 +434,14 @@ async fn serve_http<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = TowerToHyperService::new(Tracked { app, activity: activity.clone(), peer });
+    let io = WriteWatch { inner: io, activity: activity.clone() };
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
     let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
     let mut age = std::pin::pin!(age);
-    // Checking idleness a few times per timeout is precise enough and costs one timer.
-    let mut idle_check = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(10)));
+    // Checking idleness and stalled writes a few times per timeout is precise enough and costs
+    // one timer.
+    let check_every = limits.idle_timeout.min(limits.send_timeout) / 4;
+    let mut idle_check = tokio::time::interval(check_every.max(Duration::from_millis(10)));
     idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Set once we have asked the connection to close; then only its end (or, except during
     // shutdown, which has its own deadline in `Server::run`, the grace period) is awaited.
@@ -445,8 +472,13 @@ async fn serve_http<I>(
                 }
                 CloseReason::Evicted
             }
-            _ = idle_check.tick(), if closing.is_none() => {
-                if activity.idle_for() < limits.idle_timeout {
+            _ = idle_check.tick() => {
+                // Not graceful: a peer that takes nothing would not take a GOAWAY either.
+                if activity.write_stalled_for() >= limits.send_timeout {
+                    tracing::debug!(%peer, send_timeout_s = limits.send_timeout.as_secs_f64(), "connection dropped: it took none of its answers within the send timeout");
+                    return;
+                }
+                if closing.is_some() || activity.idle_for() < limits.idle_timeout {
                     continue;
                 }
                 CloseReason::Idle
@@ -488,7 +520,12 @@ struct Activity {
     abuse: Notify,
     /// Notified when this idle connection is to close to make room ([`OpenConnections::evict_idle`]).
     evict: Notify,
+    /// Milliseconds since `started` when a write began to wait for the peer, [`NOT_STALLED`]
+    /// while writes go through.
+    write_stalled_ms: AtomicU64,
 }
+
+const NOT_STALLED: u64 = u64::MAX;
 
 impl Activity {
     fn new(max_cancelled: usize) -> Self {
@@ -500,6 +537,28 @@ impl Activity {
             max_cancelled,
             abuse: Notify::new(),
             evict: Notify::new(),
+            write_stalled_ms: AtomicU64::new(NOT_STALLED),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(NOT_STALLED - 1)
+    }
+
+    /// How long the write in progress has waited for the peer to take anything.
+    fn write_stalled_for(&self) -> Duration {
+        match self.write_stalled_ms.load(Ordering::Acquire) {
+            NOT_STALLED => Duration::ZERO,
+            since => Duration::from_millis(self.now_ms().saturating_sub(since)),
+        }
+    }
+
+    /// A write returned: stalled (`Pending`) or through.
+    fn wrote(&self, stalled: bool) {
+        if !stalled {
+            self.write_stalled_ms.store(NOT_STALLED, Ordering::Release);
+        } else if self.write_stalled_ms.load(Ordering::Acquire) == NOT_STALLED {
+            self.write_stalled_ms.store(self.now_ms(), Ordering::Release);
         }
     }
 
@@ -542,6 +601,62 @@ impl Drop for InFlight {
         if cancelled && a.cancelled.fetch_add(1, Ordering::AcqRel) == a.max_cancelled {
             a.abuse.notify_one();
         }
+    }
+}
+
+/// The connection's I/O, recording in its [`Activity`] since when a write waits for the peer.
+struct WriteWatch<I> {
+    inner: I,
+    activity: Arc<Activity>,
+}
+
+impl<I> WriteWatch<I> {
+    fn watched<T>(&self, polled: Poll<T>) -> Poll<T> {
+        self.activity.wrote(polled.is_pending());
+        polled
+    }
+}
+
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteWatch<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteWatch<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watched(polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watched(polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watched(polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
