@@ -31,7 +31,6 @@ mod hardening;
 mod hostile;
 mod hostile_load;
 mod hostile_logs;
-mod hostile_memory;
 mod http2_refusals;
 mod inplace_cloneset;
 mod inplace_daemonset;
