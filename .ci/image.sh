@@ -79,7 +79,7 @@ read -ra cmd <<<"$IMAGE_CMD"
 ports=()
 for port in $IMAGE_PORTS; do ports+=(--port "$port/tcp"); done # as EXPOSE records it
 "${buildah[@]}" config --os linux --arch amd64 --created-by ".ci/image.sh (image.env)" \
-    --user "$IMAGE_USER" --workingdir "$IMAGE_WORKDIR" --volume "$IMAGE_CERT_DIR" "${ports[@]}" \
+    --env "$IMAGE_ENV" --user "$IMAGE_USER" --workingdir "$IMAGE_WORKDIR" --volume "$IMAGE_CERT_DIR" "${ports[@]}" \
     --entrypoint "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$IMAGE_BINARY")" \
     --cmd "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${cmd[@]}")" \
     --label "org.opencontainers.image.source=$IMAGE_SOURCE" \

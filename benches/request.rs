@@ -45,6 +45,8 @@ fn app(snapshot: Snapshot) -> Router {
         queue: WorkQueue::new(DEFAULT_WORKERS, WEBHOOKS),
         shadow: false,
         agreement: None,
+        refusals: Default::default(),
+        unknown_namespaces: Default::default(),
     }))
 }
 

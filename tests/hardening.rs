@@ -105,6 +105,7 @@ fn the_dockerfile_makes_the_image_of_image_env_as_ci_image_sh_does() {
         "FROM --platform=linux/amd64 scratch".to_owned(),
         "COPY --from=build /out/rootfs/ /".to_owned(),
         format!("COPY --from=build --chown={} /out/certs/ {}/", value("IMAGE_USER"), value("IMAGE_CERT_DIR")),
+        format!("ENV {}", value("IMAGE_ENV")),
         format!("USER {}", value("IMAGE_USER")),
         format!("WORKDIR {}", value("IMAGE_WORKDIR")),
         format!("VOLUME {}", json_array(&[value("IMAGE_CERT_DIR")])),
@@ -157,7 +158,7 @@ fn the_dockerfile_makes_the_image_of_image_env_as_ci_image_sh_does() {
 
     // .ci/image.sh builds from image.env rather than from values of its own.
     let script = read(".ci/image.sh");
-    for wanted in [". ./image.env", "RUSTFLAGS=\"$IMAGE_RUSTFLAGS\"", "--user \"$IMAGE_USER\""] {
+    for wanted in [". ./image.env", "RUSTFLAGS=\"$IMAGE_RUSTFLAGS\"", "--user \"$IMAGE_USER\"", "--env \"$IMAGE_ENV\""] {
         assert!(script.contains(wanted), ".ci/image.sh lacks {wanted:?}");
     }
 }

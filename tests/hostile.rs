@@ -172,6 +172,51 @@ fn body_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     ]
 }
 
+/// Issue 30.3. Before: a 1 MiB uid was answered with a 1 MiB review (it is echoed), and a 1 MiB
+/// name, namespace or kind went into the log line. Now an oversized uid is an HTTP 400 that does
+/// not echo it, any other identity field a 400 denial that does not echo it; no answer carries a
+/// megabyte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_identity_fields_get_a_short_answer() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let huge = "u".repeat(1 << 20);
+    let cases: Vec<(&str, Vec<u8>, Expect)> = vec![
+        ("a 1 MiB uid", with(|r| r["request"]["uid"] = json!(huge)), BAD),
+        (
+            "a 1 MiB name",
+            with(|r| r["request"]["name"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+        (
+            "a 1 MiB namespace",
+            with(|r| r["request"]["namespace"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+        (
+            "a 1 MiB kind",
+            with(|r| r["request"]["kind"]["kind"] = json!(huge)),
+            Expect::Review { uid: "h1", allowed: false, code: Some(400) },
+        ),
+    ];
+    for (name, body, expect) in cases {
+        for proto in BOTH {
+            let reply = client.post_json(proto, "/mutate-pod", body.clone()).await;
+            assert!(reply.body.len() < 1024, "{name} over {proto:?}: a {} byte answer", reply.body.len());
+            match expect {
+                Expect::Http(status) => assert_eq!(reply.status, status, "{name}"),
+                Expect::Review { uid, code, .. } => {
+                    let answer = reply.json();
+                    assert_eq!(answer["response"]["uid"], uid, "{name}");
+                    assert_eq!(answer["response"]["status"]["code"], json!(code), "{name}: {answer}");
+                }
+            }
+        }
+    }
+    alive(&client, "oversized identity fields").await;
+    server.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_bodies_get_their_expected_answer() {
     let server = TestServer::start().await;
@@ -696,8 +741,11 @@ async fn two_thousand_idle_connections_do_not_block_service() {
     server.stop().await.unwrap();
 }
 
+/// Past the total, a new connection closes an idle one (issue 30.2: idle connections cost a
+/// tenant nothing to hold) and is served; the total stays at the cap. A newcomer with no idle
+/// connection to close is refused at once and counted (`listener::tests` covers which are idle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_limit_are_closed_at_once_and_counted() {
+async fn connections_past_the_limit_close_an_idle_one_and_stay_within_it() {
     let server = TestServer::start_with(|c| c.limits.max_connections = 50).await;
     let client = server.client();
     let mut held = Vec::new();
@@ -705,15 +753,16 @@ async fn connections_past_the_limit_are_closed_at_once_and_counted() {
         held.push(TcpStream::connect(server.https).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut extra = TcpStream::connect(server.https).await.unwrap();
     let started = Instant::now();
-    let (_, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
-    assert!(closed && started.elapsed() < Duration::from_secs(1), "the 51st connection is closed at once");
-    let metrics = http_get(server.metrics, "/metrics").await.1;
-    assert!(
-        metrics.contains(r#"kruise_admission_http_errors_total{reason="connection_limit"} 1"#),
-        "{metrics}"
-    );
+    alive(&client, "50 idle connections at the limit of 50").await;
+    assert!(started.elapsed() < Duration::from_secs(5), "served past the limit: {:?}", started.elapsed());
+    let mut closed = 0;
+    for tcp in &mut held {
+        if read_until_closed(tcp, Duration::from_millis(20)).await.1 {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 1, "an idle connection was closed to make room");
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
     alive(&client, "connection limit reached and released").await;

@@ -148,8 +148,8 @@ async fn one_address_flooding_the_metrics_port_is_capped_and_another_is_served()
 /// connections, first from one address, then from 60 addresses. Before: the server ran out of
 /// file descriptors, so neither `/readyz` nor the webhook port answered anyone. Now: one address
 /// gets 8 connections and another is served on both ports; 60 addresses get 64 in all and the
-/// webhook port is served (a probe from yet another address may be refused until the attackers'
-/// connections time out: the total cap is what keeps the descriptors).
+/// webhook port is served (the total cap is what keeps the descriptors; a probe from yet another
+/// address closes an idle one: `idle_connections_from_eight_addresses_cannot_starve_the_probe`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_descriptors() {
     let dir = tempfile::tempdir().unwrap();
@@ -191,6 +191,8 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     many.prune();
+    // 127.0.0.1's connections were idle: the newcomers closed them to make room.
+    one.prune();
     let total = ConnLimits::metrics_port().max_connections;
     assert!(
         one.open.len() + many.open.len() <= total,
@@ -201,4 +203,39 @@ async fn a_connection_flood_on_the_metrics_port_cannot_exhaust_the_servers_file_
         .await
         .expect("the webhook port while 60 addresses flood the metrics port");
     drop((one, many));
+}
+
+/// Issue 30.2. Before: 8 addresses holding 8 idle connections each took all 64 slots of the probe
+/// port, and the kubelet's `/readyz` from a ninth address was refused. Now a new connection
+/// arriving when every slot is taken closes an idle one of the address that holds the most, so the
+/// probe is answered within 1 s and the port still holds at most 64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_from_eight_addresses_cannot_starve_the_probe() {
+    let server = TestServer::start().await;
+    let limits = ConnLimits::metrics_port();
+    let mut held = Vec::new();
+    for last in 2..=9 {
+        let mut flood =
+            flood(server.metrics, [loopback(last)].into_iter(), limits.max_connections_per_peer).await;
+        assert_eq!(
+            flood.open.len(),
+            limits.max_connections_per_peer,
+            "from 127.0.0.{last}: {:?}",
+            flood.stopped
+        );
+        held.append(&mut flood.open);
+    }
+    assert_eq!(held.len(), limits.max_connections, "the flood holds every slot");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for probe in 0..3 {
+        ready_within(server.metrics, loopback(10), Duration::from_secs(1)).await.unwrap_or_else(|e| {
+            panic!("probe {probe} from 127.0.0.10 while 8 addresses hold 64 idle connections: {e}")
+        });
+    }
+    let mut flood = Flood { connected: held.len(), open: held, stopped: None };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    flood.prune();
+    assert!(flood.open.len() < limits.max_connections, "idle connections were closed to make room");
+    drop(flood);
+    server.stop().await.unwrap();
 }

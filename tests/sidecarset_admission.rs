@@ -1081,3 +1081,65 @@ fn pathological_name_patterns_are_refused_with_a_clear_message() {
         "{err}"
     );
 }
+
+/// Issue 30.8, which goes beyond Kruise (it says nothing): a SidecarSet that reaches every
+/// namespace (no namespaceSelector, no v1alpha1 `spec.namespace`) and gives its sidecars host
+/// access (privileged, added capabilities, privilege escalation, hostPath volumes) is admitted with
+/// a warning per finding; scoped to namespaces, or without such access, it gets none.
+#[test]
+fn a_cluster_wide_sidecarset_with_host_access_is_warned_about() {
+    let cluster = Cluster::new(Vec::new());
+    let warnings = |object: &Value| {
+        let stored = cluster.mutate(object);
+        let (d, _) = cluster.call(VALIDATE, "CREATE", &stored, None);
+        assert!(d.allowed, "{:?}", d.status);
+        d.warnings
+    };
+    let risky = with(|s| {
+        s["spec"]["containers"][0]["securityContext"] = json!({"privileged": true, "allowPrivilegeEscalation": true, "capabilities": {"add": ["NET_ADMIN"]}});
+        s["spec"]["initContainers"] = json!([{"name": "init", "image": "i:1", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]);
+        s["spec"]["volumes"] =
+            json!([{"name": "logs", "emptyDir": {}}, {"name": "root", "hostPath": {"path": "/"}}]);
+    });
+    let found = warnings(&risky);
+    let text = found.join("\n");
+    for expected in [
+        "spec.containers[0] (agent): privileged",
+        "spec.containers[0] (agent): allowPrivilegeEscalation",
+        "spec.containers[0] (agent): capabilities.add [NET_ADMIN]",
+        "spec.initContainers[0] (init): capabilities.add [SYS_ADMIN]",
+        "spec.volumes[1] (root): hostPath /",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from {found:#?}");
+    }
+    assert!(text.contains("every namespace"), "{found:#?}");
+    let scoped = with(|s| {
+        s["spec"] = risky["spec"].clone();
+        s["spec"]["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+    });
+    assert_eq!(warnings(&scoped), Vec::<String>::new(), "scoped by namespaceSelector");
+    let mut v1alpha1 = risky.clone();
+    v1alpha1["apiVersion"] = json!("apps.kruise.io/v1alpha1");
+    v1alpha1["spec"]["namespace"] = json!("team-a");
+    assert_eq!(warnings(&v1alpha1), Vec::<String>::new(), "scoped by v1alpha1 spec.namespace");
+    assert_eq!(warnings(&base()), Vec::<String>::new(), "no host access");
+}
+
+/// `--sidecarset-policy deny`: the same SidecarSet is denied (403), naming what it would give; one
+/// scoped to namespaces is still admitted.
+#[test]
+fn sidecarset_policy_deny_refuses_a_cluster_wide_sidecarset_with_host_access() {
+    use kruise_admission::admission::sidecarset_rules::host_access::Policy;
+    let mut cluster = Cluster::new(Vec::new());
+    cluster.settings.sidecarset_policy = Policy::Deny;
+    let risky = with(|s| s["spec"]["volumes"] = json!([{"name": "logs", "hostPath": {"path": "/var/log"}}]));
+    let stored = cluster.mutate(&risky);
+    let (d, _) = cluster.call(VALIDATE, "CREATE", &stored, None);
+    let status = d.status.expect("denied");
+    assert_eq!(status.code, 403, "{}", status.message);
+    assert!(status.message.contains("spec.volumes[0] (logs): hostPath /var/log"), "{}", status.message);
+    let mut scoped = risky.clone();
+    scoped["spec"]["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+    let stored = cluster.mutate(&scoped);
+    assert!(cluster.call(VALIDATE, "CREATE", &stored, None).0.allowed);
+}

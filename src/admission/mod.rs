@@ -102,6 +102,9 @@ pub struct Settings {
     /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
     /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
     pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
+    /// `--sidecarset-policy`: what `vsidecarset` does with a SidecarSet that reaches every
+    /// namespace and gives host access (a warning by default; [`sidecarset_rules::host_access`]).
+    pub sidecarset_policy: sidecarset_rules::host_access::Policy,
 }
 
 impl Settings {
@@ -117,6 +120,7 @@ impl Default for Settings {
             disabled: Vec::new(),
             inplace_vertical_scaling: false,
             sidecarset_patch_pod_metadata_defaults_allowed: false,
+            sidecarset_policy: sidecarset_rules::host_access::Policy::Warn,
         }
     }
 }

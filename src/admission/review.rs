@@ -256,12 +256,57 @@ impl<'a> Decision<'a> {
     }
 }
 
+/// The longest identity field accepted (`uid`, `name`, `namespace`, `subResource`, `operation`,
+/// and the group, version and kind or resource of `kind` and `resource`). Names are DNS subdomains
+/// (at most 253 bytes) or shorter, a uid is a 36-byte UUID, a group is a DNS subdomain: nothing the
+/// API server sends is longer. Bounding them keeps a caller from making an answer (which echoes the
+/// uid) or a log line carry megabytes (issue 30.3).
+pub const MAX_IDENTITY_BYTES: usize = 253;
+
+/// The longest text an answer echoes per message: a denial's message, each warning. Go's
+/// apiserver itself truncates warnings it relays; ours are sentences, far below this.
+pub const MAX_ECHOED_BYTES: usize = 4096;
+
+/// Warnings an answer carries at most; the rest are counted in one last warning.
+pub const MAX_WARNINGS: usize = 32;
+
+/// Why an identity field is refused, without echoing it.
+fn oversized(key: &str, len: usize) -> String {
+    format!(
+        "request.{key} is {len} bytes, longer than the {MAX_IDENTITY_BYTES} bytes any identity field the API server sends can be"
+    )
+}
+
 fn str_field(map: &Map<String, Value>, key: &str) -> Result<String, String> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) if s.len() > MAX_IDENTITY_BYTES => Err(oversized(key, s.len())),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(other) => Err(format!("request.{key} must be a string, got {}", type_name(other))),
     }
+}
+
+/// `text` cut to at most [`MAX_ECHOED_BYTES`] (on a character boundary), saying how much was cut.
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_ECHOED_BYTES {
+        return text.into();
+    }
+    let note_room = 64;
+    let mut end = MAX_ECHOED_BYTES - note_room;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes cut)", &text[..end], text.len() - end).into()
+}
+
+/// The warnings an answer carries: each [`bounded`], at most [`MAX_WARNINGS`] of them.
+fn bounded_warnings(warnings: &[String]) -> Vec<std::borrow::Cow<'_, str>> {
+    let mut kept: Vec<_> = warnings.iter().take(MAX_WARNINGS).map(|w| bounded(w)).collect();
+    if warnings.len() > MAX_WARNINGS {
+        kept.pop();
+        kept.push(format!("... and {} more warnings", warnings.len() - MAX_WARNINGS + 1).into());
+    }
+    kept
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -407,6 +452,10 @@ fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), Decode
 /// `request.uid`: without it no answer can be matched to the request.
 fn request_uid(request: &Map<String, Value>) -> Result<String, DecodeError> {
     match request.get("uid") {
+        // Not answerable: the answer would have to echo it.
+        Some(Value::String(s)) if s.len() > MAX_IDENTITY_BYTES => {
+            Err(DecodeError::envelope(oversized("uid", s.len())))
+        }
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
         Some(Value::String(_)) | None | Some(Value::Null) => Err(DecodeError::envelope(
             "request.uid is missing: the response could not be matched to the request",
@@ -742,7 +791,7 @@ pub fn review_response(version: ReviewVersion, uid: &str, decision: &Decision) -
         out.extend_from_slice(b",\"status\":{\"status\":");
         push_json(&mut out, if decision.allowed { "Success" } else { "Failure" });
         out.extend_from_slice(b",\"message\":");
-        push_json(&mut out, &status.message);
+        push_json(&mut out, &bounded(&status.message));
         out.extend_from_slice(b",\"reason\":");
         push_json(&mut out, status.reason);
         out.extend_from_slice(b",\"code\":");
@@ -757,7 +806,7 @@ pub fn review_response(version: ReviewVersion, uid: &str, decision: &Decision) -
     }
     if !decision.warnings.is_empty() {
         out.extend_from_slice(b",\"warnings\":");
-        push_json(&mut out, &decision.warnings);
+        push_json(&mut out, &bounded_warnings(&decision.warnings));
     }
     out.extend_from_slice(b"}}");
     out
@@ -784,7 +833,7 @@ pub fn decode_error_decision(err: &DecodeError) -> Option<(ReviewVersion, &str, 
 
 /// The JSON body of an HTTP error (400, 404, 413, ...).
 pub fn error_body(message: &str) -> Value {
-    json!({ "error": message })
+    json!({ "error": bounded(message) })
 }
 
 #[cfg(test)]
@@ -865,5 +914,46 @@ mod tests {
             assert!(!d.allowed);
             assert_eq!(d.status.unwrap().code, code);
         }
+    }
+
+    #[test]
+    fn echoed_text_is_bounded_and_says_what_was_cut() {
+        let huge = "é".repeat(1 << 20);
+        let mut decision = Decision::deny(&AdmissionError::Invalid(huge.clone()));
+        decision.warnings = vec![huge.clone(); 1000];
+        let answer = review_response(ReviewVersion::V1, "u", &decision);
+        assert!(answer.len() < 40 * MAX_ECHOED_BYTES, "{} bytes", answer.len());
+        let resp: Value = serde_json::from_slice(&answer).unwrap();
+        let message = resp["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            message.len() <= MAX_ECHOED_BYTES && message.ends_with("more bytes cut)"),
+            "{}",
+            message.len()
+        );
+        let warnings = resp["response"]["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), MAX_WARNINGS);
+        assert_eq!(warnings[MAX_WARNINGS - 1], "... and 969 more warnings");
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn oversized_identity_fields_are_refused_without_being_echoed() {
+        let long = "x".repeat(MAX_IDENTITY_BYTES + 1);
+        let e = decode_review(review(json!({"uid": long, "operation": "CREATE"}))).unwrap_err();
+        assert!(e.answerable.is_none() && e.message.len() < 200, "{e:?}");
+        for key in ["name", "namespace", "subResource", "operation"] {
+            let mut request = json!({"uid": "u", "operation": "CREATE"});
+            request[key] = json!(long);
+            let e = decode_review(review(request)).unwrap_err();
+            assert_eq!(e.answerable, Some((ReviewVersion::V1, "u".into())), "{key}");
+            assert!(e.message.contains(&format!("request.{key} is 254 bytes")), "{e:?}");
+        }
+        let kind =
+            json!({"uid": "u", "operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": long}});
+        assert!(decode_review(review(kind)).unwrap_err().message.starts_with("request.kind.kind is 254"));
+        let at_the_limit = "x".repeat(MAX_IDENTITY_BYTES);
+        let r =
+            decode_review(review(json!({"uid": at_the_limit, "operation": "CREATE", "name": at_the_limit})));
+        assert_eq!(r.unwrap().name.len(), MAX_IDENTITY_BYTES);
     }
 }

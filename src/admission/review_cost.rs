@@ -255,6 +255,25 @@ pub fn worst_case(len: usize) -> usize {
     len.saturating_mul(PER_BYTE).saturating_add(MAX_DEPTH * CONTAINER + ARRAY_SLOT)
 }
 
+/// What a request costs to hold and to decide, as far as is known before it is decoded (issue
+/// 30.6): the server keeps part of its memory budget and of its workers for cheap requests, so a
+/// flood of multi-MiB reviews queues (or is shed) behind itself while the API server's ordinary
+/// small reviews keep being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    Cheap,
+    Heavy,
+}
+
+impl Cost {
+    /// By the body's length: a review shorter than [`SCAN_FROM`] (almost every one the API server
+    /// sends; a Pod with many containers is a few tens of KiB) is cheap to decode and decide; past
+    /// it, time and memory grow with the bytes.
+    pub fn of_body(len: usize) -> Cost {
+        if len < SCAN_FROM { Cost::Cheap } else { Cost::Heavy }
+    }
+}
+
 /// Charge decoding `body` through `hold` (bytes the decoded values will take; `Err` when they
 /// cannot be held) and say which parts to decode. A body shorter than [`SCAN_FROM`] is charged
 /// [`worst_case`] and decoded whole ([`Parts::ALL`]: the answer is the same, `decode_review`

@@ -30,6 +30,10 @@ pub struct ConnectionArgs {
     /// before it is dropped.
     #[arg(long, default_value = "30s", value_parser = parse_positive_duration)]
     pub max_connection_age_grace: Duration,
+    /// Drop a connection whose answers have not been taken for this long (the client does not
+    /// read): what they hold is freed at once instead of after the idle timeout.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub send_timeout: Duration,
 }
 
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
@@ -45,6 +49,7 @@ impl ConnectionArgs {
         limits.idle_timeout = self.connection_idle_timeout;
         limits.max_connection_age = self.max_connection_age;
         limits.close_grace = self.max_connection_age_grace;
+        limits.send_timeout = self.send_timeout;
     }
 }
 
@@ -70,14 +75,16 @@ mod tests {
                 limits.max_connections_per_peer,
                 limits.idle_timeout,
                 limits.max_connection_age,
-                limits.close_grace
+                limits.close_grace,
+                limits.send_timeout
             ),
             (
                 defaults.max_connections,
                 defaults.max_connections_per_peer,
                 defaults.idle_timeout,
                 defaults.max_connection_age,
-                defaults.close_grace
+                defaults.close_grace,
+                defaults.send_timeout
             )
         );
         let args = [

@@ -123,8 +123,43 @@ pub fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.fmt_fields(escaped_fields()).try_init(),
     };
+}
+
+/// `--log-format text`'s fields, `name=value` separated by spaces, the message bare (as
+/// tracing-subscriber writes them). Its own formatter writes a `%` value as it is (it escapes ANSI
+/// sequences only), so a newline in a uid or a name started a log line of the caller's choosing
+/// (issue 30.4). Here every field goes through [`escape_controls`]. JSON logs escape by design.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let text = format!("{value:?}");
+        let text = escape_controls(&text);
+        match field.name() {
+            "message" => writer.write_str(&text),
+            name => write!(writer, "{name}={text}"),
+        }
+    })
+    .delimited(" ")
+}
+
+/// `text` with every control character, and the Unicode line and paragraph separators some
+/// viewers break lines at, written as Rust escapes them (`\n`, `\u{1b}`); the rest as it is.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if !text.contains(escaped) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if escaped(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -227,5 +262,19 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_nothing_else() {
+        assert_eq!(escape_controls("plain é 名前"), "plain é 名前");
+        assert_eq!(
+            escape_controls("a\nb\r\u{1b}]0;x\u{7}\u{85}\u{2028}"),
+            r"a\nb\r\u{1b}]0;x\u{7}\u{85}\u{2028}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The flags that change decisions, shared by `serve` and `dry-run` so both decide alike.
 
 use crate::admission::Settings;
+use crate::admission::sidecarset_rules::host_access::Policy;
 use crate::admission::webhooks::Capability;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -24,6 +25,11 @@ pub struct DecisionArgs {
     /// patchPodMetadata when `kruise-configuration` holds no whitelist.
     #[arg(long)]
     pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
+    /// What SidecarSet validation does with a SidecarSet without a namespaceSelector (so it reaches
+    /// every namespace) whose sidecars get host access (privileged, added capabilities, privilege
+    /// escalation, hostPath volumes): `warn` admits it with a warning per finding, `deny` refuses it.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = Policy::Warn)]
+    pub sidecarset_policy: Policy,
 }
 
 impl DecisionArgs {
@@ -40,6 +46,7 @@ impl DecisionArgs {
             inplace_vertical_scaling: self.inplace_vertical_scaling,
             sidecarset_patch_pod_metadata_defaults_allowed: self
                 .sidecarset_patch_pod_metadata_defaults_allowed,
+            sidecarset_policy: self.sidecarset_policy,
         }
     }
 }

@@ -16,6 +16,7 @@
 //! with `Retry-After`, 413 for what could never fit) rather than let the process starve or be
 //! OOM-killed.
 
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,16 +31,19 @@ use axum::routing::any;
 use http_body_util::BodyExt as _;
 
 use super::deadline;
+use super::listener::Peer;
 use super::live_agreement::LiveAgreement;
+use super::log_summary::LogSummary;
 use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
 use super::snapshot_state::ClusterState;
 use super::work_queue::{Shed, WorkQueue};
-use crate::admission::review::{self, AdmissionRequest, Decision, ReviewVersion};
-use crate::admission::review_cost;
+use crate::admission::injection::matching;
+use crate::admission::review::{self, AdmissionRequest, Decision, Operation, ReviewVersion};
+use crate::admission::review_cost::{self, Cost};
 use crate::admission::shadow::{self, Outcome};
-use crate::admission::webhooks::{self, Webhook, WebhookKind};
+use crate::admission::webhooks::{self, Capability, Webhook, WebhookKind};
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
 use crate::cluster::{Answers, Query, Snapshot};
 
@@ -62,6 +66,10 @@ pub struct AppState {
     pub shadow: bool,
     /// `--shadow` in live mode: Pod CREATE decisions wait here for the Pod the API server stores.
     pub agreement: Option<Arc<LiveAgreement>>,
+    /// Refusals logged per peer per interval.
+    pub refusals: LogSummary<Option<IpAddr>>,
+    /// Pods of unknown Namespaces, logged once per interval.
+    pub unknown_namespaces: LogSummary<()>,
 }
 
 /// One route per webhook path; anything else is a 404.
@@ -79,13 +87,20 @@ pub fn router(state: Arc<AppState>) -> Router {
     }
     router.fallback(move |request: Request| async move {
         let started = Instant::now();
+        let peer = peer_of(&request);
         let path = request.uri().path().to_owned();
         let error =
             HttpError::new(StatusCode::NOT_FOUND, "not_found", format!("no webhook is served at {path}"));
         // Read the body first, as `refuse` does, so HTTP/2 clients get this answer without a reset.
         drain(request.into_body(), state.max_request_bytes).await;
-        error.into_response(&state.metrics, &path, started)
+        error.into_response(&state, peer, &path, started)
     })
+}
+
+/// The address the request came from (set by the listener; absent in tests that call the router
+/// directly).
+fn peer_of(request: &Request) -> Option<IpAddr> {
+    request.extensions().get::<Peer>().map(|peer| peer.0.ip())
 }
 
 /// A request refused at the HTTP level.
@@ -160,16 +175,22 @@ impl HttpError {
         }
     }
 
-    fn into_response(self, metrics: &Metrics, path: &str, started: Instant) -> Response {
-        metrics.http_error(self.reason);
-        tracing::warn!(
-            path,
-            code = self.status.as_u16(),
-            reason = self.reason,
-            error = %self.message,
-            latency_us = micros(started),
-            "request refused"
-        );
+    /// The refusal's answer; counted every time, logged once per peer per interval (a caller must
+    /// not be able to write a log line per request it sends).
+    fn into_response(self, state: &AppState, peer: Option<IpAddr>, path: &str, started: Instant) -> Response {
+        state.metrics.http_error(self.reason);
+        if let Some(suppressed) = state.refusals.note(peer, Instant::now()) {
+            tracing::warn!(
+                peer = ?peer,
+                path,
+                code = self.status.as_u16(),
+                reason = self.reason,
+                error = %self.message,
+                latency_us = micros(started),
+                suppressed,
+                "request refused"
+            );
+        }
         let body = serde_json::to_vec(&review::error_body(&self.message)).unwrap_or_default();
         let mut response = json_response(self.status, body);
         if self.status == StatusCode::METHOD_NOT_ALLOWED {
@@ -196,6 +217,8 @@ fn micros(started: Instant) -> u64 {
 /// A review that was answered with HTTP 200, and what to log and count about it.
 struct Answered {
     body: Vec<u8>,
+    /// `body`'s bytes in the memory budget, until the last of them is written.
+    held: Held,
     uid: String,
     kind: String,
     object: String,
@@ -217,12 +240,15 @@ struct ShadowNote {
 
 async fn handle(state: Arc<AppState>, webhook: &'static Webhook, request: Request) -> Response {
     let started = Instant::now();
+    let peer = peer_of(&request);
     match answer(&state, webhook, request).await {
         Ok(answered) => {
             record(&state.metrics, webhook, &answered, started);
-            json_response(StatusCode::OK, answered.body)
+            let mut response = Response::new(Body::new(ChargedAnswer::new(answered.body, answered.held)));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
         }
-        Err(error) => error.into_response(&state.metrics, webhook.path, started),
+        Err(error) => error.into_response(&state, peer, webhook.path, started),
     }
 }
 
@@ -251,13 +277,18 @@ async fn answer(
     }
     let deadline = Deadline::new(deadline::from_query(request.uri().query()));
     let work = async {
-        let mut held = state.budget.hold();
+        // Before the body is read, its cost is what it declares (HTTP/1.1 and HTTP/2 both end a
+        // body at its Content-Length); without one it is heavy until read.
+        let mut held = state.budget.hold(declared.map_or(Cost::Heavy, Cost::of_body));
         let body = read_body(request.into_body(), limit, declared, &mut held).await?;
+        let cost = Cost::of_body(body.len());
+        held.set_cost(cost);
         // Parsing a few MiB and deciding are CPU work: off the async workers, so a slow decision
         // cannot stall other connections and the deadline below can still fire.
         let prepared = {
             let state = state.clone();
-            on_worker(state.clone(), webhook, deadline, move || prepare(&state, webhook, body, held)).await?
+            on_worker(state.clone(), webhook, cost, deadline, move || prepare(&state, webhook, body, held))
+                .await?
         };
         match prepared {
             Prepared::Answered(answered) => Ok(answered),
@@ -265,13 +296,11 @@ async fn answer(
                 // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
                 // API server yields a denial that says so rather than a bare 504.
                 let left = deadline.left();
-                let answers = state
-                    .lookups
-                    .answer(&pending.snapshot, &pending.queries, left.saturating_sub(left / 10))
-                    .await;
+                let Pending { request, snapshot, queries, held } = *pending;
+                let answers = state.lookups.answer(&snapshot, &queries, left.saturating_sub(left / 10)).await;
                 let state = state.clone();
-                on_worker(state.clone(), webhook, deadline, move || {
-                    decide(&state, webhook, &pending.request, &pending.snapshot, &answers)
+                on_worker(state.clone(), webhook, cost, deadline, move || {
+                    decide(&state, webhook, &request, &snapshot, &answers, held)
                 })
                 .await
             }
@@ -306,10 +335,11 @@ impl Deadline {
 async fn on_worker<T: Send + 'static>(
     state: Arc<AppState>,
     webhook: &'static Webhook,
+    cost: Cost,
     deadline: Deadline,
     work: impl FnOnce() -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    let worker = state.queue.admit(webhook, deadline.left() / 2).await.map_err(HttpError::shed)?;
+    let worker = state.queue.admit(webhook, cost, deadline.left() / 2).await.map_err(HttpError::shed)?;
     let job = tokio::task::spawn_blocking(move || {
         let _worker = worker;
         if deadline.left().is_zero() {
@@ -423,8 +453,9 @@ struct Pending {
     request: AdmissionRequest<'static>,
     snapshot: Arc<Snapshot>,
     queries: Vec<Query>,
-    /// The decoded request's share of the memory budget, kept until it is decided.
-    _held: Held,
+    /// The decoded request's share of the memory budget, kept until it is decided (then the
+    /// answer's).
+    held: Held,
 }
 
 enum Prepared {
@@ -467,7 +498,7 @@ fn prepare(
                     error.message
                 )));
             };
-            return Ok(Prepared::Answered(answer_decision(state, version, uid, None, &decision)));
+            return answer_decision(state, version, uid, None, &decision, held).map(Prepared::Answered);
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
@@ -483,14 +514,14 @@ fn prepare(
     }))
     .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
-        return decide(state, webhook, &request, &snapshot, &no_answers).map(Prepared::Answered);
+        return decide(state, webhook, &request, &snapshot, &no_answers, held).map(Prepared::Answered);
     }
     // The request borrows its strings from the body; while the lookups are awaited (rare: deletion
     // protection, CloneSet pods to delete) it owns them instead, and the body goes.
     let request = request.into_owned();
     held.shrink(body.len());
     drop(body);
-    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, _held: held })))
+    Ok(Prepared::NeedsAnswers(Box::new(Pending { request, snapshot, queries, held })))
 }
 
 /// Decide a decoded review with its lookups answered. Blocking; a panic is contained as a 500.
@@ -500,6 +531,7 @@ fn decide(
     request: &AdmissionRequest,
     snapshot: &Snapshot,
     answers: &Answers,
+    held: Held,
 ) -> Result<Answered, HttpError> {
     // Live agreement needs the Pod as we would have made it: `run` returns it with the decision.
     let agreement = state.agreement.as_ref().filter(|_| LiveAgreement::wants(webhook, request));
@@ -512,24 +544,55 @@ fn decide(
         }
     }))
     .map_err(|payload| panic_error(request, payload))?;
+    count_unchecked(state, webhook, request, snapshot);
     // A denial stores no Pod: nothing to compare (it is counted as would-deny).
     if let (Some(agreement), Some(ours)) = (agreement, outcome.mutated.filter(|_| outcome.decision.allowed)) {
         agreement.remember(request, ours, Instant::now());
     }
-    Ok(answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision))
+    answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision, held)
+}
+
+/// Requests let through unchecked because of what they lack (issue 30.5): a DELETE without
+/// `oldObject`; a Pod whose Namespace the snapshot does not hold yet, when a SidecarSet selecting
+/// namespaces by label is skipped for it (also a WARN, one per interval).
+fn count_unchecked(state: &AppState, webhook: &Webhook, request: &AdmissionRequest, snapshot: &Snapshot) {
+    if request.operation == Operation::Delete && request.old_object.is_none() {
+        state.metrics.delete_without_old_object.with_label_values(&[webhook.name]).inc();
+    }
+    let pod = request.object.as_ref().filter(|_| {
+        webhook.capability == Capability::PodMutation
+            && request.kind.group.is_empty()
+            && request.kind.kind == "Pod"
+    });
+    if let Some(pod) = pod
+        && matching::skipped_for_unknown_namespace(pod, &request.namespace, snapshot)
+    {
+        state.metrics.pod_namespace_unknown.with_label_values(&[webhook.name]).inc();
+        if let Some(suppressed) = state.unknown_namespaces.note((), Instant::now()) {
+            tracing::warn!(
+                namespace = %request.namespace,
+                object = %request.display_name(),
+                suppressed,
+                "a Pod of a Namespace the cluster cache does not hold yet: SidecarSets with a namespaceSelector were skipped \
+                 for it (kruise_admission_pod_namespace_unknown_total)"
+            );
+        }
+    }
 }
 
 /// The one place a decision becomes the AdmissionReview sent back (`about`: the request, when it
 /// could be decoded). Without `--shadow` the answer is the decision. With it the answer allows the
 /// request unchanged (no patch, no status, no warnings: [`shadow::unenforced`]) whatever was
-/// decided, and the decision itself is kept for the metrics and logs ([`record`]).
+/// decided, and the decision itself is kept for the metrics and logs ([`record`]). What the request
+/// held becomes what the answer holds (usually far less): a 429 when even that cannot be held.
 fn answer_decision(
     state: &AppState,
     version: ReviewVersion,
     uid: &str,
     about: Option<&AdmissionRequest>,
     decision: &Decision,
-) -> Answered {
+    mut held: Held,
+) -> Result<Answered, HttpError> {
     let unenforced;
     let sent = if state.shadow {
         unenforced = shadow::unenforced();
@@ -537,8 +600,11 @@ fn answer_decision(
     } else {
         decision
     };
-    Answered {
-        body: review::review_response(version, uid, sent),
+    let body = review::review_response(version, uid, sent);
+    held.set(body.len()).map_err(HttpError::budget)?;
+    Ok(Answered {
+        body,
+        held,
         uid: uid.to_owned(),
         kind: about.map(|r| r.kind.kind.clone()).unwrap_or_default(),
         object: about.map(AdmissionRequest::display_name).unwrap_or_default(),
@@ -551,6 +617,60 @@ fn answer_decision(
             summary: shadow::summary(decision),
             warnings: decision.warnings.len(),
         }),
+    })
+}
+
+/// How much of an answer is handed to the connection at a time: hyper's HTTP/1.1 writer may copy a
+/// frame into its own buffer, and polls for the next only once that has drained, so what it holds
+/// outside the budget stays about one chunk per connection.
+const ANSWER_CHUNK: usize = 64 << 10;
+
+/// An answer's body, in [`ANSWER_CHUNK`] slices of bytes that own their [`Held`]: the budget is
+/// charged until the connection has taken (written, or buffered as one chunk) the last slice, so a
+/// client that does not read cannot make answers pile up outside it.
+struct ChargedAnswer {
+    rest: bytes::Bytes,
+}
+
+/// The bytes and their charge, dropped together with the last slice.
+struct Owned {
+    body: Vec<u8>,
+    _held: Held,
+}
+
+impl AsRef<[u8]> for Owned {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl ChargedAnswer {
+    fn new(body: Vec<u8>, held: Held) -> Self {
+        ChargedAnswer { rest: bytes::Bytes::from_owner(Owned { body, _held: held }) }
+    }
+}
+
+impl hyper::body::Body for ChargedAnswer {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        if self.rest.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        let n = self.rest.len().min(ANSWER_CHUNK);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(self.rest.split_to(n)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
     }
 }
 
@@ -644,7 +764,7 @@ mod tests {
     use crate::admission::SystemClock;
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
-    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
     use crate::cluster::Snapshot;
     use serde_json::Value;
     use tower::ServiceExt as _;
@@ -697,6 +817,8 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            refusals: LogSummary::default(),
+            unknown_namespaces: LogSummary::default(),
         };
         (router(Arc::new(state)), metrics)
     }
@@ -758,6 +880,8 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            refusals: LogSummary::default(),
+            unknown_namespaces: LogSummary::default(),
         };
         let response = router(Arc::new(state)).oneshot(post("/panic")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -28,10 +28,15 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
+use super::log_summary::LogSummary;
 use super::metrics::Metrics;
+
+/// The address a request came from, in its extensions (refusals are logged per peer).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
 
 /// Per-connection limits against slow, greedy or sticky clients.
 #[derive(Debug, Clone)]
@@ -66,6 +71,10 @@ pub struct ConnLimits {
     /// work a cancelled request started may run on; a client that cancels as fast as it sends
     /// (rapid reset of accepted streams) would otherwise pile it up without bound.
     pub max_cancelled_requests: usize,
+    /// A connection whose writes have made no progress for this long (the client does not read
+    /// its answers) is dropped: what it would not take is freed at once, not after the idle
+    /// timeout and the close grace.
+    pub send_timeout: Duration,
     /// Serve HTTP/2 besides HTTP/1.1. Without it the connection is HTTP/1.1 from its first byte,
     /// so `header_read_timeout` bounds a connection that sends nothing at all.
     pub http2: bool,
@@ -86,6 +95,19 @@ pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(600);
 /// The apiserver's largest webhook timeout (30 s): a request in flight when its connection is
 /// recycled still gets its answer.
 pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(30);
+/// The API server reads an answer as it comes; a peer that takes none of it for this long is not
+/// one (a 3 MiB answer over a slow 10 Mbit/s link makes progress every few milliseconds).
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An HTTP/1.1 connection's read buffer: hyper's default (about 400 KiB) is held by every
+/// connection that ever read a large body, uncharged; 96 such connections held 40 MiB. A request's
+/// headers must fit in it: the API server's are well under 1 KiB.
+const H1_MAX_BUF_SIZE: usize = 64 << 10;
+
+/// Bytes of each HTTP/2 stream's answer polled ahead of the peer's flow-control window. Answers
+/// are charged to the memory budget until taken (`app::ChargedAnswer`); this keeps what h2 holds
+/// of them per stream to one chunk of that size rather than h2's 400 KiB default.
+const H2_MAX_SEND_BUF_SIZE: usize = 64 << 10;
 
 /// HTTP/2 streams a client may reset before the server has accepted them; past it the
 /// connection gets GOAWAY ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487). h2's default, set
@@ -108,6 +130,7 @@ impl Default for ConnLimits {
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             close_grace: DEFAULT_CLOSE_GRACE,
             max_cancelled_requests: 100,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             http2: true,
         }
     }
@@ -136,63 +159,111 @@ impl ConnLimits {
 
 fn http_builder(limits: &ConnLimits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).keep_alive(true).header_read_timeout(limits.header_read_timeout);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(H1_MAX_BUF_SIZE);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.h2_max_concurrent_streams)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESET_STREAMS)
         .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESET_STREAMS)
+        .max_send_buf_size(H2_MAX_SEND_BUF_SIZE)
         .keep_alive_interval(limits.h2_keep_alive_interval)
         .keep_alive_timeout(limits.h2_keep_alive_interval);
     if limits.http2 { builder } else { builder.http1_only() }
 }
 
-/// Open connections per source address.
-#[derive(Debug, Default)]
-struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+/// The open connections of one port: how many per source address, and what each is doing, so that
+/// a connection arriving when every slot is taken can have an idle one closed (issue 30.2).
+#[derive(Default)]
+struct OpenConnections(Mutex<Open>);
 
-/// One connection's place in [`PeerCounts`], given back on drop.
-struct PeerSlot {
-    counts: Arc<PeerCounts>,
-    ip: IpAddr,
+#[derive(Default)]
+struct Open {
+    per_peer: HashMap<IpAddr, usize>,
+    connections: HashMap<u64, Entry>,
+    next_id: u64,
 }
 
-impl PeerCounts {
-    fn try_take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
-        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(ip).or_insert(0);
+/// One open connection: its address, what it is doing, and its place under the total cap (kept
+/// here, not by its task, so that an eviction can hand it to the newcomer at once).
+struct Entry {
+    ip: IpAddr,
+    activity: Arc<Activity>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+/// One connection's place in [`OpenConnections`], given back on drop.
+struct PeerSlot {
+    open: Arc<OpenConnections>,
+    ip: IpAddr,
+    id: u64,
+}
+
+impl OpenConnections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn try_take(self: &Arc<Self>, ip: IpAddr, max: usize, activity: &Arc<Activity>) -> Option<PeerSlot> {
+        let mut open = self.lock();
+        let count = open.per_peer.entry(ip).or_insert(0);
         if *count >= max {
             return None;
         }
         *count += 1;
-        Some(PeerSlot { counts: self.clone(), ip })
+        let id = open.next_id;
+        open.next_id += 1;
+        open.connections.insert(id, Entry { ip, activity: activity.clone(), permit: None });
+        Some(PeerSlot { open: self.clone(), ip, id })
     }
+
+    /// Tell one idle connection to close (see [`eviction_victim`]) and take its place under the
+    /// total cap for the newcomer; `None` when no connection is idle.
+    fn evict_idle(&self) -> Option<OwnedSemaphorePermit> {
+        let mut open = self.lock();
+        let open = &mut *open;
+        let candidates = open.connections.iter().filter_map(|(id, entry)| {
+            let idle = entry.permit.as_ref().map(|_| entry.activity.idle_for())?;
+            (!idle.is_zero()).then(|| (*id, open.per_peer.get(&entry.ip).copied().unwrap_or(0), idle))
+        });
+        let victim = eviction_victim(candidates)?;
+        let entry = open.connections.get_mut(&victim)?;
+        entry.activity.evict.notify_one();
+        entry.permit.take()
+    }
+}
+
+impl PeerSlot {
+    /// The connection holds `permit` from now on (until it ends or is evicted).
+    fn hold(&self, permit: OwnedSemaphorePermit) {
+        if let Some(entry) = self.open.lock().connections.get_mut(&self.id) {
+            entry.permit = Some(permit);
+        }
+    }
+}
+
+/// Which idle connection `(id, connections of its address, idle for)` to close for a newcomer:
+/// one of the address that holds the most (so a flood from a few addresses pays, not the
+/// kubelet's single probe connection), the longest idle of those.
+fn eviction_victim(candidates: impl Iterator<Item = (u64, usize, Duration)>) -> Option<u64> {
+    candidates.max_by_key(|&(_, of_peer, idle)| (of_peer, idle)).map(|(id, _, _)| id)
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
-        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = counts.get_mut(&self.ip) {
+        let mut open = self.open.lock();
+        open.connections.remove(&self.id);
+        if let Some(count) = open.per_peer.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {
-                counts.remove(&self.ip);
+                open.per_peer.remove(&self.ip);
             }
         }
-    }
-}
-
-/// Logs a refusal at most once a second: a flood must not become a log flood.
-#[derive(Default)]
-struct RateLimitedLog(Option<Instant>);
-
-impl RateLimitedLog {
-    fn ready(&mut self) -> bool {
-        let ready = self.0.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        if ready {
-            self.0 = Some(Instant::now());
-        }
-        ready
     }
 }
 
@@ -231,9 +302,9 @@ pub async fn accept_until(
 ) {
     let builder = Arc::new(http_builder(limits));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let peers = Arc::new(PeerCounts::default());
+    let open = Arc::new(OpenConnections::default());
     let (drain, draining) = watch::channel(false);
-    let (mut total_log, mut peer_log) = (RateLimitedLog::default(), RateLimitedLog::default());
+    let refusals = LogSummary::<Option<IpAddr>>::default();
     let (total_reason, peer_reason) = port.refusal_reasons();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -252,20 +323,24 @@ pub async fn accept_until(
         };
         // Closing at once (instead of leaving the connection in the backlog) tells the client to
         // try another replica now rather than after its own timeout.
-        let Some(slot) = peers.try_take(peer.ip(), limits.max_connections_per_peer) else {
+        let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
+        let Some(slot) = open.try_take(peer.ip(), limits.max_connections_per_peer, &activity) else {
             metrics.http_error(peer_reason);
-            if peer_log.ready() {
-                tracing::warn!(%peer, reason = peer_reason, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
+            if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
+                tracing::warn!(%peer, reason = peer_reason, suppressed, max_connections_per_peer = limits.max_connections_per_peer, "connection refused: too many open connections from this address");
             }
             continue;
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        // Every slot taken: an idle connection is closed to make room, so idle connections (which
+        // cost a tenant nothing to hold) cannot keep out the kubelet's probes or the API server.
+        let Some(permit) = permits.clone().try_acquire_owned().ok().or_else(|| open.evict_idle()) else {
             metrics.http_error(total_reason);
-            if total_log.ready() {
-                tracing::warn!(%peer, reason = total_reason, max_connections = limits.max_connections, "connection refused: too many open connections");
+            if let Some(suppressed) = refusals.note(Some(peer.ip()), Instant::now()) {
+                tracing::warn!(%peer, reason = total_reason, suppressed, max_connections = limits.max_connections, "connection refused: too many open connections");
             }
             continue;
         };
+        slot.hold(permit);
         let connection = Connection {
             tcp,
             peer,
@@ -273,11 +348,12 @@ pub async fn accept_until(
             builder: builder.clone(),
             app: app.clone(),
             limits: limits.clone(),
+            activity,
             draining: draining.clone(),
             _watcher: graceful.watcher(),
         };
         tokio::spawn(async move {
-            let (_permit, _slot) = (permit, slot);
+            let _slot = slot;
             connection.serve().await;
         });
     }
@@ -294,6 +370,7 @@ struct Connection {
     builder: Arc<auto::Builder<TokioExecutor>>,
     app: Router,
     limits: ConnLimits,
+    activity: Arc<Activity>,
     /// Turns true when the server starts shutting down.
     draining: watch::Receiver<bool>,
     /// Counted by the drain in `Server::run`, which waits until every connection is gone.
@@ -307,29 +384,39 @@ enum CloseReason {
     Idle,
     MaxAge,
     Cancellations,
+    /// Idle while every slot was taken and a new connection came.
+    Evicted,
 }
 
 impl Connection {
     async fn serve(self) {
-        let Connection { tcp, peer, port, builder, app, limits, draining, _watcher } = self;
+        let Connection { tcp, peer, port, builder, app, limits, activity, draining, _watcher } = self;
         // Latency matters more than packet count for small JSON answers.
         let _ = tcp.set_nodelay(true);
         let acceptor = match port {
             Port::Webhooks(acceptor) => acceptor,
-            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, draining).await,
+            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, activity, draining).await,
         };
-        let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(error)) => {
-                tracing::debug!(%peer, %error, "TLS handshake failed");
+        let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
+        // A handshake that has not finished is idle too: it may be closed for a newcomer.
+        let tls = tokio::select! {
+            handshake = handshake => match handshake {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            },
+            () = activity.evict.notified() => {
+                tracing::debug!(%peer, "closed during the TLS handshake to make room for a new connection");
                 return;
             }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
         };
-        serve_http(tls, peer, &builder, app, &limits, draining).await;
+        serve_http(tls, peer, &builder, app, &limits, activity, draining).await;
     }
 }
 
@@ -341,17 +428,20 @@ async fn serve_http<I>(
     builder: &auto::Builder<TokioExecutor>,
     app: Router,
     limits: &ConnLimits,
+    activity: Arc<Activity>,
     mut draining: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new(limits.max_cancelled_requests));
-    let service = TowerToHyperService::new(Tracked { app, activity: activity.clone() });
+    let service = TowerToHyperService::new(Tracked { app, activity: activity.clone(), peer });
+    let io = WriteWatch { inner: io, activity: activity.clone() };
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
     let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
     let mut age = std::pin::pin!(age);
-    // Checking idleness a few times per timeout is precise enough and costs one timer.
-    let mut idle_check = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(10)));
+    // Checking idleness and stalled writes a few times per timeout is precise enough and costs
+    // one timer.
+    let check_every = limits.idle_timeout.min(limits.send_timeout) / 4;
+    let mut idle_check = tokio::time::interval(check_every.max(Duration::from_millis(10)));
     idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Set once we have asked the connection to close; then only its end (or, except during
     // shutdown, which has its own deadline in `Server::run`, the grace period) is awaited.
@@ -373,8 +463,22 @@ async fn serve_http<I>(
             Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => CloseReason::Shutdown,
             () = &mut age, if closing.is_none() => CloseReason::MaxAge,
             () = activity.abuse.notified(), if closing.is_none() => CloseReason::Cancellations,
-            _ = idle_check.tick(), if closing.is_none() => {
-                if activity.idle_for() < limits.idle_timeout {
+            // Chosen while idle, and its place under the cap already went to a newcomer: closed at
+            // once (a request that began meanwhile is closed gracefully, below).
+            () = activity.evict.notified(), if closing.is_none() => {
+                if activity.in_flight.load(Ordering::Acquire) == 0 {
+                    tracing::debug!(%peer, "idle connection closed to make room for a new one");
+                    return;
+                }
+                CloseReason::Evicted
+            }
+            _ = idle_check.tick() => {
+                // Not graceful: a peer that takes nothing would not take a GOAWAY either.
+                if activity.write_stalled_for() >= limits.send_timeout {
+                    tracing::debug!(%peer, send_timeout_s = limits.send_timeout.as_secs_f64(), "connection dropped: it took none of its answers within the send timeout");
+                    return;
+                }
+                if closing.is_some() || activity.idle_for() < limits.idle_timeout {
                     continue;
                 }
                 CloseReason::Idle
@@ -414,7 +518,14 @@ struct Activity {
     max_cancelled: usize,
     /// Notified once when `cancelled` passes `max_cancelled`.
     abuse: Notify,
+    /// Notified when this idle connection is to close to make room ([`OpenConnections::evict_idle`]).
+    evict: Notify,
+    /// Milliseconds since `started` when a write began to wait for the peer, [`NOT_STALLED`]
+    /// while writes go through.
+    write_stalled_ms: AtomicU64,
 }
+
+const NOT_STALLED: u64 = u64::MAX;
 
 impl Activity {
     fn new(max_cancelled: usize) -> Self {
@@ -425,6 +536,29 @@ impl Activity {
             cancelled: AtomicUsize::new(0),
             max_cancelled,
             abuse: Notify::new(),
+            evict: Notify::new(),
+            write_stalled_ms: AtomicU64::new(NOT_STALLED),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(NOT_STALLED - 1)
+    }
+
+    /// How long the write in progress has waited for the peer to take anything.
+    fn write_stalled_for(&self) -> Duration {
+        match self.write_stalled_ms.load(Ordering::Acquire) {
+            NOT_STALLED => Duration::ZERO,
+            since => Duration::from_millis(self.now_ms().saturating_sub(since)),
+        }
+    }
+
+    /// A write returned: stalled (`Pending`) or through.
+    fn wrote(&self, stalled: bool) {
+        if !stalled {
+            self.write_stalled_ms.store(NOT_STALLED, Ordering::Release);
+        } else if self.write_stalled_ms.load(Ordering::Acquire) == NOT_STALLED {
+            self.write_stalled_ms.store(self.now_ms(), Ordering::Release);
         }
     }
 
@@ -470,6 +604,62 @@ impl Drop for InFlight {
     }
 }
 
+/// The connection's I/O, recording in its [`Activity`] since when a write waits for the peer.
+struct WriteWatch<I> {
+    inner: I,
+    activity: Arc<Activity>,
+}
+
+impl<I> WriteWatch<I> {
+    fn watched<T>(&self, polled: Poll<T>) -> Poll<T> {
+        self.activity.wrote(polled.is_pending());
+        polled
+    }
+}
+
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteWatch<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteWatch<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watched(polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watched(polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watched(polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// A request body that records in `broken` when reading it fails.
 struct WatchedBody {
     inner: Incoming,
@@ -505,6 +695,7 @@ impl hyper::body::Body for WatchedBody {
 struct Tracked {
     app: Router,
     activity: Arc<Activity>,
+    peer: SocketAddr,
 }
 
 impl tower::Service<Request<Incoming>> for Tracked {
@@ -520,7 +711,8 @@ impl tower::Service<Request<Incoming>> for Tracked {
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let in_flight = InFlight::start(self.activity.clone());
         let broken = in_flight.body_broken.clone();
-        let request = request.map(|inner| WatchedBody { inner, broken });
+        let mut request = request.map(|inner| WatchedBody { inner, broken });
+        request.extensions_mut().insert(Peer(self.peer));
         let response = tower::ServiceExt::oneshot(self.app.clone(), request);
         Box::pin(async move {
             let response = response.await;
@@ -536,14 +728,44 @@ mod tests {
 
     #[test]
     fn peer_slots_are_counted_per_address_and_given_back() {
-        let peers = Arc::new(PeerCounts::default());
+        let open = Arc::new(OpenConnections::default());
+        let activity = Arc::new(Activity::new(1));
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let first = peers.try_take(a, 2).unwrap();
-        let _second = peers.try_take(a, 2).unwrap();
-        assert!(peers.try_take(a, 2).is_none(), "a third from the same address");
-        let _other = peers.try_take(b, 2).expect("another address has its own count");
+        let first = open.try_take(a, 2, &activity).unwrap();
+        let _second = open.try_take(a, 2, &activity).unwrap();
+        assert!(open.try_take(a, 2, &activity).is_none(), "a third from the same address");
+        let _other = open.try_take(b, 2, &activity).expect("another address has its own count");
         drop(first);
-        assert!(peers.try_take(a, 2).is_some(), "a closed connection frees its slot");
+        assert!(open.try_take(a, 2, &activity).is_some(), "a closed connection frees its slot");
+        assert_eq!(open.lock().connections.len(), 2, "the slot taken last was dropped at once");
+    }
+
+    #[test]
+    fn the_victim_is_the_longest_idle_of_the_address_holding_the_most() {
+        let s = Duration::from_secs;
+        let candidates = [(1, 1, s(100)), (2, 8, s(5)), (3, 8, s(9)), (4, 2, s(50))];
+        assert_eq!(eviction_victim(candidates.into_iter()), Some(3));
+        assert_eq!(eviction_victim(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn only_idle_connections_holding_a_place_are_evicted_and_each_once() {
+        let open = Arc::new(OpenConnections::default());
+        let places = Arc::new(Semaphore::new(2));
+        let busy = Arc::new(Activity::new(1));
+        let _request = InFlight::start(busy.clone());
+        let busy_slot = open.try_take("127.0.0.1".parse().unwrap(), 8, &busy).unwrap();
+        busy_slot.hold(places.clone().try_acquire_owned().unwrap());
+        let idle = Arc::new(Activity::new(1));
+        let idle_slot = open.try_take("127.0.0.2".parse().unwrap(), 8, &idle).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(open.evict_idle().is_none(), "busy, or not yet holding a place");
+        idle_slot.hold(places.clone().try_acquire_owned().unwrap());
+        let handed = open.evict_idle().expect("the idle connection's place");
+        assert_eq!(places.available_permits(), 0, "handed over, not given back");
+        assert!(open.evict_idle().is_none(), "its place is gone: not chosen twice");
+        drop((handed, idle_slot, busy_slot));
+        assert_eq!(places.available_permits(), 2);
     }
 
     #[test]

@@ -56,6 +56,15 @@ pub struct Metrics {
     pub shadow_unmatched: IntCounterVec,
     /// Decisions waiting for their stored Pod.
     pub shadow_pending: IntGauge,
+    /// 1 when no `--client-ca-file` is set: any caller is served.
+    pub client_auth_disabled: IntGauge,
+    /// `{capability}` 1 for each `--disable-capability`, 0 for the others.
+    pub capability_disabled: IntGaugeVec,
+    /// `{name}`: Pod reviews whose Namespace the cluster snapshot does not hold, while a SidecarSet
+    /// that selects namespaces by label would otherwise be a candidate (it is skipped).
+    pub pod_namespace_unknown: IntCounterVec,
+    /// `{name}`: DELETE reviews without `oldObject` (allowed: there is nothing to check).
+    pub delete_without_old_object: IntCounterVec,
 }
 
 impl Metrics {
@@ -182,6 +191,26 @@ impl Metrics {
                 "kruise_admission_shadow_pending_decisions",
                 "--shadow in live mode: decisions on Pod CREATEs waiting for the Pod the API server stores",
             )?)?,
+            client_auth_disabled: r.add(IntGauge::new(
+                "kruise_admission_client_auth_disabled",
+                "1 when client certificates are not required (no --client-ca-file): any caller that reaches the port is served",
+            )?)?,
+            capability_disabled: r.int_gauges(
+                "kruise_admission_capability_disabled",
+                "1 for a capability switched off with --disable-capability (its webhooks allow everything unchanged), 0 otherwise",
+                &["capability"],
+            )?,
+            pod_namespace_unknown: r.int_counters(
+                "kruise_admission_pod_namespace_unknown_total",
+                "Pod reviews whose Namespace the cluster snapshot does not hold (yet): SidecarSets with a namespaceSelector that \
+                 would otherwise be candidates were skipped",
+                &["name"],
+            )?,
+            delete_without_old_object: r.int_counters(
+                "kruise_admission_delete_without_old_object_total",
+                "DELETE reviews without oldObject (the API server sends it from 1.16 on): allowed, as there is nothing to check",
+                &["name"],
+            )?,
             registry,
         })
     }

@@ -9,9 +9,11 @@
 pub mod app;
 pub mod client_auth;
 pub mod deadline;
+pub mod fail_open;
 pub mod health;
 pub mod listener;
 pub mod live_agreement;
+pub mod log_summary;
 pub mod lookups;
 pub mod memory_budget;
 pub mod metrics;
@@ -31,12 +33,13 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::admission::pending_decisions::Limits;
-use crate::admission::webhooks::{WEBHOOKS, Webhook};
+use crate::admission::webhooks::{Capability, WEBHOOKS, Webhook};
 use crate::admission::{Clock, Settings, SystemClock};
 use crate::cluster::live::certs::CertStatusView;
 use crate::cluster::live::pod_creations;
 use crate::cluster::live::{LiveCluster, LiveLookups, LiveSettings};
 use client_auth::{ClientCaFile, ClientVerifier};
+use fail_open::FailOpen;
 use health::Health;
 use listener::ConnLimits;
 use live_agreement::LiveAgreement;
@@ -178,18 +181,47 @@ impl ServerConfig {
 /// Shadow mode fails open by design: say so loudly at start, export it as a gauge, and start
 /// every `{webhook, outcome}` counter at 0 so rates exist from the first scrape.
 fn announce_shadow(metrics: &Metrics, webhooks: &[Webhook]) {
-    tracing::warn!(
+    fail_open::announce_fail_open!(
+        metrics,
+        FailOpen::Shadow,
         shadow = true,
         "SHADOW MODE (--shadow): NOTHING IS ENFORCED. Every review is answered allowed, with no patch: no sidecar is injected, \
          no DaemonSet stamp is applied, no SidecarSet, CloneSet or StatefulSet rule is checked, and delete protection protects \
          nothing. Decisions are only counted (kruise_admission_shadow_decisions_total) and logged (\"shadow decision\"). \
          Run it next to the webhooks that do enforce (kruise-manager's), never instead of them"
     );
-    metrics.shadow_mode.set(1);
     for webhook in webhooks {
         for outcome in crate::admission::shadow::Outcome::ALL {
             metrics.shadow_decisions.with_label_values(&[webhook.name, outcome.as_str()]);
         }
+    }
+}
+
+/// Serving any client, and capabilities switched off, fail open: say so at start, and set their
+/// gauges (0 for what is checked, so an alert has a series to read).
+fn announce_unchecked(config: &ServerConfig, client_auth: bool, metrics: &Metrics) {
+    if !client_auth {
+        fail_open::announce_fail_open!(
+            metrics,
+            FailOpen::ClientAuthOff,
+            "client authentication is off (no --client-ca-file): any caller that reaches the HTTPS port is served, and \
+             with the default NetworkPolicy that is every Pod of the cluster. It can send reviews of its own (their answers \
+             change nothing in the cluster) and load the server; see docs/RELIABILITY.md. Require the API server's client \
+             certificate with --client-ca-file and --allowed-client-name"
+        );
+    }
+    for capability in Capability::ALL {
+        metrics.capability_disabled.with_label_values(&[capability.name()]).set(0);
+    }
+    for &capability in &config.settings.disabled {
+        fail_open::announce_fail_open!(
+            metrics,
+            FailOpen::CapabilityDisabled(capability),
+            capability = capability.name(),
+            "--disable-capability {}: its webhooks allow every request unchanged (with a warning in the answer); \
+             whatever it checks or injects is not checked or injected",
+            capability.name()
+        );
     }
 }
 
@@ -260,6 +292,7 @@ impl Server {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
         let (cert_files, resolver) = load_certificate(&config, &metrics)?;
         let client_ca = load_client_ca(&config)?;
+        announce_unchecked(&config, client_ca.is_some(), &metrics);
         let verifier = client_ca.as_ref().map(|(file, v)| {
             tracing::info!(client_ca = %file.path.display(), allowed_names = ?config.allowed_client_names, "client certificates required");
             v.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>
@@ -357,6 +390,8 @@ impl Server {
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
             shadow: config.shadow,
             agreement,
+            refusals: log_summary::LogSummary::default(),
+            unknown_namespaces: log_summary::LogSummary::default(),
         }));
         let graceful = GracefulShutdown::new();
         let failure = std::sync::Mutex::new(None::<String>);
@@ -453,14 +488,15 @@ async fn load_folder(
     .await
     .context("loading the cluster folder")?;
     // The folder stands in for the whole cluster, lookups included: say so once, loudly.
-    tracing::warn!(
+    fail_open::announce_fail_open!(
+        metrics,
+        FailOpen::FolderLookups,
         dir = %dir.display(),
         lookup_source = LOOKUPS_FROM_FOLDER,
         "folder mode: delete protection's Cascading lookups (a Namespace's pods and PVCs, a CRD's custom resources) \
          and CloneSet pod lookups are answered from the cluster folder, not from the API server; a Cascading \
          Namespace or CRD whose dependents are not in the folder can be deleted. Use --cluster-mode live in a cluster"
     );
-    metrics.lookup_source.with_label_values(&[LOOKUPS_FROM_FOLDER]).set(1);
     Ok(cluster_dir)
 }
 

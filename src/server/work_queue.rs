@@ -11,6 +11,8 @@
 //!   503 and `Retry-After`; when [`MAX_WAITING`] requests already wait, it is shed at once with 429.
 //!   The apiserver treats both as a failed call (failurePolicy), as it would our 504, but sooner.
 //! - Work whose deadline passed while it waited is not started (see `app::on_worker`).
+//! - Heavy work (large bodies, [`Cost`]) holds at most three quarters of the workers, and all but
+//!   one of a webhook's share: the rest is kept for cheap work (issue 30.6).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::admission::review_cost::Cost;
 use crate::admission::webhooks::Webhook;
 
 /// Workers for parsing and deciding. The runtime gets a few more blocking threads than this (see
@@ -36,10 +39,28 @@ pub const MAX_WAITING: usize = 1024;
 #[derive(Debug)]
 pub struct WorkQueue {
     workers: Arc<Semaphore>,
+    /// The workers [`Cost::Heavy`] work may hold: all but a quarter (at least one).
+    heavy: Arc<Semaphore>,
     /// Each webhook's share, by path.
-    shares: HashMap<&'static str, Arc<Semaphore>>,
+    shares: HashMap<&'static str, Share>,
     waiting: AtomicUsize,
     max_waiting: usize,
+}
+
+/// A webhook's share of the workers, and the part of it heavy work may hold (all but one).
+#[derive(Debug, Clone)]
+struct Share {
+    all: Arc<Semaphore>,
+    heavy: Arc<Semaphore>,
+}
+
+impl Share {
+    fn new(workers: usize) -> Self {
+        Share {
+            all: Arc::new(Semaphore::new(workers)),
+            heavy: Arc::new(Semaphore::new(workers.saturating_sub(1).max(1))),
+        }
+    }
 }
 
 /// Why a request was not given a worker.
@@ -51,11 +72,11 @@ pub enum Shed {
     NoWorker(Duration),
 }
 
-/// A worker, held while its blocking work runs.
+/// A worker, held while its blocking work runs (with, for heavy work, its places in the heavy
+/// parts of the pool and of the webhook's share).
 #[derive(Debug)]
 pub struct Worker {
-    _share: OwnedSemaphorePermit,
-    _worker: OwnedSemaphorePermit,
+    _permits: Vec<OwnedSemaphorePermit>,
 }
 
 impl WorkQueue {
@@ -66,26 +87,35 @@ impl WorkQueue {
         let share = workers.div_ceil(2);
         WorkQueue {
             workers: Arc::new(Semaphore::new(workers)),
-            shares: webhooks.iter().map(|w| (w.path, Arc::new(Semaphore::new(share)))).collect(),
+            heavy: Arc::new(Semaphore::new((workers - workers / 4).max(1))),
+            shares: webhooks.iter().map(|w| (w.path, Share::new(share))).collect(),
             waiting: AtomicUsize::new(0),
             max_waiting: MAX_WAITING,
         }
     }
 
-    /// A worker for `webhook`, waiting at most `wait`.
-    pub async fn admit(&self, webhook: &Webhook, wait: Duration) -> Result<Worker, Shed> {
-        let share = self.shares.get(webhook.path).cloned().unwrap_or_else(|| Arc::new(Semaphore::new(1)));
-        // The fast path: a free worker within the webhook's share, without queueing.
-        if let (Ok(share), Ok(worker)) =
-            (share.clone().try_acquire_owned(), self.workers.clone().try_acquire_owned())
-        {
-            return Ok(Worker { _share: share, _worker: worker });
+    /// A worker for `webhook`'s work of `cost`, waiting at most `wait`.
+    pub async fn admit(&self, webhook: &Webhook, cost: Cost, wait: Duration) -> Result<Worker, Shed> {
+        let share = self.shares.get(webhook.path).cloned().unwrap_or_else(|| Share::new(1));
+        // Always taken in this order, so two requests never wait for each other's permits.
+        let semaphores: Vec<Arc<Semaphore>> = match cost {
+            Cost::Cheap => vec![share.all, self.workers.clone()],
+            Cost::Heavy => vec![share.heavy, share.all, self.heavy.clone(), self.workers.clone()],
+        };
+        // The fast path: every permit free, without queueing.
+        let free: Vec<OwnedSemaphorePermit> =
+            semaphores.iter().map_while(|s| s.clone().try_acquire_owned().ok()).collect();
+        if free.len() == semaphores.len() {
+            return Ok(Worker { _permits: free });
         }
+        drop(free);
         let _waiting = Waiting::enter(&self.waiting, self.max_waiting).ok_or(Shed::QueueFull)?;
         let acquire = async {
-            let share = share.acquire_owned().await.ok()?;
-            let worker = self.workers.clone().acquire_owned().await.ok()?;
-            Some(Worker { _share: share, _worker: worker })
+            let mut permits = Vec::with_capacity(semaphores.len());
+            for semaphore in &semaphores {
+                permits.push(semaphore.clone().acquire_owned().await.ok()?);
+            }
+            Some(Worker { _permits: permits })
         };
         tokio::time::timeout(wait, acquire).await.ok().flatten().ok_or(Shed::NoWorker(wait))
     }
@@ -119,30 +149,52 @@ mod tests {
         let queue = WorkQueue::new(4, WEBHOOKS);
         let (pods, other) = (&WEBHOOKS[0], &WEBHOOKS[1]);
         let short = Duration::from_millis(20);
-        let a = queue.admit(pods, short).await.unwrap();
-        let _b = queue.admit(pods, short).await.unwrap();
+        let a = queue.admit(pods, Cost::Cheap, short).await.unwrap();
+        let _b = queue.admit(pods, Cost::Cheap, short).await.unwrap();
         assert_eq!(
-            queue.admit(pods, short).await.unwrap_err(),
+            queue.admit(pods, Cost::Cheap, short).await.unwrap_err(),
             Shed::NoWorker(short),
             "a webhook's share is half"
         );
-        let _c = queue.admit(other, short).await.unwrap();
+        let _c = queue.admit(other, Cost::Cheap, short).await.unwrap();
         drop(a);
-        let _d = queue.admit(pods, short).await.unwrap();
+        let _d = queue.admit(pods, Cost::Cheap, short).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn heavy_work_leaves_workers_to_cheap_work() {
+        let queue = WorkQueue::new(8, WEBHOOKS);
+        let short = Duration::from_millis(20);
+        let mut heavy = Vec::new();
+        for webhook in &WEBHOOKS[..3] {
+            while let Ok(worker) = queue.admit(webhook, Cost::Heavy, short).await {
+                heavy.push(worker);
+            }
+        }
+        assert_eq!(heavy.len(), 6, "heavy work holds all but a quarter of the workers");
+        for webhook in &WEBHOOKS[..2] {
+            let cheap = queue.admit(webhook, Cost::Cheap, short).await;
+            assert!(cheap.is_ok(), "{}: a webhook's heavy work leaves one of its share", webhook.name);
+        }
     }
 
     #[tokio::test]
     async fn waiting_is_bounded() {
         let queue = Arc::new(WorkQueue { max_waiting: 4, ..WorkQueue::new(1, WEBHOOKS) });
-        let _held = queue.admit(&WEBHOOKS[0], Duration::ZERO).await.unwrap();
+        let _held = queue.admit(&WEBHOOKS[0], Cost::Cheap, Duration::ZERO).await.unwrap();
         let waiters: Vec<_> = (0..4)
             .map(|_| {
                 let queue = queue.clone();
-                tokio::spawn(async move { queue.admit(&WEBHOOKS[0], Duration::from_secs(5)).await.map(drop) })
+                tokio::spawn(async move {
+                    queue.admit(&WEBHOOKS[0], Cost::Cheap, Duration::from_secs(5)).await.map(drop)
+                })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(queue.admit(&WEBHOOKS[0], Duration::from_secs(5)).await.unwrap_err(), Shed::QueueFull);
+        assert_eq!(
+            queue.admit(&WEBHOOKS[0], Cost::Cheap, Duration::from_secs(5)).await.unwrap_err(),
+            Shed::QueueFull
+        );
         for waiter in waiters {
             waiter.abort();
         }

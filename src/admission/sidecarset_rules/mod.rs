@@ -6,6 +6,7 @@
 pub mod corev1;
 pub mod defaults;
 pub mod hash;
+pub mod host_access;
 pub mod selector;
 pub mod validate;
 
@@ -115,8 +116,15 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         _ => None,
     };
     let ctx = validate::Context { old: old.as_ref(), inputs };
-    match field_errors::aggregate(&validate::errors(&set, &ctx)) {
-        Some(message) => Err(AdmissionError::Internal(message)),
-        None => Ok(Vec::new()),
+    if let Some(message) = field_errors::aggregate(&validate::errors(&set, &ctx)) {
+        return Err(AdmissionError::Internal(message));
+    }
+    let found: Vec<String> = host_access::findings(&set).iter().map(|f| host_access::describe(f)).collect();
+    match inputs.settings.sidecarset_policy {
+        host_access::Policy::Deny if !found.is_empty() => Err(AdmissionError::Forbidden(format!(
+            "denied by --sidecarset-policy deny: {}",
+            found.join("; ")
+        ))),
+        _ => Ok(found),
     }
 }
