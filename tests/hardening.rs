@@ -158,7 +158,9 @@ fn the_dockerfile_makes_the_image_of_image_env_as_ci_image_sh_does() {
 
     // .ci/image.sh builds from image.env rather than from values of its own.
     let script = read(".ci/image.sh");
-    for wanted in [". ./image.env", "RUSTFLAGS=\"$IMAGE_RUSTFLAGS\"", "--user \"$IMAGE_USER\"", "--env \"$IMAGE_ENV\""] {
+    for wanted in
+        [". ./image.env", "RUSTFLAGS=\"$IMAGE_RUSTFLAGS\"", "--user \"$IMAGE_USER\"", "--env \"$IMAGE_ENV\""]
+    {
         assert!(script.contains(wanted), ".ci/image.sh lacks {wanted:?}");
     }
 }

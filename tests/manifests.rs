@@ -2014,7 +2014,8 @@ fn the_charts_kube_version_floor_is_the_oldest_version_the_e2e_suite_runs() {
     }
     let floor = versions.last().expect("a floor");
     let minor: Vec<&str> = floor.trim_start_matches('v').split('.').take(2).collect();
-    let chart = std::fs::read_to_string(repo().join("charts/kruise-admission/Chart.yaml")).expect("Chart.yaml");
+    let chart =
+        std::fs::read_to_string(repo().join("charts/kruise-admission/Chart.yaml")).expect("Chart.yaml");
     let want = format!("kubeVersion: \">={}.{}.0-0\"", minor[0], minor[1]);
     assert!(chart.lines().any(|l| l == want), "Chart.yaml should say {want}");
 }
