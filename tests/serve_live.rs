@@ -278,14 +278,16 @@ async fn a_missing_crd_fails_the_start_and_a_refused_list_stops_the_server() {
     let err = Server::bind(config_for(&bare, dir.path())).await.err().expect("no SidecarSet CRD: bind fails");
     assert!(format!("{err:#}").contains("install OpenKruise's CRD sidecarsets.apps.kruise.io"), "{err:#}");
 
+    // A required kind refused (Namespaces): the server stops and says why. (The Kruise namespace's
+    // kinds are optional: refused, they are cached as empty; tests/live_cluster.rs.)
     let api = FakeApiServer::start().await;
     seed(&api);
-    api.forbid("list", "controllerrevisions");
+    api.forbid("list", "namespaces");
     let server = Server::bind(config_for(&api, dir.path())).await.unwrap();
     let run = tokio::time::timeout(Duration::from_secs(5), server.run(std::future::pending())).await;
     let err = run.expect("the server stops by itself").expect_err("and says why");
     let text = format!("{err:#}");
-    assert!(text.contains("forbidden") && text.contains("controllerrevisions"), "{text}");
+    assert!(text.contains("forbidden") && text.contains("namespaces"), "{text}");
 }
 
 fn kubeconfig(dir: &Path, server: &str, ca_pem: &str) -> std::path::PathBuf {
