@@ -1,9 +1,11 @@
 //! Our own accept loop, for both ports: TCP → TLS (tokio-rustls) → HTTP/1.1 or HTTP/2 (hyper-util
 //! `auto`, chosen by ALPN / the connection preface) → the axum router on the webhook port; TCP →
 //! HTTP/1.1 → the health router on the probe and metrics port. Owning the loop is what lets us
-//! bound the TLS handshake, bound connections in total and per peer address, recycle connections
-//! (idle timeout, maximum age), refuse new connections the moment shutdown starts and drain the
-//! rest. Both ports share the process's file descriptors, so both are bounded.
+//! bound the TLS handshake, bound connections in total and per peer address (past the total, an
+//! idle connection gives its place to the newcomer: idle connections cannot keep out the kubelet's
+//! probes or the API server), recycle connections (idle timeout, maximum age), drop connections
+//! that do not read their answers (send timeout), refuse new connections the moment shutdown
+//! starts and drain the rest. Both ports share the process's file descriptors, so both are bounded.
 //!
 //! Closing a connection is always graceful first: HTTP/2 gets GOAWAY (streams in flight finish,
 //! the client opens a new connection for the next request), HTTP/1.1 gets `Connection: close` on
