@@ -57,7 +57,7 @@ client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE--
     --set 'topologySpreadConstraints[0].maxSkew=1' --set 'topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname' \
     --set 'topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule' \
     --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
-    --set metrics.prometheusRule.labels.release=prometheus >"$out/helm-every-value.yaml"
+    --set metrics.prometheusRule.labels.release=prometheus --set sidecarSetPolicy=deny >"$out/helm-every-value.yaml"
 # The host network: own webhook and metrics ports, ClusterFirstWithHostNet, the NetworkPolicy on them.
 "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set hostNetwork.enabled=true \
     --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true >"$out/helm-host-network.yaml"

@@ -1808,6 +1808,7 @@ fn the_chart_renders_the_naming_and_scheduling_values() {
             "topologySpreadConstraints[0].maxSkew=1",
             "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
             "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+            "sidecarSetPolicy=deny",
         ],
     );
     let deployment = deployment_in(&objects);
@@ -1835,6 +1836,11 @@ fn the_chart_renders_the_naming_and_scheduling_values() {
     assert_eq!(args[args.len() - 2..], ["--max-connections=2048", "--max-connections-per-peer=64"]);
     let serve = parsed_serve_args(&args, "extraArgs");
     assert_eq!((serve.connections.max_connections, serve.connections.max_connections_per_peer), (2048, 64));
+    assert_eq!(
+        serve.decisions.sidecarset_policy,
+        kruise_admission::admission::sidecarset_rules::host_access::Policy::Deny,
+        "sidecarSetPolicy"
+    );
     let pod = &template["spec"];
     assert!(pod["affinity"].get("podAntiAffinity").is_none(), "affinity replaces the default");
     assert!(pod["affinity"]["nodeAffinity"].is_object());
