@@ -36,7 +36,7 @@ pub(super) struct WatchSpec {
     /// Readable only through a grant an install may leave out (the Role in the Kruise namespace,
     /// which cannot be created where that namespace does not exist): a forbidden list then counts
     /// as an empty cache instead of keeping the server unready, is said loudly (one WARN, and
-    /// `kruise_admission_watch_unreadable`), and is retried with backoff, so a later grant is
+    /// `kruise_admission_cluster_watch_unreadable`), and is retried with backoff, so a later grant is
     /// picked up.
     pub optional: bool,
 }
@@ -117,21 +117,20 @@ impl WatchCell {
         s.objects = objects;
         s.listed = true;
         s.failing_since = None;
-        if std::mem::take(&mut s.unreadable) {
+        let was_unreadable = std::mem::take(&mut s.unreadable);
+        drop(s);
+        if was_unreadable {
             tracing::info!(kind = %self.kind, "cluster watch readable again: its objects are cached");
         }
     }
 
     /// An optional resource RBAC refuses: cached as empty and counted as listed, so readiness
-    /// does not wait for a grant the install may never make. Warned once per refusal spell.
+    /// does not wait for a grant the install may never make.
     fn unreadable(&self, failure: ApiFailure) {
         let mut s = self.lock();
-        if !s.unreadable {
-            tracing::warn!(kind = %self.kind, error = %failure,
-                "UNREADABLE: no RBAC grant to list this optional resource; it is cached as empty, so \
-                 what decisions read from it is missing (e.g. SidecarSets pinned to a revision are \
-                 refused) until the grant is made (docs/install.md, OpenKruise)");
-        }
+        // Warned once per refusal spell, outside the lock (as `fail` does): readiness and the
+        // publisher take it too.
+        let warn = (!s.unreadable).then(|| failure.to_string());
         let keys: Vec<ObjectKey> = s.objects.keys().cloned().collect();
         s.dirty.extend(keys);
         s.objects.clear();
@@ -139,6 +138,13 @@ impl WatchCell {
         s.failing_since = None;
         s.last_error = Some(failure);
         s.unreadable = true;
+        drop(s);
+        if let Some(error) = warn {
+            tracing::warn!(kind = %self.kind, %error,
+                "UNREADABLE: no RBAC grant to list this optional resource; it is cached as empty, so \
+                 what decisions read from it is missing (e.g. SidecarSets pinned to a revision are \
+                 refused) until the grant is made (docs/install.md, OpenKruise)");
+        }
     }
 
     /// One watch event: the object stored (`Some`) or deleted (`None`).
