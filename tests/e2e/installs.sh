@@ -13,8 +13,8 @@ helm_kc() { helm --kubeconfig "$WORK/admin.kubeconfig" "$@"; }
 # install_checks CASE: helm install + uninstall, then kubectl apply -k + removal of its webhook
 # configurations. CASE is without-openkruise or with-openkruise.
 install_checks() {
-    local case=$1 release=e2e-$1 out manifest kruise_role=false
-    [ "$case" = with-openkruise ] && kruise_role=true
+    local case=$1 release=e2e-$1 out manifest want_role=""
+    [ "$case" = with-openkruise ] && want_role=yes
     # Helm 4 server-side-applies a chart's crds/ even over an existing CRD, which conflicts with
     # the fields OpenKruise's manager owns (and would otherwise take Kruise's CRD over): next to
     # OpenKruise the chart is installed with --skip-crds (docs/install.md says so).
@@ -24,10 +24,10 @@ install_checks() {
         && manifest=$(helm_kc get manifest "$release" --namespace "$release" | yaml_to_json); then
         local roles
         roles=$(jq -r '[.[] | select(.metadata.namespace == "kruise-system") | "\(.kind)/\(.metadata.name)"] | join(", ")' <<<"$manifest")
-        if [ "$([ -n "$roles" ] && echo true || echo false)" = "$kruise_role" ]; then
+        if [ "${roles:+yes}" = "$want_role" ]; then
             pass "helm-install-$case" "helm install ${skip_crds[*]:-with default values}: $(jq length <<<"$manifest") objects; in kruise-system: ${roles:-nothing}"
         else
-            fail "helm-install-$case" "kruise-system objects rendered: '${roles}', expected them: $kruise_role"
+            fail "helm-install-$case" "kruise-system objects rendered: '${roles}', expected some: ${want_role:-no}"
         fi
     else
         fail "helm-install-$case" "$(tail -3 <<<"$out")"
