@@ -145,7 +145,10 @@ if grep -q '^kind: CustomResourceDefinition' "$out/kustomize-base.yaml"; then
 fi
 grep -q '^kind: CustomResourceDefinition' "$out/kustomize-without-openkruise.yaml" \
     || { echo "examples/kustomize/without-openkruise has no CRD"; exit 1; }
-grep -q '^kind: CustomResourceDefinition' "$out/helm-default.yaml" || { echo "the chart's crds/ holds no CRD"; exit 1; }
+grep -q '^kind: CustomResourceDefinition' "$out/helm-crd.yaml" || { echo "sidecarSetCRD=create renders no CRD"; exit 1; }
+if grep -q '^kind: CustomResourceDefinition' "$out/helm-default.yaml"; then
+    echo "helm template with the defaults renders the CRD: sidecarSetCRD=auto must leave it out where lookup sees no cluster"; exit 1
+fi
 echo "ok"
 
 step "kubernetes-validate --strict"

@@ -9,7 +9,7 @@
 #   manifests/components/openkruise/rbac.yaml                       kruise-admission manifests openkruise-rbac
 #   charts/kruise-admission/files/webhooks.json                     kruise-admission manifests chart-table
 #   charts/kruise-admission/files/rbac.json                         kruise-admission manifests chart-rbac
-#   manifests/components/sidecarset-crd/, charts/kruise-admission/crds/   kruise-admission manifests crds
+#   manifests/components/sidecarset-crd/, charts/kruise-admission/files/  kruise-admission manifests crds
 # Each file is written to a temporary file first and moved into place only when the command
 # succeeded, so a failing binary never leaves a file truncated.
 set -euo pipefail
@@ -49,5 +49,5 @@ generate manifests/components/openkruise/rbac.yaml openkruise-rbac
 generate charts/kruise-admission/files/webhooks.json chart-table
 generate charts/kruise-admission/files/rbac.json chart-rbac
 generate manifests/components/sidecarset-crd/apps.kruise.io_sidecarsets.yaml crds
-generate charts/kruise-admission/crds/apps.kruise.io_sidecarsets.yaml crds
+generate charts/kruise-admission/files/apps.kruise.io_sidecarsets.yaml crds
 git status --short manifests charts

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Render every install path we document into OUT, one YAML file each: the kustomize base and each
 # example under examples/kustomize/ (one per component), the Helm chart with its default values
-# (with its CRD, as `helm install` creates it when absent) and with each documented option, and
+# (which under `helm template` leaves the CRD out) and with each documented option, and
 # what `kruise-admission manifests` prints. .ci/manifests-check.sh validates them offline; the
 # end-to-end suite (tests/e2e/run.sh) has the real API server check them with
 # `kubectl apply --dry-run=server`.
@@ -18,8 +18,10 @@ for example in examples/kustomize/*/; do
     "$KUBECTL" kustomize "$example" >"$out/kustomize-$(basename "$example").yaml"
 done
 chart=charts/kruise-admission
-# The defaults, with the chart's CRD (what `helm install` creates when the CRD is absent).
-"$HELM" template kruise-admission "$chart" --namespace kruise-admission --include-crds >"$out/helm-default.yaml"
+# The defaults: `helm template` sees no cluster, so sidecarSetCRD=auto leaves the CRD out.
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission >"$out/helm-default.yaml"
+# With the chart's CRD (what `helm install` creates when the cluster has none).
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission --set sidecarSetCRD=create >"$out/helm-crd.yaml"
 for mode in provided cert-manager self-managed; do
     "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set certs.mode=$mode \
         >"$out/helm-$mode.yaml"

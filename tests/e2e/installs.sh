@@ -2,12 +2,12 @@
 # The two commands a user starts with, as they are, against the real API server (sourced by run.sh
 # right after the cluster starts, when it has no kruise-system namespace): `helm install` of the
 # chart with its default values and `kubectl apply -k manifests/`, first on a cluster without
-# OpenKruise, then on one with it (its namespace and its SidecarSet CRD; there Helm 4 needs
-# --skip-crds, see install_checks). Each must succeed; the
-# chart must create the Role in kruise-system exactly when that namespace exists (Helm's
-# `lookup`), and leave an existing SidecarSet CRD alone. What each installs is removed again (the
-# webhook configurations name a Service no pod backs here, and the Deployment's selector differs
-# from the chart's), so the rest of the suite starts from the same cluster.
+# OpenKruise, then on one with it (its namespace and its SidecarSet CRD). Each must succeed; the
+# chart must create the Role in kruise-system exactly when that namespace exists and the
+# SidecarSet CRD exactly when the cluster has none (Helm's `lookup`), keep its CRD on uninstall,
+# and leave OpenKruise's alone. What each installs is removed again (the webhook configurations
+# name a Service no pod backs here, and the Deployment's selector differs from the chart's), so
+# the rest of the suite starts from the same cluster.
 
 helm_kc() { helm --kubeconfig "$WORK/admin.kubeconfig" "$@"; }
 # install_checks CASE: helm install + uninstall, then kubectl apply -k + removal of its webhook
@@ -15,19 +15,18 @@ helm_kc() { helm --kubeconfig "$WORK/admin.kubeconfig" "$@"; }
 install_checks() {
     local case=$1 release=e2e-$1 out manifest want_role=""
     [ "$case" = with-openkruise ] && want_role=yes
-    # Helm 4 server-side-applies a chart's crds/ even over an existing CRD, which conflicts with
-    # the fields OpenKruise's manager owns (and would otherwise take Kruise's CRD over): next to
-    # OpenKruise the chart is installed with --skip-crds (docs/install.md says so).
-    local skip_crds=()
-    [ "$case" = with-openkruise ] && skip_crds=(--skip-crds)
-    if out=$(helm_kc install "$release" "$ROOT/charts/kruise-admission" --namespace "$release" --create-namespace "${skip_crds[@]}" 2>&1) \
+    # The chart's CRD is wanted exactly where the cluster has none.
+    local want_crd=yes
+    [ "$case" = with-openkruise ] && want_crd=""
+    if out=$(helm_kc install "$release" "$ROOT/charts/kruise-admission" --namespace "$release" --create-namespace 2>&1) \
         && manifest=$(helm_kc get manifest "$release" --namespace "$release" | yaml_to_json); then
-        local roles
+        local roles crds
         roles=$(jq -r '[.[] | select(.metadata.namespace == "kruise-system") | "\(.kind)/\(.metadata.name)"] | join(", ")' <<<"$manifest")
-        if [ "${roles:+yes}" = "$want_role" ]; then
-            pass "helm-install-$case" "helm install ${skip_crds[*]:-with default values}: $(jq length <<<"$manifest") objects; in kruise-system: ${roles:-nothing}"
+        crds=$(jq -r '[.[] | select(.kind == "CustomResourceDefinition") | .metadata.name] | join(", ")' <<<"$manifest")
+        if [ "${roles:+yes}" = "$want_role" ] && [ "${crds:+yes}" = "$want_crd" ]; then
+            pass "helm-install-$case" "helm install with default values: $(jq length <<<"$manifest") objects; in kruise-system: ${roles:-nothing}; CRDs: ${crds:-none}"
         else
-            fail "helm-install-$case" "kruise-system objects rendered: '${roles}', expected some: ${want_role:-no}"
+            fail "helm-install-$case" "kruise-system objects rendered: '${roles}', expected some: ${want_role:-no}; CRDs rendered: '${crds}', expected some: ${want_crd:-no}"
         fi
     else
         fail "helm-install-$case" "$(tail -3 <<<"$out")"
@@ -51,8 +50,10 @@ install_checks() {
 say "installs with the defaults, without OpenKruise: helm install, kubectl apply -k manifests/"
 kc get namespace kruise-system >/dev/null 2>&1 && die "the fresh cluster already has kruise-system"
 install_checks without-openkruise
-# Helm installs the chart's CRD when absent (crds/) and leaves it on uninstall, as it does for
-# every chart; remove it for the case with OpenKruise, which brings its own.
+# The chart installed the CRD (the cluster had none) and keeps it on uninstall (deleting it would
+# delete every SidecarSet); remove it for the case with OpenKruise, which brings its own.
+check helm-uninstall-keeps-crd "helm uninstall kept the chart's SidecarSet CRD" "the CRD is gone or was never the chart's" \
+    test "$(kc get crd sidecarsets.apps.kruise.io -o jsonpath='{.metadata.annotations.helm\.sh/resource-policy}' 2>/dev/null)" = keep
 kc delete crd sidecarsets.apps.kruise.io --ignore-not-found >/dev/null
 wait_for 60 crd_gone sidecarsets.apps.kruise.io || die "the chart's SidecarSet CRD was not deleted"
 
