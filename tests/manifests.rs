@@ -491,8 +491,10 @@ fn rbac_grants_exactly_what_the_server_calls() {
         // Self-managed certificates: create cannot name an object that does not exist yet.
         "Role own-ns /secrets  create",
         r#"Role own-ns /secrets ["my-secret"] get,update"#,
-        r#"ClusterRole * admissionregistration.k8s.io/mutatingwebhookconfigurations ["kruise-admission"] get,update"#,
-        r#"ClusterRole * admissionregistration.k8s.io/validatingwebhookconfigurations ["kruise-admission"] get,update"#,
+        // Their caBundle: read and replaced by name, and listed and watched with the field
+        // selector metadata.name=kruise-admission, so a reset is repaired at once.
+        r#"ClusterRole * admissionregistration.k8s.io/mutatingwebhookconfigurations ["kruise-admission"] get,update,list,watch"#,
+        r#"ClusterRole * admissionregistration.k8s.io/validatingwebhookconfigurations ["kruise-admission"] get,update,list,watch"#,
     ];
     expected.sort_unstable();
     assert_eq!(granted, expected);
