@@ -1,7 +1,8 @@
 //! `--cert-mode self-managed` against the loopback stand-in API server (`fake_apiserver`): one CA
 //! for all replicas, renewal, files a TLS client accepts, caBundle patching that writes only when
 //! something differs, and failed renewals (counted, retried with backoff, the certificate in use
-//! kept). Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
+//! kept); a reset caBundle seen by the watch and repaired at once, spaced out when it keeps being
+//! reset. Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
 
 use crate::common;
 use crate::fake_apiserver;

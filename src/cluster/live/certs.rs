@@ -48,9 +48,10 @@ const RESYNC: Duration = Duration::from_secs(60);
 const RETRY_MIN: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 const ATTEMPTS: usize = 5;
-/// A repair within this long after the previous one's wait is a fight with whatever resets the
-/// caBundle: the wait before the next one doubles, from this, up to the resync interval.
+/// The first wait between repairs once something keeps resetting the caBundle; it doubles with
+/// each further repair, up to the resync interval ([`RepairPacing`]).
 const REPAIR_GAP_MIN: Duration = Duration::from_secs(1);
+/// A repair within this long after the previous one's wait ended means something keeps resetting it.
 const FIGHT_WINDOW: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
@@ -614,7 +615,9 @@ fn ca_bundles_only(value: Value) -> Value {
         .flatten()
         .map(|w| match w.get("clientConfig") {
             Some(Value::Object(c)) => {
-                serde_json::json!({"clientConfig": c.get("caBundle").map_or_else(|| serde_json::json!({}), |b| serde_json::json!({"caBundle": b}))})
+                let kept: serde_json::Map<String, Value> =
+                    c.get_key_value("caBundle").map(|(k, v)| (k.clone(), v.clone())).into_iter().collect();
+                serde_json::json!({ "clientConfig": kept })
             }
             _ => serde_json::json!({}),
         })
@@ -774,6 +777,47 @@ mod tests {
         assert_eq!(cas.len(), 2);
         assert_eq!(cas[1].der, parse_pem(&m.ca_bundle)[0].der);
         assert_eq!(verdict(&renewed, &s, later), Verdict::Valid);
+    }
+
+    #[test]
+    fn the_drift_check_sees_what_the_sync_would_write() {
+        let encoded = encoded_bundle("CA");
+        let stored = serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "c", "resourceVersion": "7", "annotations": {"a": "b"}},
+            "webhooks": [{"name": "a", "rules": [], "clientConfig": {"url": "https://x", "caBundle": encoded}},
+                         {"name": "b", "clientConfig": {"service": {"name": "s"}}}]});
+        let trimmed = ca_bundles_only(stored.clone());
+        assert_eq!(trimmed["metadata"], serde_json::json!({"name": "c", "resourceVersion": "7"}));
+        assert_eq!(
+            trimmed["webhooks"],
+            serde_json::json!([{"clientConfig": {"caBundle": encoded}}, {"clientConfig": {}}])
+        );
+        // The second webhook lacks it: both the full object and the trimmed one need a write.
+        assert!(set_ca_bundle(&mut stored.clone(), &encoded));
+        assert!(set_ca_bundle(&mut trimmed.clone(), &encoded));
+        let mut fixed = stored;
+        set_ca_bundle(&mut fixed, &encoded);
+        assert!(!set_ca_bundle(&mut ca_bundles_only(fixed), &encoded));
+    }
+
+    #[test]
+    fn repairs_in_a_row_are_spaced_out_and_a_quiet_spell_resets_the_pace() {
+        let max = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut pacing = RepairPacing::default();
+        assert!(pacing.earliest() <= Instant::now(), "the first repair is immediate");
+        assert!(!pacing.repaired(start, max));
+        let mut at = start;
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            at = pacing.earliest();
+            assert!(pacing.repaired(at, max), "each one follows the previous within its wait");
+            gaps.push(pacing.gap.as_secs());
+        }
+        assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 60, 60]);
+        // A repair long after the last wait ended is not part of the fight.
+        assert!(!pacing.repaired(at + Duration::from_secs(60 + 11), max));
+        assert_eq!(pacing.gap, Duration::ZERO);
     }
 
     #[test]
