@@ -239,8 +239,17 @@ for path in sys.argv[1:]:
             problems.append(f"{name}: the NetworkPolicy admits {admitted}, not exactly the webhook and metrics ports {ports}")
         if any(not r.get("ports") for r in spec.get("ingress", [])):
             problems.append(f"{name}: a NetworkPolicy rule without ports admits every port")
-        if spec.get("policyTypes") != ["Ingress"]:
-            problems.append(f"{name}: policyTypes {spec.get('policyTypes')}: egress to the API server must stay open")
+        # Egress only where networkPolicy.egress.enabled is rendered, and then only TCP to the API
+        # server's ports (none at all in folder mode with provided or cert-manager certificates).
+        if "egress" not in name:
+            if spec.get("policyTypes") != ["Ingress"]:
+                problems.append(f"{name}: policyTypes {spec.get('policyTypes')}: egress to the API server must stay open")
+        else:
+            egress = spec.get("egress", [])
+            out = sorted((p.get("protocol", "TCP"), p["port"]) for r in egress for p in r.get("ports", []))
+            wanted = [] if "folder" in name else [("TCP", 443), ("TCP", 6443)]
+            if spec.get("policyTypes") != ["Ingress", "Egress"] or out != wanted or any(not r.get("ports") for r in egress):
+                problems.append(f"{name}: egress {egress} (policyTypes {spec.get('policyTypes')}), expected TCP to {wanted} only")
     name = path.rsplit('/', 1)[-1]
     priority_classes = {o["metadata"]["name"] for o in objects if o.get("kind") == "PriorityClass"}
     autoscalers = [o for o in objects if o.get("kind") == "HorizontalPodAutoscaler"]

@@ -69,6 +69,11 @@ client_ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE--
     --set shadow.enabled=true --set metrics.prometheusRule.enabled=true >"$out/helm-autoscaling.yaml"
 "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.enabled=false \
     >"$out/helm-networkpolicy-off.yaml"
+# Egress restricted: to the API server's ports in live mode, nothing in folder mode with provided certificates.
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.egress.enabled=true \
+    --set 'networkPolicy.egress.apiServer[0].ipBlock.cidr=10.0.0.0/24' >"$out/helm-networkpolicy-egress.yaml"
+"$HELM" template kruise-admission "$chart" --namespace kruise-admission --set networkPolicy.egress.enabled=true \
+    --set liveCluster.enabled=false --set certs.mode=provided >"$out/helm-networkpolicy-egress-folder.yaml"
 # Shadow mode (--shadow, the kruise-admission-shadow configurations), with cert-manager for its annotation.
 "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true >"$out/helm-shadow.yaml"
 "$HELM" template kruise-admission "$chart" --namespace kruise-admission --set shadow.enabled=true \

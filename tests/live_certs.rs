@@ -1,7 +1,8 @@
 //! `--cert-mode self-managed` against the loopback stand-in API server (`fake_apiserver`): one CA
 //! for all replicas, renewal, files a TLS client accepts, caBundle patching that writes only when
 //! something differs, and failed renewals (counted, retried with backoff, the certificate in use
-//! kept). Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
+//! kept); a reset caBundle seen by the watch and repaired at once, spaced out when it keeps being
+//! reset. Also, for every cert mode: an expired serving certificate makes `/readyz` fail.
 
 use crate::common;
 use crate::fake_apiserver;
@@ -483,4 +484,118 @@ async fn an_absurd_cert_renew_before_is_a_clear_startup_error() {
         stderr.contains("--cert-renew-before") && stderr.contains("at most") && !stderr.contains("panic"),
         "{stderr}"
     );
+}
+
+const MUTATING: (&str, &str) = ("mutatingwebhookconfigurations", "kruise-mutating-webhook-configuration");
+
+fn mutating_config(server: &FakeApiServer) -> Value {
+    server.get("admissionregistration.k8s.io", MUTATING.0, "", MUTATING.1).unwrap()
+}
+
+/// Reset the mutating configuration's caBundles as a `helm upgrade` would: the first webhook's to
+/// another CA, the second's removed. Returns the resourceVersion it was stored with.
+fn reset_ca_bundles(server: &FakeApiServer) -> u64 {
+    let mut config = mutating_config(server);
+    let other = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap()
+        .pem();
+    config["webhooks"][0]["clientConfig"]["caBundle"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(other));
+    config["webhooks"][1]["clientConfig"].as_object_mut().unwrap().remove("caBundle");
+    let stored = server.apply(config);
+    stored["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_reset_ca_bundle_is_repaired_within_two_seconds_once_across_replicas() {
+    let server = api_with_configs().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The default timing: the periodic check comes only after a minute.
+    let a = CertManager::new(server.client(), settings(dir_a.path()))
+        .start(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let b = CertManager::new(server.client(), settings(dir_b.path()))
+        .start(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let ca = secret_text(&server, "ca.crt");
+    let status = a.status_view();
+    let web = TestServer::start_with(move |config| config.cert_status = Some(status)).await;
+    // Both replicas watch each configuration by name, which is what lets RBAC grant it by name.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.requests("watch", MUTATING.0) < 2
+        || server.requests("watch", "validatingwebhookconfigurations") < 2
+    {
+        assert!(std::time::Instant::now() < deadline, "both replicas watch both configurations");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for verb in ["list", "watch"] {
+        for plural in [MUTATING.0, "validatingwebhookconfigurations"] {
+            for params in server.params(verb, plural) {
+                let name =
+                    if plural == MUTATING.0 { MUTATING.1 } else { "kruise-validating-webhook-configuration" };
+                assert_eq!(
+                    params.get("fieldSelector"),
+                    Some(&format!("metadata.name={name}")),
+                    "{verb} {plural}"
+                );
+            }
+        }
+    }
+
+    let reset_at = std::time::Instant::now();
+    let reset_rv = reset_ca_bundles(&server);
+    while ca_bundles(&server).iter().any(|b| *b != ca) {
+        assert!(
+            reset_at.elapsed() < Duration::from_secs(2),
+            "caBundle still wrong after 2 s: {:?}",
+            ca_bundles(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let repaired_in = reset_at.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rv: u64 = mutating_config(&server)["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        rv,
+        reset_rv + 1,
+        "exactly one repair landed (the other replica got a conflict or found it done)"
+    );
+    assert_eq!(mutating_config(&server)["webhooks"][1]["futureField"]["kept"], true, "other fields kept");
+    let repairs = a.status().ca_bundle_repairs + b.status().ca_bundle_repairs;
+    assert_eq!(repairs, 1, "one repair counted across the replicas (repaired in {repaired_in:?})");
+    let (_, page) = http_get(web.metrics, "/metrics").await;
+    assert_eq!(
+        sample(&page, "kruise_admission_ca_bundle_repairs_total"),
+        Some(a.status().ca_bundle_repairs as f64),
+        "the metric follows the replica's count"
+    );
+    // The replicas' own writes, seen by their watches, start no further syncs.
+    let secret_reads = server.requests("get", "secrets");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.requests("get", "secrets"), secret_reads, "no sync without drift");
+    web.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_ca_bundle_reset_over_and_over_gets_repairs_spaced_out() {
+    let server = api_with_configs().await;
+    let dir = tempfile::tempdir().unwrap();
+    let handle =
+        CertManager::new(server.client(), settings(dir.path())).start(Duration::from_secs(30)).await.unwrap();
+    let ca = secret_text(&server, "ca.crt");
+    // Something (a GitOps tool without an ignore rule) resets it every 100 ms for 4 s.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        if ca_bundles(&server).iter().all(|b| *b == ca) {
+            reset_ca_bundles(&server);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let repairs = handle.status().ca_bundle_repairs;
+    // Immediate, immediate, then 1 s, 2 s apart: 4 in 4 s; without pacing about 40.
+    assert!((3..=6).contains(&repairs), "{repairs} repairs in 4 s of resets every 100 ms");
 }

@@ -491,8 +491,10 @@ fn rbac_grants_exactly_what_the_server_calls() {
         // Self-managed certificates: create cannot name an object that does not exist yet.
         "Role own-ns /secrets  create",
         r#"Role own-ns /secrets ["my-secret"] get,update"#,
-        r#"ClusterRole * admissionregistration.k8s.io/mutatingwebhookconfigurations ["kruise-admission"] get,update"#,
-        r#"ClusterRole * admissionregistration.k8s.io/validatingwebhookconfigurations ["kruise-admission"] get,update"#,
+        // Their caBundle: read and replaced by name, and listed and watched with the field
+        // selector metadata.name=kruise-admission, so a reset is repaired at once.
+        r#"ClusterRole * admissionregistration.k8s.io/mutatingwebhookconfigurations ["kruise-admission"] get,update,list,watch"#,
+        r#"ClusterRole * admissionregistration.k8s.io/validatingwebhookconfigurations ["kruise-admission"] get,update,list,watch"#,
     ];
     expected.sort_unstable();
     assert_eq!(granted, expected);
@@ -2047,4 +2049,101 @@ fn the_charts_kube_version_floor_is_the_oldest_version_the_e2e_suite_runs() {
         std::fs::read_to_string(repo().join("charts/kruise-admission/Chart.yaml")).expect("Chart.yaml");
     let want = format!("kubeVersion: \">={}.{}.0-0\"", minor[0], minor[1]);
     assert!(chart.lines().any(|l| l == want), "Chart.yaml should say {want}");
+}
+
+/// The chart: `networkPolicy.egress.enabled` restricts egress to TCP to the API server's ports
+/// (to the given peers), and to nothing in folder mode with provided certificates, which never
+/// calls the API server; ingress stays as without it.
+#[test]
+fn the_chart_network_policy_egress_reaches_only_the_api_server() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_network_policy_egress_…: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let policy =
+        |objects: &[Value]| objects.iter().find(|o| o["kind"] == "NetworkPolicy").expect("a policy").clone();
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["networkPolicy.egress.enabled=true", "networkPolicy.egress.apiServer[0].ipBlock.cidr=10.0.0.10/32"],
+    );
+    let spec = policy(&objects)["spec"].clone();
+    assert_eq!(spec["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(
+        spec["egress"],
+        json!([{ "ports": [{ "port": 443, "protocol": "TCP" }, { "port": 6443, "protocol": "TCP" }],
+                 "to": [{ "ipBlock": { "cidr": "10.0.0.10/32" } }] }])
+    );
+    assert_eq!(spec["ingress"].as_array().map(Vec::len), Some(2), "ingress unchanged");
+    let objects = helm_template(
+        &helm,
+        "platform",
+        "ka",
+        &["networkPolicy.egress.enabled=true", "liveCluster.enabled=false", "certs.mode=provided"],
+    );
+    let spec = policy(&objects)["spec"].clone();
+    assert_eq!((&spec["policyTypes"], &spec["egress"]), (&json!(["Ingress", "Egress"]), &json!([])));
+    let spec = policy(&helm_template(&helm, "platform", "ka", &[]))["spec"].clone();
+    assert_eq!((&spec["policyTypes"], spec.get("egress")), (&json!(["Ingress"]), None), "off by default");
+}
+
+/// The chart: with self-managed certificates (the default) a ValidatingAdmissionPolicy and its
+/// binding let the release's service account UPDATE only caBundle of the release's own webhook
+/// configurations (`<fullname>-shadow` in shadow mode); not rendered in the other cert modes or
+/// with `certs.selfManaged.caBundleOnlyPolicy=false`. Its CEL is exercised on a real
+/// kube-apiserver by tests/e2e/ca_bundle.sh.
+#[test]
+fn the_chart_limits_the_service_account_to_ca_bundle_changes() {
+    let Some(helm) = helm() else {
+        eprintln!("SKIPPED the_chart_limits_the_service_account_…: helm not found (set HELM=/path/to/helm)");
+        return;
+    };
+    let policies = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy")))
+            .cloned()
+            .collect()
+    };
+    for (sets, configurations) in
+        [(&[][..], "ka-kruise-admission"), (&["shadow.enabled=true"][..], "ka-kruise-admission-shadow")]
+    {
+        let objects = helm_template(&helm, "platform", "ka", sets);
+        let found = policies(&objects);
+        assert_eq!(found.len(), 2, "{sets:?}: a policy and its binding");
+        let (policy, binding) = (&found[0], &found[1]);
+        assert_eq!(policy["kind"], "ValidatingAdmissionPolicy");
+        assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        let spec = &policy["spec"];
+        assert_eq!(spec["failurePolicy"], "Fail");
+        assert_eq!(
+            spec["matchConstraints"]["resourceRules"],
+            json!([{ "apiGroups": ["admissionregistration.k8s.io"], "apiVersions": ["*"], "operations": ["UPDATE"],
+                     "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                     "resourceNames": [configurations] }])
+        );
+        assert_eq!(
+            spec["matchConditions"][0]["expression"],
+            "request.userInfo.username == 'system:serviceaccount:platform:ka-kruise-admission'"
+        );
+        let sa = objects.iter().find(|o| o["kind"] == "ServiceAccount").expect("service account");
+        assert_eq!(sa["metadata"]["name"], "ka-kruise-admission", "the account the condition names");
+        let webhooks: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")))
+            .collect();
+        assert!(
+            webhooks.iter().all(|w| w["metadata"]["name"] == configurations),
+            "the configurations it names"
+        );
+    }
+    for sets in [
+        &["certs.mode=provided"][..],
+        &["certs.mode=cert-manager"],
+        &["certs.selfManaged.caBundleOnlyPolicy=false"],
+    ] {
+        assert!(policies(&helm_template(&helm, "platform", "ka", sets)).is_empty(), "{sets:?}");
+    }
 }

@@ -16,7 +16,9 @@
 //!   `kruiseNamespaceRole`), and the server treats those two kinds as optional when refused.
 //! - `self-managed-certs` (`--cert-mode=self-managed`, `cluster::live::certs`): get, update of its
 //!   own Secret by name, create of Secrets in its own namespace (RBAC cannot name an object that
-//!   does not exist yet), get, update of its own two webhook configurations by name.
+//!   does not exist yet), get, update of its own two webhook configurations by name, and list +
+//!   watch of them by name too (with a `metadata.name` field selector, which `resourceNames`
+//!   covers): the watch that repairs a reset caBundle at once.
 //! - `shadow-agreement` (`serve --shadow` in live mode, `cluster::live::pod_creations`): list (one
 //!   Pod, for the current resourceVersion) and watch of pods cluster-wide, to compare each stored Pod
 //!   with the decision made on its CREATE. Pods are created in every namespace, under names not
@@ -210,7 +212,7 @@ fn self_managed_cert_objects(target: &Target, options: &RbacOptions) -> Vec<Valu
     let secret = format!("{name}:cert-secret");
     let configurations = format!("{name}:webhook-configurations");
     let own_ns = Some(target.namespace.as_str());
-    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch, no watch.
+    // Read, then replace with the resourceVersion read (optimistic concurrency): no patch.
     let by_name = json!(["get", "update"]);
     vec![
         // Self-managed certificates: create the Secret once if missing (create cannot be limited by
@@ -226,7 +228,8 @@ fn self_managed_cert_objects(target: &Target, options: &RbacOptions) -> Vec<Valu
             ]),
         ),
         binding("RoleBinding", &secret, own_ns, certs, target, options),
-        // caBundle patching of this server's own two configurations, by name.
+        // caBundle patching of this server's own two configurations, by name; they are also
+        // listed and watched with `metadata.name=<name>`, so a reset caBundle is seen at once.
         role(
             "ClusterRole",
             &configurations,
@@ -236,7 +239,7 @@ fn self_managed_cert_objects(target: &Target, options: &RbacOptions) -> Vec<Valu
                 "apiGroups": ["admissionregistration.k8s.io"],
                 "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
                 "resourceNames": [options.webhook_configurations],
-                "verbs": by_name,
+                "verbs": ["get", "update", "list", "watch"],
             }]),
         ),
         binding("ClusterRoleBinding", &configurations, None, certs, target, options),

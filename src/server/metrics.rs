@@ -38,6 +38,9 @@ pub struct Metrics {
     pub watch_unreadable: IntGaugeVec,
     /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
     pub cert_renewal_failures: IntCounter,
+    /// `--cert-mode self-managed`: webhook configurations whose caBundle was put back after
+    /// something else changed it.
+    pub ca_bundle_repairs: IntCounter,
     /// `{source}` 1: where lookups (delete protection's Cascading checks, CloneSet pods) are
     /// answered, `api-server` or `cluster-folder` (folder mode: protection can fail open).
     pub lookup_source: IntGaugeVec,
@@ -157,6 +160,10 @@ impl Metrics {
                 "kruise_admission_certificate_renewal_failures_total",
                 "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
             )?)?,
+            ca_bundle_repairs: r.add(IntCounter::new(
+                "kruise_admission_ca_bundle_repairs_total",
+                "--cert-mode self-managed: webhook configurations whose caBundle was put back after something else changed it (the CA unchanged)",
+            )?)?,
             lookup_source: r.int_gauges(
                 "kruise_admission_lookup_source",
                 "1 for where delete protection's Cascading lookups and CloneSet pod lookups are answered: api-server (live mode) \
@@ -249,6 +256,7 @@ impl Metrics {
     /// Bring the self-managed certificate metrics up to `status` (called on every scrape).
     pub fn record_cert_status(&self, status: &CertStatus) {
         self.cert_renewal_failures.inc_by(status.failures.saturating_sub(self.cert_renewal_failures.get()));
+        self.ca_bundle_repairs.inc_by(status.ca_bundle_repairs.saturating_sub(self.ca_bundle_repairs.get()));
     }
 
     /// Count an HTTP-level error (`bad_request`, `not_found`, `timeout`, ...).

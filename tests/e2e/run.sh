@@ -282,6 +282,8 @@ fi
 source "$E2E/checks.sh"
 # shellcheck source=tests/e2e/latency.sh
 source "$E2E/latency.sh"
+# shellcheck source=tests/e2e/ca_bundle.sh
+source "$E2E/ca_bundle.sh"
 # shellcheck source=tests/e2e/shutdown.sh
 source "$E2E/shutdown.sh"
 client_auth_checks

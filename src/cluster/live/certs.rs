@@ -7,6 +7,12 @@
 //! AlreadyExists and reads the winner's), replaced with its resourceVersion as a precondition (a
 //! loser gets Conflict and reads again), and so are the webhook configurations.
 //!
+//! Both webhook configurations are also watched (by name, with a `metadata.name` field selector):
+//! when one's caBundle no longer matches (a `helm upgrade` or a GitOps sync reset it), the next sync
+//! runs at once instead of at the next resync, so TLS to the webhook is broken for the time of one
+//! watch event and one sync, not up to a minute. Something that keeps resetting it gets repairs
+//! spaced ever wider apart (see [`RepairPacing`]) and a WARN, not a write war.
+//!
 //! Differences from Kruise: ECDSA P-256 keys instead of RSA 2048 (ring cannot generate RSA), a
 //! serving certificate valid for max(1 year, 2 × --cert-renew-before) instead of 10 years, and a CA
 //! replaced early is kept in `ca.crt` (and the caBundle) next to the new one until it expires, so
@@ -21,10 +27,14 @@ use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
+use serde_json::Value;
 use time::OffsetDateTime;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::api_error::{FailureKind, classify};
+use super::watch::{self, WatchCell, WatchSpec};
 use crate::tls_material::{
     CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches,
     parse_pem, pem_block, write_files,
@@ -38,6 +48,11 @@ const RESYNC: Duration = Duration::from_secs(60);
 const RETRY_MIN: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 const ATTEMPTS: usize = 5;
+/// The first wait between repairs once something keeps resetting the caBundle; it doubles with
+/// each further repair, up to the resync interval ([`RepairPacing`]).
+const REPAIR_GAP_MIN: Duration = Duration::from_secs(1);
+/// A repair within this long after the previous one's wait ended means something keeps resetting it.
+const FIGHT_WINDOW: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct CertSettings {
@@ -144,6 +159,8 @@ pub struct SyncOutcome {
     pub files_written: bool,
     /// Webhook configurations whose caBundle was updated.
     pub configs_patched: usize,
+    /// The CA bundle (PEM) now in the Secret, the files and the configurations.
+    pub ca_bundle: String,
     /// Expiry of the serving certificate now in use (`kruise_admission_serving_certificate_not_after_seconds`).
     pub not_after: OffsetDateTime,
 }
@@ -157,6 +174,9 @@ pub struct CertStatus {
     /// Failed syncs (renewals included) since start:
     /// `kruise_admission_certificate_renewal_failures_total`.
     pub failures: u64,
+    /// Webhook configurations whose caBundle was put back after something else changed it, while
+    /// the CA stayed the same: `kruise_admission_ca_bundle_repairs_total`.
+    pub ca_bundle_repairs: u64,
 }
 
 /// A view of the loop's [`CertStatus`] that the server keeps for its metrics.
@@ -193,15 +213,17 @@ pub struct CertManager {
     timing: CertTiming,
 }
 
-/// The running sync loop; dropping it stops the loop.
+/// The running sync loop and the configurations' watches; dropping it stops them.
 pub struct CertHandle {
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
     status: CertStatusView,
 }
 
 impl Drop for CertHandle {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -227,7 +249,8 @@ impl CertManager {
     }
 
     /// Sync until the first success (at most `init_timeout`; forbidden or missing objects fail at
-    /// once), then keep syncing every minute in the background. `serve` exits non-zero on error.
+    /// once), then keep syncing every minute in the background, and at once when a watched
+    /// configuration's caBundle drifts. `serve` exits non-zero on error.
     pub async fn start(self, init_timeout: Duration) -> Result<CertHandle, CertError> {
         self.settings.check()?;
         let deadline = tokio::time::Instant::now() + init_timeout;
@@ -255,24 +278,74 @@ impl CertManager {
             not_after: Some(first.not_after),
             last_error: None,
             failures,
+            ca_bundle_repairs: 0,
         })));
-        let task = tokio::spawn(self.run(status.clone()));
-        Ok(CertHandle { task, status })
+        let (drift, mut tasks) = self.watch_configurations();
+        tasks.push(tokio::spawn(self.run(status.clone(), drift, first.ca_bundle)));
+        Ok(CertHandle { tasks, status })
     }
 
-    /// Sync every `resync`; after a failure retry with exponential backoff (and jitter, so
-    /// replicas that failed together do not retry together). A failed sync writes no files: the
-    /// certificate being served stays until a renewal succeeds (an expired one makes `/readyz`
-    /// fail, see `server::health`).
-    async fn run(self, status: CertStatusView) {
-        let mut delay = self.timing.resync;
+    /// One watch per webhook configuration, by name (so the grant can stay `resourceNames`), reusing
+    /// live mode's list-then-watch loop; each change wakes the sync loop, which compares.
+    fn watch_configurations(&self) -> (Drift, Vec<JoinHandle<()>>) {
+        let changed = Arc::new(Notify::new());
+        let timing = super::timing(&super::LiveSettings::default());
+        let mut cells = Vec::new();
+        let mut tasks = Vec::new();
+        for (kind, names) in [
+            ("MutatingWebhookConfiguration", &self.settings.mutating_configs),
+            ("ValidatingWebhookConfiguration", &self.settings.validating_configs),
+        ] {
+            let resource = webhook_configuration_resource(kind);
+            for name in names {
+                let spec = WatchSpec {
+                    kind: kind.into(),
+                    api_version: "admissionregistration.k8s.io/v1".into(),
+                    resource: format!("{}.admissionregistration.k8s.io ({name})", resource.plural),
+                    namespace: None,
+                    api: Api::all_with(self.client.clone(), &resource),
+                    field_selector: Some(format!("metadata.name={name}")),
+                    trim: ca_bundles_only,
+                    optional: false,
+                };
+                let cell = Arc::new(WatchCell::new(&spec));
+                cells.push(Arc::clone(&cell));
+                let changed = Arc::clone(&changed);
+                tasks
+                    .push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || changed.notify_one())));
+            }
+        }
+        (Drift { cells, changed }, tasks)
+    }
+
+    /// Sync every `resync`, and as soon as the watches see a configuration whose caBundle is not
+    /// `bundle` (paced by [`RepairPacing`]); after a failure retry with exponential backoff (and
+    /// jitter, so replicas that failed together do not retry together), drift or not. A failed
+    /// sync writes no files: the certificate being served stays until a renewal succeeds (an
+    /// expired one makes `/readyz` fail, see `server::health`).
+    ///
+    /// A drift sync reads the Secret again rather than writing the bundle this replica last saw:
+    /// when another replica replaced the CA, this one adopts it instead of putting the old one back.
+    async fn run(self, status: CertStatusView, drift: Drift, mut bundle: String) {
+        let mut next = Instant::now() + self.timing.resync;
         let mut retry = self.timing.retry_min;
+        let mut pacing = RepairPacing::default();
+        let mut failing = false;
         loop {
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = drift.changed.notified() => {
+                    if !failing && drift.differs(&bundle) {
+                        next = next.min(pacing.earliest());
+                    }
+                    continue;
+                }
+            }
             let result = self.sync_once().await;
             let mut s = status.lock();
             match result {
                 Ok(outcome) => {
+                    let repaired = if outcome.ca_bundle == bundle { outcome.configs_patched } else { 0 };
                     if outcome.secret_written || outcome.files_written || s.last_error.is_some() {
                         tracing::info!(
                             secret_written = outcome.secret_written,
@@ -282,15 +355,37 @@ impl CertManager {
                             "self-managed certificate synced"
                         );
                     }
+                    if repaired > 0 {
+                        s.ca_bundle_repairs += repaired as u64;
+                        let fight = pacing.repaired(Instant::now(), self.timing.resync);
+                        if fight {
+                            tracing::warn!(
+                                configs = repaired,
+                                repairs = s.ca_bundle_repairs,
+                                next_repair_after_s = pacing.gap.as_secs_f64(),
+                                "the webhook configurations' caBundle was reset again soon after the last repair: \
+                                 something keeps resetting it (a helm upgrade or a GitOps sync without an ignore \
+                                 rule for caBundle); repairs are spaced out meanwhile"
+                            );
+                        } else {
+                            tracing::info!(
+                                configs = repaired,
+                                repairs = s.ca_bundle_repairs,
+                                "a webhook configuration's caBundle had been changed; put back"
+                            );
+                        }
+                    }
                     s.last_sync = Some(SystemTime::now());
                     s.not_after = Some(outcome.not_after);
                     s.last_error = None;
-                    delay = self.timing.resync;
+                    bundle = outcome.ca_bundle;
+                    failing = false;
+                    next = Instant::now() + self.timing.resync;
                     retry = self.timing.retry_min;
                 }
                 Err(e) => {
                     s.failures += 1;
-                    delay = retry + retry.mul_f64(rand::random::<f64>() * 0.2);
+                    let delay = retry + retry.mul_f64(rand::random::<f64>() * 0.2);
                     retry = (retry * 2).min(self.timing.retry_max);
                     tracing::error!(
                         error = %e,
@@ -299,6 +394,8 @@ impl CertManager {
                         "self-managed certificate renewal failed; keeping the certificate in use and retrying"
                     );
                     s.last_error = Some(e.message);
+                    failing = true;
+                    next = Instant::now() + delay;
                 }
             }
         }
@@ -312,20 +409,12 @@ impl CertManager {
         let now = OffsetDateTime::now_utc();
         let (material, secret_written) = self.ensure_secret(now).await?;
         let mut configs_patched = 0;
-        for (kind, plural, names) in [
-            (
-                "MutatingWebhookConfiguration",
-                "mutatingwebhookconfigurations",
-                &self.settings.mutating_configs,
-            ),
-            (
-                "ValidatingWebhookConfiguration",
-                "validatingwebhookconfigurations",
-                &self.settings.validating_configs,
-            ),
+        for (kind, names) in [
+            ("MutatingWebhookConfiguration", &self.settings.mutating_configs),
+            ("ValidatingWebhookConfiguration", &self.settings.validating_configs),
         ] {
             for name in names {
-                if self.ensure_ca_bundle(kind, plural, name, &material.ca_bundle).await? {
+                if self.ensure_ca_bundle(kind, name, &material.ca_bundle).await? {
                     configs_patched += 1;
                 }
             }
@@ -342,7 +431,13 @@ impl CertManager {
             ))
         })?;
         let not_after = parse_pem(&material.cert).first().map_or(now, |c| c.not_after);
-        Ok(SyncOutcome { secret_written, files_written, configs_patched, not_after })
+        Ok(SyncOutcome {
+            secret_written,
+            files_written,
+            configs_patched,
+            ca_bundle: material.ca_bundle,
+            not_after,
+        })
     }
 
     /// Read the Secret; create it when missing, replace its content when it is no longer valid.
@@ -399,20 +494,11 @@ impl CertManager {
 
     /// Set `clientConfig.caBundle` on every webhook of one configuration; write only if something
     /// differs. Returns whether it wrote.
-    async fn ensure_ca_bundle(
-        &self,
-        kind: &str,
-        plural: &str,
-        name: &str,
-        ca_bundle: &str,
-    ) -> Result<bool, CertError> {
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        );
+    async fn ensure_ca_bundle(&self, kind: &str, name: &str, ca_bundle: &str) -> Result<bool, CertError> {
+        let resource = webhook_configuration_resource(kind);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let rbac = format!("{plural}.admissionregistration.k8s.io ({name})");
-        let encoded = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(ca_bundle));
+        let rbac = format!("{}.admissionregistration.k8s.io ({name})", resource.plural);
+        let encoded = encoded_bundle(ca_bundle);
         for _ in 0..ATTEMPTS {
             let mut config = match api.get(name).await {
                 Ok(config) => config,
@@ -427,20 +513,7 @@ impl CertManager {
                     return Err(error);
                 }
             };
-            let mut changed = false;
-            if let Some(webhooks) = config.data.get_mut("webhooks").and_then(|w| w.as_array_mut()) {
-                for webhook in webhooks {
-                    let Some(client_config) = webhook.get_mut("clientConfig").and_then(|c| c.as_object_mut())
-                    else {
-                        continue;
-                    };
-                    if client_config.get("caBundle") != Some(&encoded) {
-                        client_config.insert("caBundle".into(), encoded.clone());
-                        changed = true;
-                    }
-                }
-            }
-            if !changed {
+            if !set_ca_bundle(&mut config.data, &encoded) {
                 return Ok(false);
             }
             match api.replace(name, &PostParams::default(), &config).await {
@@ -457,6 +530,105 @@ impl CertManager {
             "{kind} {name:?} kept changing while this replica updated its caBundle; will retry"
         )))
     }
+}
+
+/// The configurations' caBundles as the watches last saw them, and the signal that one changed.
+struct Drift {
+    cells: Vec<Arc<WatchCell>>,
+    changed: Arc<Notify>,
+}
+
+impl Drift {
+    /// Some watched configuration has a webhook whose caBundle is not `bundle`. A configuration
+    /// not (yet) seen, or deleted, is no drift: there is nothing to repair until it exists again.
+    fn differs(&self, bundle: &str) -> bool {
+        let encoded = encoded_bundle(bundle);
+        self.cells.iter().any(|cell| {
+            let objects: Vec<Arc<Value>> = cell.lock().objects.values().cloned().collect();
+            objects.iter().any(|config| set_ca_bundle(&mut Value::clone(config), &encoded))
+        })
+    }
+}
+
+/// How soon a drift sync may run. The first repair is immediate; one that follows the previous
+/// within its wait plus [`FIGHT_WINDOW`] means something keeps resetting the caBundle, and the
+/// wait doubles (from [`REPAIR_GAP_MIN`], up to the resync interval), so two controllers that
+/// disagree do not write to the API server as fast as it answers. A quiet spell resets it.
+#[derive(Debug, Default)]
+struct RepairPacing {
+    last: Option<Instant>,
+    gap: Duration,
+}
+
+impl RepairPacing {
+    fn earliest(&self) -> Instant {
+        self.last.map_or_else(Instant::now, |last| last + self.gap)
+    }
+
+    /// Record a repair at `now`; returns whether it was part of a fight.
+    fn repaired(&mut self, now: Instant, max_gap: Duration) -> bool {
+        let fight = self.last.is_some_and(|last| now < last + self.gap + FIGHT_WINDOW);
+        self.gap = if fight {
+            (self.gap * 2).clamp(REPAIR_GAP_MIN, max_gap.max(REPAIR_GAP_MIN))
+        } else {
+            Duration::ZERO
+        };
+        self.last = Some(now);
+        fight
+    }
+}
+
+fn webhook_configuration_resource(kind: &str) -> ApiResource {
+    let plural = format!("{}s", kind.to_lowercase());
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+        &plural,
+    )
+}
+
+/// `clientConfig.caBundle` as stored: the PEM, base64-encoded.
+fn encoded_bundle(ca_bundle: &str) -> Value {
+    Value::String(base64::engine::general_purpose::STANDARD.encode(ca_bundle))
+}
+
+/// Set `clientConfig.caBundle` of every webhook in a configuration (its JSON, or the part of it
+/// beside the metadata) to `encoded`; returns whether anything differed.
+fn set_ca_bundle(config: &mut Value, encoded: &Value) -> bool {
+    let mut changed = false;
+    let webhooks = config.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten();
+    for client_config in webhooks.filter_map(|w| w.get_mut("clientConfig").and_then(Value::as_object_mut)) {
+        if client_config.get("caBundle") != Some(encoded) {
+            client_config.insert("caBundle".into(), encoded.clone());
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// What the drift check reads of a watched configuration: its name and each webhook's
+/// `clientConfig.caBundle` (rules, selectors and annotations would only cost memory).
+fn ca_bundles_only(value: Value) -> Value {
+    let webhooks: Vec<Value> = value
+        .get("webhooks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|w| match w.get("clientConfig") {
+            Some(Value::Object(c)) => {
+                let kept: serde_json::Map<String, Value> =
+                    c.get_key_value("caBundle").map(|(k, v)| (k.clone(), v.clone())).into_iter().collect();
+                serde_json::json!({ "clientConfig": kept })
+            }
+            _ => serde_json::json!({}),
+        })
+        .collect();
+    let meta = value.get("metadata");
+    serde_json::json!({
+        "apiVersion": value["apiVersion"],
+        "kind": value["kind"],
+        "metadata": {"name": meta.and_then(|m| m.get("name")), "resourceVersion": meta.and_then(|m| m.get("resourceVersion"))},
+        "webhooks": webhooks,
+    })
 }
 
 fn secret_data(m: &Material) -> BTreeMap<String, ByteString> {
@@ -605,6 +777,47 @@ mod tests {
         assert_eq!(cas.len(), 2);
         assert_eq!(cas[1].der, parse_pem(&m.ca_bundle)[0].der);
         assert_eq!(verdict(&renewed, &s, later), Verdict::Valid);
+    }
+
+    #[test]
+    fn the_drift_check_sees_what_the_sync_would_write() {
+        let encoded = encoded_bundle("CA");
+        let stored = serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "c", "resourceVersion": "7", "annotations": {"a": "b"}},
+            "webhooks": [{"name": "a", "rules": [], "clientConfig": {"url": "https://x", "caBundle": encoded}},
+                         {"name": "b", "clientConfig": {"service": {"name": "s"}}}]});
+        let trimmed = ca_bundles_only(stored.clone());
+        assert_eq!(trimmed["metadata"], serde_json::json!({"name": "c", "resourceVersion": "7"}));
+        assert_eq!(
+            trimmed["webhooks"],
+            serde_json::json!([{"clientConfig": {"caBundle": encoded}}, {"clientConfig": {}}])
+        );
+        // The second webhook lacks it: both the full object and the trimmed one need a write.
+        assert!(set_ca_bundle(&mut stored.clone(), &encoded));
+        assert!(set_ca_bundle(&mut trimmed.clone(), &encoded));
+        let mut fixed = stored;
+        set_ca_bundle(&mut fixed, &encoded);
+        assert!(!set_ca_bundle(&mut ca_bundles_only(fixed), &encoded));
+    }
+
+    #[test]
+    fn repairs_in_a_row_are_spaced_out_and_a_quiet_spell_resets_the_pace() {
+        let max = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut pacing = RepairPacing::default();
+        assert!(pacing.earliest() <= Instant::now(), "the first repair is immediate");
+        assert!(!pacing.repaired(start, max));
+        let mut at = start;
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            at = pacing.earliest();
+            assert!(pacing.repaired(at, max), "each one follows the previous within its wait");
+            gaps.push(pacing.gap.as_secs());
+        }
+        assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 60, 60]);
+        // A repair long after the last wait ended is not part of the fight.
+        assert!(!pacing.repaired(at + Duration::from_secs(60 + 11), max));
+        assert_eq!(pacing.gap, Duration::ZERO);
     }
 
     #[test]
