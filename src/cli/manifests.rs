@@ -35,7 +35,7 @@ pub enum What {
 pub struct Args {
     pub what: What,
     /// The namespace the server runs in (excluded from every webhook, and the Service's namespace).
-    #[arg(long, default_value = DEFAULT_NAMESPACE)]
+    #[arg(short = 'n', long, default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
     /// The Service in front of the server.
     #[arg(long, default_value = DEFAULT_SERVICE)]
