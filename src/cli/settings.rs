@@ -103,7 +103,7 @@ impl DecisionArgs {
     /// The value of `gate`: the last `--feature-gates` entry naming it, or the flag that is its
     /// alias, or its default. An alias given beside a gate entry that turns it off is an error.
     fn gate(&self, gate: Gate) -> Result<bool, String> {
-        let named = self.feature_gates.iter().flatten().filter(|(g, _)| *g == gate).map(|(_, v)| *v).last();
+        let named = self.feature_gates.iter().flatten().rev().find(|(g, _)| *g == gate).map(|(_, v)| *v);
         let (alias, flag) = match gate {
             Gate::InPlaceWorkloadVerticalScaling => {
                 (self.inplace_vertical_scaling, "--inplace-vertical-scaling")
