@@ -14,16 +14,15 @@ use time::format_description::well_known::Rfc3339;
 fn main() {
     println!("cargo:rerun-if-env-changed=KRUISE_ADMISSION_REVISION");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
-    // A new commit (HEAD moves, or the branch it names does) changes both values.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(file) = git(&["rev-parse", "--git-path", path]) {
+    // A new commit (HEAD moves, or the branch it names does: a file under refs/heads, or
+    // packed-refs) changes both values. Only paths that exist: cargo reruns a build script on
+    // every build while one it watches is missing.
+    for path in ["HEAD", "packed-refs", "refs/heads"] {
+        if let Some(file) =
+            git(&["rev-parse", "--git-path", path]).filter(|f| std::path::Path::new(f).exists())
+        {
             println!("cargo:rerun-if-changed={file}");
         }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
-        && let Some(file) = git(&["rev-parse", "--git-path", &branch])
-    {
-        println!("cargo:rerun-if-changed={file}");
     }
 
     let revision = std::env::var("KRUISE_ADMISSION_REVISION")
