@@ -149,6 +149,21 @@ fn every_subcommand_exits_0_1_or_2_alike() {
         (&["dry-run", "--cluster-dir", "/nonexistent", review], 2),
         (&["dry-run", unknown_gate, review], 2),
         (&["dry-run", "-o", "nonsense", review], 2),
+        // dry-run's agreement report: a disagreeing Pod is 1, an unreadable stored folder 2
+        (
+            &[
+                "dry-run",
+                "--cluster-dir",
+                "tests/fixtures/agreement/cluster",
+                "--compare",
+                "--stored",
+                "tests/fixtures/agreement/stored",
+                "tests/fixtures/recorded/salesforce-generic-sidecar-injector-pod-create-initcontainers.json",
+            ],
+            1,
+        ),
+        (&["dry-run", "--compare", "--stored", "/nonexistent", review], 2),
+        (&["dry-run", "--compare", review], 2),
         // inject
         (&["inject", "tests/golden/inject/workloads.yaml"], 0),
         (&["inject", "--cluster-dir", "tests/golden/cluster", refused], 1),
@@ -299,6 +314,28 @@ fn logs_are_coloured_only_on_a_terminal_without_no_color() {
     assert!(text_logs(true, None).contains("\x1b["), "a terminal gets colours");
     assert!(!text_logs(true, Some("1")).contains('\x1b'), "NO_COLOR=1 turns them off");
     assert!(text_logs(true, Some("")).contains("\x1b["), "an empty NO_COLOR is not set");
+}
+
+#[test]
+fn a_diff_is_coloured_only_on_a_terminal_without_no_color() {
+    let diff = format!(
+        "{BIN} dry-run -o diff --cluster-dir tests/golden/cluster --now {NOW} tests/golden/inputs/objects/pods.yaml"
+    );
+    let on_terminal = |no_color: Option<&str>| {
+        let mut command = Command::new("script");
+        command.args(["-qec", &diff, "/dev/null"]).current_dir(root()).env_remove("NO_COLOR");
+        if let Some(value) = no_color {
+            command.env("NO_COLOR", value);
+        }
+        let out = command.stdin(Stdio::null()).output().expect("script runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(on_terminal(None).contains("\x1b["), "a terminal gets colours");
+    let plain = on_terminal(Some("1"));
+    assert!(
+        plain.contains("+++ tests/golden/inputs/objects/pods.yaml#0") && !plain.contains('\x1b'),
+        "{plain}"
+    );
 }
 
 fn cluster_with(dir: &Path, sidecarset: &str) -> String {

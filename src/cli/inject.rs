@@ -69,7 +69,7 @@ pub struct Args {
 /// The time injection records without `--now`: a fixed one, not the wall clock, so re-rendering
 /// the same manifests (GitOps) gives the same bytes and `kubectl apply` rolls nothing. A template
 /// already injected keeps the timestamp it carries (an unchanged entry keeps its time).
-pub const DEFAULT_NOW: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
+const DEFAULT_NOW: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
 
 /// Where the pod template of each workload kind lives; `""` for a Pod itself.
 fn template_pointer(object: &Value) -> Option<&'static str> {
