@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1.7@sha256:a57df69d0ea827fb7266491f2813635de6f17269be881f696fbfdf2d83dda33e
 # kruise-admission: a static binary on `scratch`, running as 65532:65532 with a read-only root.
 #
-#   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t kruise-admission:0.1.0 .
-#   buildah bud --build-arg REVISION="$(git rev-parse HEAD)" -t kruise-admission:0.1.0 .
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" -t kruise-admission:0.1.0 .
+#   buildah bud --build-arg REVISION="$(git rev-parse HEAD)" --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" -t kruise-admission:0.1.0 .
 #
 # The same image as .ci/image.sh builds without a Docker engine (docs/install.md, "The image"): the
 # target, RUSTFLAGS, paths, user, entrypoint, arguments and labels are those of image.env, and
@@ -25,10 +25,17 @@ COPY . .
 # Static glibc (libc6-dev's libc.a, in the image): the final stage has no libraries. Why the
 # getrandom cfg: image.env.
 ENV RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\""
+# `--version` names the commit and the build date (build.rs). The context has no .git, so the
+# commit comes from REVISION ("unknown" without it) and the date from SOURCE_DATE_EPOCH (BuildKit's
+# reproducible-builds argument; "unknown" without it):
+#   --build-arg REVISION="$(git rev-parse HEAD)" --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)"
+ARG REVISION=unknown
+ARG SOURCE_DATE_EPOCH
 # The two trees the final stage copies: the binary and an empty cluster folder, and the
 # certificate folder, which it gives to the user.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
+    KRUISE_ADMISSION_REVISION="$REVISION" \
     cargo build --release --locked --target x86_64-unknown-linux-gnu --bin kruise-admission \
  && install -D -m 0755 target/x86_64-unknown-linux-gnu/release/kruise-admission /out/rootfs/usr/local/bin/kruise-admission \
  && install -d -m 0755 /out/rootfs/etc/kruise-admission/cluster /out/certs

@@ -139,7 +139,13 @@ else
     runner=("${rootfs_runner[@]}")
 fi
 
-say "$entrypoint --version: $(timeout 30 "${runner[@]}" --version)"
+version_line="$(timeout 30 "${runner[@]}" --version)"
+say "$entrypoint --version: $version_line"
+# build.rs reads the commit and its date from this checkout.
+case "$version_line" in
+    "kruise-admission $version (commit ${revision:0:12}, built "*) ;;
+    *) fail "--version does not name version $version and commit ${revision:0:12}: $version_line" ;;
+esac
 
 read -r port metrics_port < <(python3 -c 'import socket
 s = [socket.socket() for _ in range(2)]

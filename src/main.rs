@@ -2,13 +2,25 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use kruise_admission::cli::{certs, dry_run, inject, manifests, serve};
+
+/// `--version`: the version, the commit and the build date (build.rs says where each comes from).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KRUISE_ADMISSION_REVISION"),
+    ", built ",
+    env!("KRUISE_ADMISSION_BUILD_DATE"),
+    ")"
+);
 
 /// OpenKruise-compatible Kubernetes admission webhooks: SidecarSet injection, DaemonSet-style
 /// scheduling, in-place update rules and delete protection.
+///
+/// Exit status, for every subcommand: 0 allowed (or done), 1 denied, 2 bad input or usage.
 #[derive(Parser)]
-#[command(name = "kruise-admission", version)]
+#[command(name = "kruise-admission", version = VERSION)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -26,6 +38,8 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
     Manifests(manifests::Args),
+    /// Print a shell completion script (e.g. `source <(kruise-admission completion bash)`).
+    Completion { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
@@ -39,6 +53,7 @@ fn main() -> ExitCode {
         Command::Inject(args) => inject::run(args),
         Command::Certs(args) => exit(certs::run(&args)),
         Command::Manifests(args) => manifests::run(args),
+        Command::Completion { shell } => completion(shell),
     }
 }
 
@@ -53,7 +68,22 @@ fn no_transparent_huge_pages() {
     let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
 
-/// Errors of `serve` and `certs` end the process with one line naming what to fix.
+fn completion(shell: clap_complete::Shell) -> ExitCode {
+    // Into memory first: clap_complete panics on a failed write, and a closed stdout is bad output.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kruise-admission", &mut script);
+    let mut out = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut out, &script).and_then(|()| std::io::Write::flush(&mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: cannot write the completion script: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Errors of `serve` and `certs` end the process with one line naming what to fix, and status 2
+/// (bad input: a flag, a file, a folder, an address that cannot be used).
 fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,6 +19,7 @@ mod fake_apiserver;
 mod inplace_support;
 mod sidecarset_strategies;
 
+mod cli;
 mod cli_serve;
 mod client_auth;
 mod cluster_incremental;

@@ -14,6 +14,8 @@
 //! struct here, the embedded core Container, Volumes) marked `x-kubernetes-preserve-unknown-fields`,
 //! `metadata` reduced to `type: object`, and Kruise's two CRD defaults added.
 
+use std::sync::LazyLock;
+
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
@@ -209,6 +211,16 @@ pub fn sidecarset_crd() -> Value {
             ],
         }
     })
+}
+
+/// The `openAPIV3Schema` of a served version (`v1alpha1` or `v1beta1`), as the CRD holds it.
+pub fn sidecarset_schema(version: &str) -> Option<&'static Value> {
+    static CRD: LazyLock<Value> = LazyLock::new(sidecarset_crd);
+    CRD.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
+        .pointer("/schema/openAPIV3Schema")
 }
 
 /// The CRD as the checked-in YAML file.

@@ -14,5 +14,6 @@ pub mod pattern;
 pub mod quantity;
 pub mod resource_expression;
 pub mod sidecarset;
+pub mod sidecarset_fields;
 pub mod tree;
 pub mod workloads;

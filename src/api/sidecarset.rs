@@ -100,6 +100,19 @@ impl SidecarContainer {
     pub const BEFORE_APP_CONTAINER: &'static str = "BeforeAppContainer";
     pub const AFTER_APP_CONTAINER: &'static str = "AfterAppContainer";
 
+    /// A resourcesPolicy beside non-empty `resources.limits` or `resources.requests`: a pair
+    /// Kruise's validation refuses ("resourcesPolicy and resources cannot be configured together").
+    pub fn resources_policy_with_resources(&self) -> bool {
+        let set = |k: &str| {
+            self.container
+                .get("resources")
+                .and_then(|r| r.get(k))
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+        };
+        self.resources_policy.is_some() && (set("limits") || set("requests"))
+    }
+
     /// The core Container as it goes into a pod: `name` first, then the other fields in the
     /// order the SidecarSet wrote them.
     ///
@@ -269,6 +282,19 @@ pub struct SidecarSetUpdateStrategy {
     pub priority_strategy: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl SidecarSetUpdateStrategy {
+    /// A partition (a percentage, or a non-zero number) and a selector both set: a pair Kruise's
+    /// validation refuses for a RollingUpdate ("Partition and Selector cannot be used together").
+    pub fn partition_and_selector(&self) -> bool {
+        let partition = match &self.partition {
+            Some(IntOrString::String(_)) => true,
+            Some(IntOrString::Int(n)) => *n != 0,
+            None => false,
+        };
+        partition && self.selector.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -55,7 +55,7 @@ pub struct Args {
     /// Seed of the random source used for percentage partitions, so runs are repeatable.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value_t = Output::Json)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Json)]
     pub output: Output,
     /// Objects (files or folders) layered over the `--cluster-dir` objects: an object with the same
     /// group, kind, namespace and name replaces the folder's, others are added. E.g. a new
@@ -115,7 +115,7 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
     // Each side of a comparison draws from its own generator with the same seed, so a
     // percentage partition decides the same way on both.
     let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
-    let settings = args.decisions.settings();
+    let settings = args.decisions.settings()?;
     let base_env = Env {
         cluster: &base,
         clock: clock.as_ref(),
@@ -131,7 +131,7 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
     let base_env = (args.compare && stored.is_none()).then_some(base_env);
 
     let stdout = std::io::stdout();
-    let style = if stdout.is_terminal() { Style::Color } else { Style::Plain };
+    let style = if super::colour::wanted(&stdout) { Style::Color } else { Style::Plain };
     let mut printer = Printer::new(args.output, style, args.compare, BufWriter::new(stdout.lock()));
     printer.agreement = stored.map(|stored| agreement::Report::new(env.cluster, stored));
     let mut walk = Replay {

@@ -22,7 +22,7 @@ use super::report::yaml;
 use super::settings::DecisionArgs;
 use crate::admission::review::Decision;
 use crate::admission::webhooks;
-use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, SystemClock};
+use crate::admission::{FixedClock, Inputs, SeededRandom};
 use crate::api::json::object_entry;
 use crate::cluster::files::load_dir;
 use crate::cluster::{Answers, Snapshot};
@@ -36,20 +36,26 @@ pub enum Format {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("input").required(true).multiple(true))]
 pub struct Args {
     /// Manifests to inject: a file, a folder (every .yaml/.yml/.json below, in path order) or `-`
     /// for standard input. JSON or multi-document YAML; `List` kinds keep their shape.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    #[arg(value_name = "FILE", group = "input")]
+    pub inputs: Vec<String>,
+    /// The same as a FILE argument, as `kubectl apply -f` takes it (repeatable; read before the
+    /// FILE arguments).
+    #[arg(short = 'f', long = "filename", value_name = "FILE", group = "input")]
     pub filename: Vec<String>,
     /// Folder of cluster objects (SidecarSets, Namespaces, ControllerRevisions, ...) the injection
     /// reads. Without it no SidecarSet exists and manifests come out unchanged.
     #[arg(long, value_name = "DIR")]
     pub cluster_dir: Option<PathBuf>,
-    /// Fix the clock for the timestamps injection records (RFC 3339), so output is repeatable.
+    /// The time injection records (RFC 3339) where a template has no timestamp of its own for a
+    /// SidecarSet. Without it, 1970-01-01T00:00:00Z, so the same input gives the same output.
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub now: Option<OffsetDateTime>,
     /// The namespace of manifests that name none (what `kubectl apply` would use).
-    #[arg(long, value_name = "NS", default_value = "default")]
+    #[arg(short = 'n', long, value_name = "NS", default_value = "default")]
     pub namespace: String,
     #[command(flatten)]
     pub decisions: DecisionArgs,
@@ -59,6 +65,11 @@ pub struct Args {
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
 }
+
+/// The time injection records without `--now`: a fixed one, not the wall clock, so re-rendering
+/// the same manifests (GitOps) gives the same bytes and `kubectl apply` rolls nothing. A template
+/// already injected keeps the timestamp it carries (an unchanged entry keeps its time).
+const DEFAULT_NOW: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
 
 /// Where the pod template of each workload kind lives; `""` for a Pod itself.
 fn template_pointer(object: &Value) -> Option<&'static str> {
@@ -81,24 +92,24 @@ const SPEC_FIELDS: &[&str] = &["containers", "initContainers", "volumes", "image
 /// template (that manifest is written unchanged and the reason goes to stderr), 2 when an input or
 /// the cluster folder cannot be read.
 pub fn run(args: Args) -> ExitCode {
-    let snapshot = match load_cluster(args.cluster_dir.as_ref()) {
-        Ok(snapshot) => snapshot,
+    let loaded = args
+        .decisions
+        .settings()
+        .and_then(|settings| Ok((settings, load_cluster(args.cluster_dir.as_ref())?)));
+    let (settings, snapshot) = match loaded {
+        Ok(loaded) => loaded,
         Err(message) => {
             eprintln!("inject: {message}");
             return ExitCode::from(2);
         }
     };
-    let clock: Box<dyn Clock> = match args.now {
-        Some(now) => Box::new(FixedClock(now)),
-        None => Box::new(SystemClock),
-    };
+    let clock = FixedClock(args.now.unwrap_or(DEFAULT_NOW));
     let random = SeededRandom::new(args.seed);
-    let settings = args.decisions.settings();
     let injector = Injector {
         inputs: Inputs {
             cluster: &snapshot,
             answers: &Answers::default(),
-            clock: clock.as_ref(),
+            clock: &clock,
             random: &random,
             settings: &settings,
         },
@@ -108,7 +119,7 @@ pub fn run(args: Args) -> ExitCode {
     let mut writer =
         Writer { out: BufWriter::new(std::io::stdout().lock()), format: args.output, first: true };
     let (mut refused, mut unreadable) = (false, false);
-    for argument in &args.filename {
+    for argument in args.filename.iter().chain(&args.inputs) {
         let files = match inputs::expand(argument) {
             Ok(files) => files,
             Err(message) => {

@@ -35,7 +35,7 @@ pub enum What {
 pub struct Args {
     pub what: What,
     /// The namespace the server runs in (excluded from every webhook, and the Service's namespace).
-    #[arg(long, default_value = DEFAULT_NAMESPACE)]
+    #[arg(short = 'n', long, default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
     /// The Service in front of the server.
     #[arg(long, default_value = DEFAULT_SERVICE)]
@@ -62,13 +62,14 @@ pub struct Args {
     pub openkruise: bool,
 }
 
-/// Print what `args` asks for; an error goes to stderr with exit code 1.
+/// Print what `args` asks for; an error (a flag that does not apply, an unreadable file) goes to
+/// stderr with exit status 2, as bad input does in every subcommand.
 pub fn run(args: Args) -> ExitCode {
     match print(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }

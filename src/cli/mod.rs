@@ -3,6 +3,7 @@
 
 mod agreement;
 pub mod certs;
+mod colour;
 pub mod connections;
 pub mod dry_run;
 pub mod inject;

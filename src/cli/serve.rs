@@ -120,7 +120,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(super::colour::wanted(&std::io::stderr()));
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.fmt_fields(escaped_fields()).try_init(),
@@ -164,6 +167,7 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    let settings = args.decisions.settings().map_err(anyhow::Error::msg)?;
     check_cluster_dir(&args)?;
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
     // structured log instead of bare stderr text.
@@ -182,7 +186,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.cert_status = cert_sync.as_ref().map(CertHandle::status_view);
         config.listen = args.listen;
         config.metrics_listen = args.metrics_listen;
-        config.settings = args.decisions.settings();
+        config.settings = settings;
         config.max_request_bytes = args.max_request_bytes;
         config.max_in_flight_bytes = args.max_in_flight_bytes;
         args.connections.apply(&mut config.limits);

@@ -1,4 +1,6 @@
-//! The flags that change decisions, shared by `serve` and `dry-run` so both decide alike.
+//! The flags that change decisions, shared by `serve`, `dry-run` and `inject` so all decide alike.
+
+use std::fmt;
 
 use crate::admission::Settings;
 use crate::admission::sidecarset_rules::host_access::Policy;
@@ -17,12 +19,18 @@ pub struct DecisionArgs {
     /// Same as `--disable-capability delete-protection`.
     #[arg(long)]
     pub disable_delete_protection: bool,
-    /// Under InPlaceOnly, also admit cpu/memory request and limit changes that keep the pod's QoS
-    /// class (Kruise's InPlaceWorkloadVerticalScaling gate).
+    /// Kruise's feature gates, as kruise-manager takes them: `Name=bool` pairs separated by commas
+    /// (repeatable). Known: InPlaceWorkloadVerticalScaling (default false),
+    /// SidecarSetPatchPodMetadataDefaultsAllowed (default false), ResourcesDeletionProtection
+    /// (default true; false is `--disable-capability delete-protection`).
+    #[arg(long = "feature-gates", value_name = "NAME=BOOL,...", value_parser = parse_gates)]
+    pub feature_gates: Vec<Vec<(Gate, bool)>>,
+    /// Same as `--feature-gates=InPlaceWorkloadVerticalScaling=true`: under InPlaceOnly, also admit
+    /// cpu/memory request and limit changes that keep the pod's QoS class.
     #[arg(long)]
     pub inplace_vertical_scaling: bool,
-    /// Kruise's `SidecarSetPatchPodMetadataDefaultsAllowed` gate: admit SidecarSets with
-    /// patchPodMetadata when `kruise-configuration` holds no whitelist.
+    /// Same as `--feature-gates=SidecarSetPatchPodMetadataDefaultsAllowed=true`: admit SidecarSets
+    /// with patchPodMetadata when `kruise-configuration` holds no whitelist.
     #[arg(long)]
     pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
     /// What SidecarSet validation does with a SidecarSet without a namespaceSelector (so it reaches
@@ -32,22 +40,110 @@ pub struct DecisionArgs {
     pub sidecarset_policy: Policy,
 }
 
+/// The Kruise feature gates that change a decision here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    InPlaceWorkloadVerticalScaling,
+    SidecarSetPatchPodMetadataDefaultsAllowed,
+    ResourcesDeletionProtection,
+}
+
+impl Gate {
+    pub const ALL: [Gate; 3] = [
+        Gate::InPlaceWorkloadVerticalScaling,
+        Gate::SidecarSetPatchPodMetadataDefaultsAllowed,
+        Gate::ResourcesDeletionProtection,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::InPlaceWorkloadVerticalScaling => "InPlaceWorkloadVerticalScaling",
+            Gate::SidecarSetPatchPodMetadataDefaultsAllowed => "SidecarSetPatchPodMetadataDefaultsAllowed",
+            Gate::ResourcesDeletionProtection => "ResourcesDeletionProtection",
+        }
+    }
+
+    /// Its value when no flag names it. Delete protection is on, as every capability is here.
+    fn default(self) -> bool {
+        matches!(self, Gate::ResourcesDeletionProtection)
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One `--feature-gates` value: `Name=bool` pairs separated by commas, with the booleans Go's
+/// `strconv.ParseBool` reads (as kruise-manager's flag does).
+fn parse_gates(text: &str) -> Result<Vec<(Gate, bool)>, String> {
+    let known = || Gate::ALL.map(Gate::name).join(", ");
+    text.split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) =
+                pair.split_once('=').ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
+            let gate = Gate::ALL
+                .into_iter()
+                .find(|g| g.name() == name.trim())
+                .ok_or_else(|| format!("unknown feature gate {:?}; known gates: {}", name.trim(), known()))?;
+            let value = match value.trim() {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                other => return Err(format!("{name}={other}: the value is not a boolean (true or false)")),
+            };
+            Ok((gate, value))
+        })
+        .collect()
+}
+
 impl DecisionArgs {
-    pub fn settings(&self) -> Settings {
+    /// The value of `gate`: the last `--feature-gates` entry naming it, or the flag that is its
+    /// alias, or its default. An alias given beside a gate entry that turns it off is an error.
+    fn gate(&self, gate: Gate) -> Result<bool, String> {
+        let named = self.feature_gates.iter().flatten().rev().find(|(g, _)| *g == gate).map(|(_, v)| *v);
+        let (alias, flag) = match gate {
+            Gate::InPlaceWorkloadVerticalScaling => {
+                (self.inplace_vertical_scaling, "--inplace-vertical-scaling")
+            }
+            Gate::SidecarSetPatchPodMetadataDefaultsAllowed => (
+                self.sidecarset_patch_pod_metadata_defaults_allowed,
+                "--sidecarset-patch-pod-metadata-defaults-allowed",
+            ),
+            Gate::ResourcesDeletionProtection => {
+                (self.disable_delete_protection, "--disable-delete-protection")
+            }
+        };
+        // The delete-protection alias turns its gate off; the others turn theirs on.
+        let alias_value = gate != Gate::ResourcesDeletionProtection;
+        match named {
+            Some(value) if alias && value != alias_value => {
+                Err(format!("{flag} contradicts --feature-gates={gate}={value}; give one of them"))
+            }
+            Some(value) => Ok(value),
+            None if alias => Ok(alias_value),
+            None => Ok(gate.default()),
+        }
+    }
+
+    /// The settings these flags mean; an error (a usage error, exit 2) when they contradict each other.
+    pub fn settings(&self) -> Result<Settings, String> {
         let mut disabled = self.disabled.clone();
-        if self.disable_delete_protection {
+        if !self.gate(Gate::ResourcesDeletionProtection)? {
             disabled.push(Capability::DeleteProtection);
         }
         disabled.sort_by_key(|c| c.name());
         disabled.dedup();
-        Settings {
+        Ok(Settings {
             kruise_namespace: self.kruise_namespace.clone(),
             disabled,
-            inplace_vertical_scaling: self.inplace_vertical_scaling,
+            inplace_vertical_scaling: self.gate(Gate::InPlaceWorkloadVerticalScaling)?,
             sidecarset_patch_pod_metadata_defaults_allowed: self
-                .sidecarset_patch_pod_metadata_defaults_allowed,
+                .gate(Gate::SidecarSetPatchPodMetadataDefaultsAllowed)?,
             sidecarset_policy: self.sidecarset_policy,
-        }
+        })
     }
 }
 
@@ -66,14 +162,15 @@ mod tests {
     #[test]
     fn every_capability_name_is_a_flag_value() {
         for capability in Capability::ALL {
-            let s = Cli::parse_from(["x", "--disable-capability", capability.name()]).args.settings();
+            let s =
+                Cli::parse_from(["x", "--disable-capability", capability.name()]).args.settings().unwrap();
             assert!(!s.enabled(capability), "{}", capability.name());
         }
     }
 
     #[test]
     fn flags_become_settings() {
-        let s = Cli::parse_from(["x"]).args.settings();
+        let s = Cli::parse_from(["x"]).args.settings().unwrap();
         assert!(Capability::ALL.iter().all(|&c| s.enabled(c)));
         assert_eq!(s.kruise_namespace, "kruise-system");
         assert!(!s.sidecarset_patch_pod_metadata_defaults_allowed);
@@ -81,6 +178,7 @@ mod tests {
             Cli::parse_from(["x", "--sidecarset-patch-pod-metadata-defaults-allowed"])
                 .args
                 .settings()
+                .unwrap()
                 .sidecarset_patch_pod_metadata_defaults_allowed
         );
         let s = Cli::parse_from([
@@ -92,14 +190,70 @@ mod tests {
             "k",
         ])
         .args
-        .settings();
+        .settings()
+        .unwrap();
         assert!(!s.enabled(Capability::PodMutation));
         assert!(!s.enabled(Capability::DeleteProtection));
         assert!(s.enabled(Capability::WorkloadRules));
         assert_eq!(s.kruise_namespace, "k");
         assert!(!s.inplace_vertical_scaling);
         assert!(
-            Cli::parse_from(["x", "--inplace-vertical-scaling"]).args.settings().inplace_vertical_scaling
+            Cli::parse_from(["x", "--inplace-vertical-scaling"])
+                .args
+                .settings()
+                .unwrap()
+                .inplace_vertical_scaling
         );
+    }
+
+    #[test]
+    fn feature_gates_set_what_their_aliases_set() {
+        let gates = |args: &[&str]| {
+            let mut argv = vec!["x"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map_err(|e| e.to_string()).and_then(|c| c.args.settings())
+        };
+        let s = gates(&[
+            "--feature-gates=InPlaceWorkloadVerticalScaling=true,SidecarSetPatchPodMetadataDefaultsAllowed=True",
+        ])
+        .unwrap();
+        assert!(s.inplace_vertical_scaling && s.sidecarset_patch_pod_metadata_defaults_allowed);
+        assert!(s.enabled(Capability::DeleteProtection));
+        let s = gates(&[
+            "--feature-gates",
+            "ResourcesDeletionProtection=false",
+            "--feature-gates=InPlaceWorkloadVerticalScaling=1",
+        ])
+        .unwrap();
+        assert!(!s.enabled(Capability::DeleteProtection) && s.inplace_vertical_scaling);
+        // The last entry for a gate wins; an alias agreeing with it is fine.
+        let s = gates(&[
+            "--feature-gates=InPlaceWorkloadVerticalScaling=true,InPlaceWorkloadVerticalScaling=false",
+        ])
+        .unwrap();
+        assert!(!s.inplace_vertical_scaling);
+        assert!(
+            gates(&["--inplace-vertical-scaling", "--feature-gates=InPlaceWorkloadVerticalScaling=true"])
+                .is_ok()
+        );
+
+        let unknown = gates(&["--feature-gates=PodWebhok=false"]).unwrap_err();
+        assert!(
+            unknown.contains("unknown feature gate \"PodWebhok\"")
+                && Gate::ALL.iter().all(|g| unknown.contains(g.name())),
+            "{unknown}"
+        );
+        assert!(
+            gates(&["--feature-gates=InPlaceWorkloadVerticalScaling"]).unwrap_err().contains("not Name=true")
+        );
+        assert!(
+            gates(&["--feature-gates=InPlaceWorkloadVerticalScaling=yes"])
+                .unwrap_err()
+                .contains("not a boolean")
+        );
+        let contradiction =
+            gates(&["--disable-delete-protection", "--feature-gates=ResourcesDeletionProtection=true"])
+                .unwrap_err();
+        assert!(contradiction.contains("--disable-delete-protection contradicts"), "{contradiction}");
     }
 }

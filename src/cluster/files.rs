@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::Snapshot;
+use crate::api::sidecarset::{GROUP, KIND};
+use crate::api::sidecarset_fields;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -88,7 +90,9 @@ pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
 }
 
 /// The addressable objects below `dir` (a folder, or one file) in load order, and warnings for
-/// the skipped ones. `dry-run --with` layers such lists over the `--cluster-dir` objects.
+/// the skipped ones and for SidecarSets with unknown fields or fields Kruise refuses together
+/// (`api::sidecarset_fields`: nothing checked their schema). `dry-run --with` layers such lists
+/// over the `--cluster-dir` objects.
 pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> {
     let files = if dir.is_dir() { object_files(dir)? } else { vec![dir.to_path_buf()] };
     let mut objects = Vec::new();
@@ -105,6 +109,12 @@ pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> 
                     path.display()
                 ));
                 continue;
+            }
+            if super::TypeKey::of(&doc).is_some_and(|t| t.group == GROUP && t.kind == KIND) {
+                let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                for finding in sidecarset_fields::findings(&doc) {
+                    warnings.push(format!("{}: SidecarSet {name}: {finding}", path.display()));
+                }
             }
             objects.push(doc);
         }

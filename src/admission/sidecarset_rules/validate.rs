@@ -324,12 +324,7 @@ fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
     let Some(s) = set.spec.update_strategy.as_ref().filter(|s| s.type_ == "RollingUpdate") else {
         return errs;
     };
-    let partition_set = match &s.partition {
-        Some(IntOrString::String(_)) => true,
-        Some(IntOrString::Int(n)) => *n != 0,
-        None => false,
-    };
-    if partition_set && s.selector.is_some() {
+    if s.partition_and_selector() {
         errs.push(field_errors::invalid_str(
             "updateStrategy",
             &to_json(s).to_string(),
@@ -524,14 +519,7 @@ fn resources_policy<'a>(
     patterns: &mut PatternCheck<'a>,
 ) -> Vec<FieldError> {
     let Some(policy) = &c.resources_policy else { return Vec::new() };
-    let has = |k: &str| {
-        c.container
-            .get("resources")
-            .and_then(|r| r.get(k))
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty())
-    };
-    if has("limits") || has("requests") {
+    if c.resources_policy_with_resources() {
         return vec![field_errors::invalid(
             path,
             &to_json(policy),
