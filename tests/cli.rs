@@ -396,3 +396,46 @@ fn a_sidecarset_typo_and_a_refused_pair_are_reported_at_load() {
         assert!(logged.contains(line), "{line}\nnot in {logged:#?}");
     }
 }
+
+/// Two SidecarSets of a folder that can select the same pods and both inject a container named
+/// `agent`: Kruise refuses whichever is written next, so the load says so from both sides.
+#[test]
+fn two_sidecarsets_that_claim_the_same_container_are_reported_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = |name: &str| {
+        format!(
+            "apiVersion: apps.kruise.io/v1beta1\nkind: SidecarSet\nmetadata:\n  name: {name}\nspec:\n  selector:\n    \
+             matchLabels: {{app: web}}\n  containers:\n  - name: agent\n    image: agent:1\n"
+        )
+    };
+    let cluster = cluster_with(dir.path(), &format!("{}---\n{}", set("logs"), set("metrics")));
+    let expected = [
+        "SidecarSet logs: spec.containers: Invalid value: \"agent\": container agent already exist in metrics",
+        "SidecarSet metrics: spec.containers: Invalid value: \"agent\": container agent already exist in logs",
+    ];
+    for (prefix, args) in [
+        (
+            "dry-run: warning: --cluster-dir: ",
+            vec!["dry-run", "--cluster-dir", &cluster, "examples/reviews/pod-target-node.json"],
+        ),
+        (
+            "inject: warning: ",
+            vec!["inject", "--cluster-dir", &cluster, "tests/golden/inject/workloads.yaml"],
+        ),
+    ] {
+        let err = stderr(&run(&args, None));
+        for line in expected {
+            assert!(err.contains(&format!("{prefix}{line}\n")), "{prefix}{line}\nnot in:\n{err}");
+        }
+    }
+    let serve = crate::common::serve_process::Serve::start(dir.path(), &["--cluster-dir", &cluster]);
+    let logged: Vec<String> = serve
+        .until("cluster objects loaded")
+        .iter()
+        .filter(|e| e["level"] == "WARN")
+        .filter_map(|e| e["message"].as_str().map(str::to_owned))
+        .collect();
+    for line in expected {
+        assert!(logged.iter().any(|l| l == line), "{line}\nnot in {logged:#?}");
+    }
+}

@@ -20,6 +20,7 @@ use super::report::{self, Call, ReviewResult, Table, Totals};
 use super::settings::DecisionArgs;
 use crate::admission::patch::{PatchOp, diff_json};
 use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
+use crate::admission::sidecarset_rules::validate::folder_conflicts;
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
 use crate::api::tree::Json;
@@ -108,6 +109,9 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
     let stored = args.stored.as_deref().map(load_stored).transpose()?;
     let objects = load_cluster(args)?;
     let base = Snapshot::from_objects(objects.folder.clone());
+    for conflict in folder_conflicts(&base) {
+        eprintln!("dry-run: warning: --cluster-dir: {conflict}");
+    }
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),

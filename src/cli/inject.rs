@@ -21,6 +21,7 @@ use super::inputs::{self, bare_object};
 use super::report::yaml;
 use super::settings::DecisionArgs;
 use crate::admission::review::Decision;
+use crate::admission::sidecarset_rules::validate::folder_conflicts;
 use crate::admission::webhooks;
 use crate::admission::{FixedClock, Inputs, SeededRandom};
 use crate::api::json::object_entry;
@@ -159,7 +160,7 @@ pub fn run(args: Args) -> ExitCode {
 fn load_cluster(dir: Option<&PathBuf>) -> Result<Snapshot, String> {
     let Some(dir) = dir else { return Ok(Snapshot::default()) };
     let (snapshot, warnings) = load_dir(dir).map_err(|e| format!("cannot load --cluster-dir: {e}"))?;
-    for w in warnings {
+    for w in warnings.iter().chain(&folder_conflicts(&snapshot)) {
         eprintln!("inject: warning: {w}");
     }
     Ok(snapshot)

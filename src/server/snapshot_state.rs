@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwapOption;
 
 use super::metrics::Metrics;
+use crate::admission::sidecarset_rules::validate::folder_conflicts;
 use crate::cluster::{Snapshot, files};
 
 /// The snapshot in use; `None` until a folder has loaded once.
@@ -80,7 +81,7 @@ impl ClusterDir {
         self.last = Some(print);
         match result {
             Ok((snapshot, warnings)) => {
-                for warning in &warnings {
+                for warning in warnings.iter().chain(&folder_conflicts(&snapshot)) {
                     tracing::warn!(dir = %self.dir.display(), "{warning}");
                 }
                 metrics.record_snapshot(&snapshot, unix_now());

@@ -22,6 +22,7 @@ use crate::api::sidecarset::{
     BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector,
     REVISION_SIDECARSET_NAME_LABEL, SidecarContainer, SidecarSet,
 };
+use crate::cluster::Snapshot;
 use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
@@ -66,7 +67,7 @@ pub fn errors(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
         errs.extend(container_immutability(set, old));
     }
     if errs.is_empty() {
-        errs.extend(conflicts(set, ctx));
+        errs.extend(conflicts(set, ctx.inputs.cluster));
     }
     errs
 }
@@ -129,8 +130,23 @@ fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<
 
 /// The other SidecarSets in the snapshot, in name order, read into the internal form. One that
 /// cannot be read is skipped: it cannot be injected either.
-fn others<'a>(ctx: &'a Context) -> impl Iterator<Item = SidecarSet> + 'a {
-    ctx.inputs.cluster.list(GROUP, KIND, None).filter_map(|v| SidecarSet::from_value(v).ok())
+fn sidecarsets(cluster: &Snapshot) -> impl Iterator<Item = SidecarSet> + '_ {
+    cluster.list(GROUP, KIND, None).filter_map(|v| SidecarSet::from_value(v).ok())
+}
+
+/// The conflicts among the SidecarSets of a cluster folder, said when it loads (`--cluster-dir`):
+/// each SidecarSet checked against the others as the webhook checks one being created, so a pair
+/// that claims the same container, volume or annotation is reported from both sides instead of
+/// only showing up when one of them is next written. One line per conflict, sorted.
+pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
+    let mut lines: Vec<String> = sidecarsets(cluster)
+        .flat_map(|set| {
+            let name = set.name().to_owned();
+            conflicts(&set, cluster).into_iter().map(move |e| format!("SidecarSet {name}: {e}"))
+        })
+        .collect();
+    lines.sort();
+    lines
 }
 
 fn get_sidecarset(ctx: &Context, name: &str) -> Option<SidecarSet> {
@@ -656,8 +672,8 @@ fn container_immutability(set: &SidecarSet, old: &SidecarSet) -> Vec<FieldError>
 }
 
 /// Conflicts with the SidecarSets whose namespace and pod selectors overlap this one's.
-fn conflicts(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
-    let claims = Claims::of_overlapping(set, ctx);
+fn conflicts(set: &SidecarSet, cluster: &Snapshot) -> Vec<FieldError> {
+    let claims = Claims::of_overlapping(set, cluster);
     let mut errs = Vec::new();
     let named = set
         .spec
@@ -717,11 +733,11 @@ struct Claims {
 impl Claims {
     /// The claims of every SidecarSet but `set` (and its canary base) whose namespace and pod
     /// selectors overlap `set`'s.
-    fn of_overlapping(set: &SidecarSet, ctx: &Context) -> Claims {
+    fn of_overlapping(set: &SidecarSet, cluster: &Snapshot) -> Claims {
         let empty = LabelSelector::default();
         let base = set.canary_base();
         let mut claims = Claims::default();
-        for other in others(ctx) {
+        for other in sidecarsets(cluster) {
             if base == Some(other.name()) || other.name() == set.name() {
                 continue;
             }
