@@ -58,7 +58,7 @@ pub struct LiveOptions {
     #[arg(long, default_value = "kruise-admission")]
     pub service: String,
     /// This server's own namespace (its Service and the certificate Secret).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "kruise-admission")]
+    #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "kruise-admission")]
     pub namespace: String,
 }
 
