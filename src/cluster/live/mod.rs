@@ -290,7 +290,7 @@ impl LiveCluster {
                 let s = cell.lock();
                 KindStats {
                     kind: cell.kind.clone(),
-                    objects: s.objects.len(),
+                    objects: s.keys.len(),
                     synced: s.listed,
                     reconnects: s.reconnects,
                     relists: s.relists,
@@ -343,9 +343,8 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
             None => {
                 let mut objects: Vec<Arc<Value>> = Vec::new();
                 for cell in &shared.cells {
-                    let mut s = cell.lock();
-                    s.dirty.clear();
-                    objects.extend(s.objects.values().cloned());
+                    let dirty = std::mem::take(&mut cell.lock().dirty);
+                    objects.extend(dirty.into_values().flatten());
                 }
                 let first = Snapshot::from_shared(objects);
                 // Built once here; every later snapshot derives its index from this one.
@@ -355,11 +354,10 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
             Some(previous) => {
                 let mut changes = Vec::new();
                 for cell in &shared.cells {
-                    let mut s = cell.lock();
-                    let dirty = std::mem::take(&mut s.dirty);
-                    changes.extend(dirty.into_iter().map(|key| Change {
+                    let dirty = std::mem::take(&mut cell.lock().dirty);
+                    changes.extend(dirty.into_iter().map(|(key, object)| Change {
                         type_key: cell.type_key.clone(),
-                        object: s.objects.get(&key).cloned(),
+                        object,
                         key,
                     }));
                 }

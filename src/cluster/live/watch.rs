@@ -1,5 +1,7 @@
-//! One list-then-watch loop per cached resource. It keeps its objects in a [`WatchCell`] and wakes
-//! the publisher on every change.
+//! One list-then-watch loop per cached resource. It keeps the keys of its objects, and the changes
+//! not yet published, in a [`WatchCell`] and wakes the publisher on every change. The objects
+//! themselves live only in the published snapshot (which may keep less of them than the watch
+//! delivers, e.g. ControllerRevisions), so nothing is cached twice.
 //!
 //! The loop is written out (instead of kube-runtime's `watcher`, which is why the `runtime`
 //! feature of kube is off) because readiness needs to know exactly when a watch is healthy again.
@@ -59,10 +61,12 @@ pub(super) struct Timing {
 /// never across an `.await`.
 #[derive(Debug, Default)]
 pub(super) struct WatchState {
-    pub objects: BTreeMap<ObjectKey, Arc<Value>>,
-    /// Keys added, changed or deleted since the publisher last took them: the next snapshot is
-    /// the previous one with these replaced, not a rebuild.
-    pub dirty: BTreeSet<ObjectKey>,
+    /// The keys of the objects the API server has now.
+    pub keys: BTreeSet<ObjectKey>,
+    /// Each key added (`Some`: its latest object), changed or deleted (`None`) since the publisher
+    /// last took them: the next snapshot is the previous one with these replaced, not a rebuild.
+    /// Until the first snapshot, every key ever seen is here.
+    pub dirty: BTreeMap<ObjectKey, Option<Arc<Value>>>,
     /// The initial list completed at least once.
     pub listed: bool,
     pub reconnects: u64,
@@ -112,9 +116,10 @@ impl WatchCell {
     /// side is dirty.
     fn replace_all(&self, objects: BTreeMap<ObjectKey, Arc<Value>>) {
         let mut s = self.lock();
-        let keys: Vec<ObjectKey> = s.objects.keys().chain(objects.keys()).cloned().collect();
-        s.dirty.extend(keys);
-        s.objects = objects;
+        let gone: Vec<ObjectKey> = s.keys.iter().filter(|k| !objects.contains_key(*k)).cloned().collect();
+        s.dirty.extend(gone.into_iter().map(|k| (k, None)));
+        s.keys = objects.keys().cloned().collect();
+        s.dirty.extend(objects.into_iter().map(|(k, v)| (k, Some(v))));
         s.listed = true;
         s.failing_since = None;
         let was_unreadable = std::mem::take(&mut s.unreadable);
@@ -131,9 +136,8 @@ impl WatchCell {
         // Warned once per refusal spell, outside the lock (as `fail` does): readiness and the
         // publisher take it too.
         let warn = (!s.unreadable).then(|| failure.to_string());
-        let keys: Vec<ObjectKey> = s.objects.keys().cloned().collect();
-        s.dirty.extend(keys);
-        s.objects.clear();
+        let keys = std::mem::take(&mut s.keys);
+        s.dirty.extend(keys.into_iter().map(|k| (k, None)));
         s.listed = true;
         s.failing_since = None;
         s.last_error = Some(failure);
@@ -150,11 +154,11 @@ impl WatchCell {
     /// One watch event: the object stored (`Some`) or deleted (`None`).
     fn apply(&self, key: ObjectKey, value: Option<Value>) {
         let mut s = self.lock();
-        match value {
-            Some(value) => s.objects.insert(key.clone(), Arc::new(value)),
-            None => s.objects.remove(&key),
+        match &value {
+            Some(_) => s.keys.insert(key.clone()),
+            None => s.keys.remove(&key),
         };
-        s.dirty.insert(key);
+        s.dirty.insert(key, value.map(Arc::new));
     }
 }
 
