@@ -11,7 +11,8 @@
 //!   ending when its last event is seen by a Pod review): Namespace relabels, then SidecarSet edits;
 //! - RSS after the bursts.
 //!
-//! Run it at two sizes to see what an event costs against the cluster's size.
+//! Run it at two sizes to see what an event costs against the cluster's size; `LIVE_SCALE_BIN` runs
+//! another build of the binary (an older commit's, to compare).
 //!
 //! `cargo bench --bench live_scale [-- NAMESPACES SIDECARSETS REVISIONS]` (defaults 10000 2000 10)
 
@@ -232,6 +233,12 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.write_kubeconfig(dir.path());
     let mut command = serve_process::command(dir.path(), None);
+    if let Some(bin) = std::env::var_os("LIVE_SCALE_BIN") {
+        // The same arguments, another program.
+        let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
+        command = std::process::Command::new(bin);
+        command.current_dir(dir.path()).args(args).env("RUST_LOG", "info");
+    }
     command
         .args(["--cluster-mode", "live", "--kubeconfig"])
         .arg(&kubeconfig)

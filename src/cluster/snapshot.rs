@@ -119,8 +119,24 @@ impl Snapshot {
     /// SidecarSets that changed (an object replaced by an equal one is not a change); otherwise
     /// it is built on first use. The cost follows the size of the changes, not of the snapshot.
     pub fn apply(&self, changes: impl IntoIterator<Item = Change>) -> Snapshot {
+        self.apply_with(changes, [])
+    }
+
+    /// [`Snapshot::apply`], plus ControllerRevisions already reduced to [`Revision`]s (added or
+    /// replaced: `Some`; deleted: `None`), as live mode keeps them.
+    pub fn apply_with(
+        &self,
+        changes: impl IntoIterator<Item = Change>,
+        revised: impl IntoIterator<Item = (ObjectKey, Option<Arc<Revision>>)>,
+    ) -> Snapshot {
         let mut objects = self.objects.clone();
         let mut revisions = self.revisions.clone();
+        for (key, revision) in revised {
+            match revision {
+                Some(revision) => revisions.insert(key, revision),
+                None => revisions.remove(&key),
+            };
+        }
         let mut changed_sets: Vec<(ObjectKey, Option<Arc<Value>>)> = Vec::new();
         for Change { type_key, key, object } in changes {
             if type_key.is_revision() {

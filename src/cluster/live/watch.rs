@@ -21,7 +21,16 @@ use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
 use super::api_error::{ApiFailure, FailureKind, classify};
+use crate::cluster::revisions::Revision;
 use crate::cluster::{ObjectKey, TypeKey};
+
+/// An object as a watch keeps it until it is published: whole (or trimmed) JSON, or, for
+/// ControllerRevisions, only what decisions read, so that not even a list holds them whole.
+#[derive(Debug, Clone)]
+pub(super) enum Kept {
+    Object(Arc<Value>),
+    Revision(Arc<Revision>),
+}
 
 /// How objects of one resource are fetched and what is kept of them.
 pub(super) struct WatchSpec {
@@ -33,8 +42,8 @@ pub(super) struct WatchSpec {
     pub namespace: Option<String>,
     pub api: Api<DynamicObject>,
     pub field_selector: Option<String>,
-    /// Drop what decisions never read (e.g. everything but a Namespace's labels).
-    pub trim: fn(Value) -> Value,
+    /// What is kept of each object: what decisions read (e.g. only a Namespace's labels).
+    pub keep: fn(Value) -> Kept,
     /// Readable only through a grant an install may leave out (the Role in the Kruise namespace,
     /// which cannot be created where that namespace does not exist): a forbidden list then counts
     /// as an empty cache instead of keeping the server unready, is said loudly (one WARN, and
@@ -66,7 +75,7 @@ pub(super) struct WatchState {
     /// Each key added (`Some`: its latest object), changed or deleted (`None`) since the publisher
     /// last took them: the next snapshot is the previous one with these replaced, not a rebuild.
     /// Until the first snapshot, every key ever seen is here.
-    pub dirty: BTreeMap<ObjectKey, Option<Arc<Value>>>,
+    pub dirty: BTreeMap<ObjectKey, Option<Kept>>,
     /// The initial list completed at least once.
     pub listed: bool,
     pub reconnects: u64,
@@ -114,7 +123,7 @@ impl WatchCell {
 
     /// A (re)list's result: a relist can drop, add or change anything, so every key on either
     /// side is dirty.
-    fn replace_all(&self, objects: BTreeMap<ObjectKey, Arc<Value>>) {
+    fn replace_all(&self, objects: BTreeMap<ObjectKey, Kept>) {
         let mut s = self.lock();
         let gone: Vec<ObjectKey> = s.keys.iter().filter(|k| !objects.contains_key(*k)).cloned().collect();
         s.dirty.extend(gone.into_iter().map(|k| (k, None)));
@@ -152,13 +161,13 @@ impl WatchCell {
     }
 
     /// One watch event: the object stored (`Some`) or deleted (`None`).
-    fn apply(&self, key: ObjectKey, value: Option<Value>) {
+    fn apply(&self, key: ObjectKey, value: Option<Kept>) {
         let mut s = self.lock();
         match &value {
             Some(_) => s.keys.insert(key.clone()),
             None => s.keys.remove(&key),
         };
-        s.dirty.insert(key, value.map(Arc::new));
+        s.dirty.insert(key, value);
     }
 }
 
@@ -334,7 +343,7 @@ fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
 }
 
 /// The full list, page by page, and the resourceVersion to watch from.
-async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, String), ApiFailure> {
+async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Kept>, String), ApiFailure> {
     let mut objects = BTreeMap::new();
     let mut params =
         ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
@@ -348,7 +357,7 @@ async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, Stri
         let resource_version = page.metadata.resource_version.clone().unwrap_or_default();
         for o in page.items {
             if let Some((key, value)) = keyed(spec, o) {
-                objects.insert(key, Arc::new(value));
+                objects.insert(key, value);
             }
         }
         match continue_token {
@@ -359,8 +368,8 @@ async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, Stri
 }
 
 /// The object as decisions see it: JSON with apiVersion and kind set (list items of built-in
-/// types come without them), trimmed to what is read.
-fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> {
+/// types come without them), kept as far as it is read.
+fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Kept)> {
     let mut value = serde_json::to_value(object).ok()?;
     let map = value.as_object_mut()?;
     // Field ownership bookkeeping is often the largest part of an object and no decision reads it.
@@ -369,6 +378,6 @@ fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> 
     }
     map.insert("apiVersion".into(), Value::String(spec.api_version.clone()));
     map.insert("kind".into(), Value::String(spec.kind.clone()));
-    let value = (spec.trim)(value);
-    Some((ObjectKey::of(&value)?, value))
+    let key = ObjectKey::of(&value)?;
+    Some((key, (spec.keep)(value)))
 }
