@@ -154,6 +154,7 @@ pub async fn follow(budget: Arc<MemoryBudget>, limit: u64, ready: impl Fn() -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     const MIB: u64 = 1 << 20;
 
@@ -171,6 +172,29 @@ mod tests {
             let d = derive(limit, resident);
             assert!(d.resident + d.headroom + d.budget <= d.limit, "{d:?}");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_derived_budget_follows_this_process_once_ready() {
+        let limit = 1 << 30;
+        let budget = initial(1, Some(limit));
+        let at_start = budget.total() as u64;
+        let resident = resident().unwrap();
+        assert!(
+            at_start <= limit / 8 * 5 && at_start + resident + limit / 8 <= limit + (16 << 20),
+            "{at_start}"
+        );
+        budget.resize(1);
+        let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ready.clone();
+        let task = tokio::spawn(follow(budget.clone(), limit, move || flag.load(Ordering::Relaxed)));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(budget.total(), 1, "not derived again before ready");
+        ready.store(true, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(budget.total() as u64 > limit / 2, "derived again once ready: {}", budget.total());
+        task.abort();
     }
 
     #[test]
