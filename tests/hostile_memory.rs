@@ -106,7 +106,11 @@ async fn clients_that_never_read_cannot_exhaust_memory() {
     let cluster = cluster_folder(dir.path());
     let mut command = common::serve_process::command(dir.path(), None);
     // As the image runs it (Dockerfile): mimalloc gives freed pages back at once.
-    command.args(["--cluster-dir", cluster.to_str().unwrap()]).env("MIMALLOC_PURGE_DELAY", "0");
+    // The default budget, even where a container memory limit would derive another.
+    let budget = kruise_admission::server::DEFAULT_MAX_IN_FLIGHT_BYTES.to_string();
+    command
+        .args(["--cluster-dir", cluster.to_str().unwrap(), "--max-in-flight-bytes", &budget])
+        .env("MIMALLOC_PURGE_DELAY", "0");
     let serve = Serve::spawn(&mut command);
     let ready = serve.until("kruise-admission ready to serve").pop().unwrap();
     let ca = std::fs::read(dir.path().join("certs/ca.crt")).unwrap();

@@ -113,8 +113,11 @@ async fn initial_sync_gates_readiness_and_fills_the_snapshot() {
     assert_eq!(ns["apiVersion"], "v1", "list items come without apiVersion; the cache sets it");
     assert!(ns.get("status").is_none() && ns["metadata"].get("annotations").is_none());
     // Only the Kruise namespace's revisions and only the kruise-configuration ConfigMap.
-    assert!(snapshot.get("apps", "ControllerRevision", "kruise-system", "sidecar-abc").is_some());
-    assert!(snapshot.get("apps", "ControllerRevision", "default", "elsewhere").is_none());
+    let revision =
+        snapshot.revision("kruise-system", "sidecar-abc").expect("the Kruise namespace's revision");
+    assert_eq!(revision.sidecarset.as_deref(), Some("sidecar"), "revisions keep what decisions read");
+    assert_eq!(revision.spec(), Some(json!({"containers": []})));
+    assert!(snapshot.revision("default", "elsewhere").is_none());
     assert!(snapshot.get("", "ConfigMap", "kruise-system", "kruise-configuration").is_some());
     assert!(snapshot.get("", "ConfigMap", "kruise-system", "other").is_none());
     let stats = live.stats();
@@ -143,12 +146,12 @@ async fn the_kruise_namespace_unreadable_is_cached_as_empty_until_a_grant() {
     assert_eq!(unreadable(&live), ["ControllerRevision", "ConfigMap"]);
     let snapshot = target.load();
     assert_eq!(image(&snapshot, "sidecar").as_deref(), Some("envoy:1"), "SidecarSets are served");
-    assert!(snapshot.get("apps", "ControllerRevision", "kruise-system", "sidecar-abc").is_none());
+    assert!(snapshot.revision("kruise-system", "sidecar-abc").is_none());
 
     server.allow("list", "controllerrevisions");
     server.allow("list", "configmaps");
     wait_for("the granted kinds to fill in", || {
-        target.load().get("apps", "ControllerRevision", "kruise-system", "sidecar-abc").is_some()
+        target.load().revision("kruise-system", "sidecar-abc").is_some()
             && target.load().get("", "ConfigMap", "kruise-system", "kruise-configuration").is_some()
     })
     .await;

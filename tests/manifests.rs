@@ -1012,11 +1012,12 @@ fn the_chart_renders_serve_flags_for_each_mode() {
     }
 }
 
-/// The chart passes the binary's own request-memory defaults, and refuses to render an in-flight
-/// budget above 5/8 of the memory limit (the pod would be OOM-killed before it answered 429).
+/// The chart passes the binary's own request-memory defaults (no in-flight budget: the server
+/// derives it from the memory limit), and refuses to render an explicit in-flight budget above 5/8
+/// of the memory limit (the pod would be OOM-killed before it answered 429).
 #[test]
 fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
-    use kruise_admission::server::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES};
+    use kruise_admission::server::DEFAULT_MAX_REQUEST_BYTES;
     let Some(helm) = helm() else {
         eprintln!(
             "SKIPPED the_chart_keeps_the_request_memory_budget_inside_the_memory_limit: helm not found (set HELM=/path/to/helm)"
@@ -1029,16 +1030,15 @@ fn the_chart_keeps_the_request_memory_budget_inside_the_memory_limit() {
         parsed_serve_args(&server_args(&deployment), &format!("the chart with {sets:?}"))
     };
     let defaults = serve_with(&[]);
-    assert_eq!(
-        (defaults.max_request_bytes, defaults.max_in_flight_bytes),
-        (DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_IN_FLIGHT_BYTES)
-    );
+    assert_eq!((defaults.max_request_bytes, defaults.max_in_flight_bytes), (DEFAULT_MAX_REQUEST_BYTES, None));
+    let small = serve_with(&["resources.limits.memory=128Mi"]);
+    assert_eq!(small.max_in_flight_bytes, None, "a derived budget fits any limit");
     let raised = serve_with(&["resources.limits.memory=1Gi", "requestMemory.maxInFlightBytes=671088640"]);
-    assert_eq!(raised.max_in_flight_bytes, 640 << 20);
+    assert_eq!(raised.max_in_flight_bytes, Some(640 << 20));
     for sets in [
         &["requestMemory.maxInFlightBytes=167772161"][..],
-        &["resources.limits.memory=128Mi"][..],
-        &["resources.limits.memory=268435455"][..],
+        &["resources.limits.memory=128Mi", "requestMemory.maxInFlightBytes=167772160"][..],
+        &["resources.limits.memory=268435455", "requestMemory.maxInFlightBytes=167772160"][..],
     ] {
         let out = helm_render(&helm, "platform", "ka", sets);
         let stderr = String::from_utf8_lossy(&out.stderr);

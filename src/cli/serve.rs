@@ -12,10 +12,7 @@ use super::connections::ConnectionArgs;
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
-use crate::server::{
-    DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server,
-    ServerConfig, deadline,
-};
+use crate::server::{DEFAULT_MAX_REQUEST_BYTES, DEFAULT_WORKERS, LiveSource, Server, ServerConfig, deadline};
 use crate::tls_material::{TLS_CRT, TLS_KEY};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,9 +74,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
     /// Bytes of request bodies and of the values they decode into, held at once by all requests;
-    /// beyond it HTTP 429 with Retry-After (a request that alone needs more: 413).
-    #[arg(long, default_value_t = DEFAULT_MAX_IN_FLIGHT_BYTES)]
-    pub max_in_flight_bytes: usize,
+    /// beyond it HTTP 429 with Retry-After (a request that alone needs more: 413). Without it: what
+    /// the container's memory limit leaves after the caches (docs/operations.md#sizing), or
+    /// 167772160 (160 MiB) where there is no limit.
+    #[arg(long)]
+    pub max_in_flight_bytes: Option<usize>,
     #[command(flatten)]
     pub connections: ConnectionArgs,
     /// How long in-flight requests may run after SIGTERM/SIGINT (Go duration, e.g. 25s).
@@ -188,7 +187,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.metrics_listen = args.metrics_listen;
         config.settings = settings;
         config.max_request_bytes = args.max_request_bytes;
-        config.max_in_flight_bytes = args.max_in_flight_bytes;
+        match args.max_in_flight_bytes {
+            Some(bytes) => config.max_in_flight_bytes = bytes,
+            None => config.memory_limit = crate::server::memory_limit::container_limit(),
+        }
         args.connections.apply(&mut config.limits);
         config.client_ca_file = args.client_ca_file.clone();
         config.allowed_client_names = args.allowed_client_names.clone();

@@ -7,6 +7,7 @@
 pub mod files;
 pub mod live;
 pub mod query;
+pub mod revisions;
 pub mod shared_map;
 pub mod sidecarset_index;
 pub mod snapshot;

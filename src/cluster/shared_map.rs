@@ -115,6 +115,9 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
                 self.len += 1;
                 if chunk.len() > 2 * CHUNK {
                     let tail = chunk.split_off(CHUNK);
+                    // The half left behind keeps the capacity it grew to (up to 4 × CHUNK); a
+                    // map filled by inserts would otherwise hold twice or more what it needs.
+                    chunk.shrink_to_fit();
                     self.chunks.insert(c + 1, Arc::new(tail));
                 }
                 None

@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::revisions::{self, Revision};
 use super::shared_map::SharedMap;
 use crate::api::sidecarset::{GROUP as SIDECARSET_GROUP, KIND as SIDECARSET_KIND};
 use crate::cluster::sidecarset_index::SidecarSetIndex;
@@ -29,6 +30,10 @@ impl TypeKey {
 
     pub fn from_api_version(api_version: &str, kind: &str) -> Self {
         TypeKey::new(api_version.rsplit_once('/').map_or("", |(g, _)| g), kind)
+    }
+
+    fn is_revision(&self) -> bool {
+        self.group == revisions::GROUP && self.kind == revisions::KIND
     }
 }
 
@@ -61,13 +66,29 @@ pub struct Change {
 ///
 /// Each type's objects are a [`SharedMap`], so the next snapshot of a live cluster
 /// ([`Snapshot::apply`]) shares every object, and every chunk of the maps, that did not change.
-#[derive(Debug, Default)]
+/// ControllerRevisions are kept as [`Revision`]s only (what decisions read of them), never as
+/// objects.
+#[derive(Debug)]
 pub struct Snapshot {
-    /// No empty maps: a type without objects has no entry.
+    /// No empty maps: a type without objects has no entry. No ControllerRevisions.
     objects: HashMap<TypeKey, SharedMap<ObjectKey, Arc<Value>>>,
+    revisions: SharedMap<ObjectKey, Arc<Revision>>,
+    /// The key `counts` reports the revisions under.
+    revision_type: TypeKey,
     /// Built on first use (or derived from the previous snapshot's by [`Snapshot::apply`]), then
     /// shared by every request that reads this snapshot.
     sidecarsets: OnceLock<SidecarSetIndex>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            objects: HashMap::new(),
+            revisions: SharedMap::default(),
+            revision_type: TypeKey::new(revisions::GROUP, revisions::KIND),
+            sidecarsets: OnceLock::new(),
+        }
+    }
 }
 
 impl Snapshot {
@@ -80,12 +101,17 @@ impl Snapshot {
     /// Like [`Snapshot::from_objects`], from objects that are already shared.
     pub fn from_shared(objects: impl IntoIterator<Item = Arc<Value>>) -> Self {
         let mut by_type: HashMap<TypeKey, Vec<(ObjectKey, Arc<Value>)>> = HashMap::new();
+        let mut revisions = Vec::new();
         for object in objects {
             let (Some(t), Some(k)) = (TypeKey::of(&object), ObjectKey::of(&object)) else { continue };
-            by_type.entry(t).or_default().push((k, object));
+            if t.is_revision() {
+                revisions.push((k, Arc::new(Revision::of(&object))));
+            } else {
+                by_type.entry(t).or_default().push((k, object));
+            }
         }
         let objects = by_type.into_iter().map(|(t, entries)| (t, entries.into_iter().collect())).collect();
-        Snapshot { objects, sidecarsets: OnceLock::new() }
+        Snapshot { objects, revisions: revisions.into_iter().collect(), ..Snapshot::default() }
     }
 
     /// This snapshot with `changes` applied in order, sharing everything they do not touch. When
@@ -93,9 +119,33 @@ impl Snapshot {
     /// SidecarSets that changed (an object replaced by an equal one is not a change); otherwise
     /// it is built on first use. The cost follows the size of the changes, not of the snapshot.
     pub fn apply(&self, changes: impl IntoIterator<Item = Change>) -> Snapshot {
+        self.apply_with(changes, [])
+    }
+
+    /// [`Snapshot::apply`], plus ControllerRevisions already reduced to [`Revision`]s (added or
+    /// replaced: `Some`; deleted: `None`), as live mode keeps them.
+    pub fn apply_with(
+        &self,
+        changes: impl IntoIterator<Item = Change>,
+        revised: impl IntoIterator<Item = (ObjectKey, Option<Arc<Revision>>)>,
+    ) -> Snapshot {
         let mut objects = self.objects.clone();
+        let mut revisions = self.revisions.clone();
+        for (key, revision) in revised {
+            match revision {
+                Some(revision) => revisions.insert(key, revision),
+                None => revisions.remove(&key),
+            };
+        }
         let mut changed_sets: Vec<(ObjectKey, Option<Arc<Value>>)> = Vec::new();
         for Change { type_key, key, object } in changes {
+            if type_key.is_revision() {
+                match object {
+                    Some(object) => revisions.insert(key, Arc::new(Revision::of(&object))),
+                    None => revisions.remove(&key),
+                };
+                continue;
+            }
             let map = objects.entry(type_key.clone()).or_default();
             let previous = match &object {
                 Some(object) => map.insert(key.clone(), Arc::clone(object)),
@@ -113,7 +163,7 @@ impl Snapshot {
                 changed_sets.push((key, object));
             }
         }
-        let next = Snapshot { objects, sidecarsets: OnceLock::new() };
+        let next = Snapshot { objects, revisions, ..Snapshot::default() };
         if let Some(index) = self.sidecarsets.get() {
             let _ = next.sidecarsets.set(index.apply(changed_sets.iter().map(|(k, o)| (k, o.as_deref()))));
         }
@@ -146,6 +196,17 @@ impl Snapshot {
         self.objects.get(&TypeKey::new(group, kind)).into_iter().flat_map(SharedMap::iter)
     }
 
+    /// The ControllerRevision `namespace/name`.
+    pub fn revision(&self, namespace: &str, name: &str) -> Option<&Revision> {
+        let key = ObjectKey { namespace: namespace.into(), name: name.into() };
+        self.revisions.get(&key).map(|r| &**r)
+    }
+
+    /// The ControllerRevisions in `namespace`, by name.
+    pub fn revisions<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a Revision> + 'a {
+        self.revisions.iter().filter(move |(k, _)| k.namespace == namespace).map(|(_, r)| &**r)
+    }
+
     /// The SidecarSets of this snapshot, indexed for pod matching. Built on first use (an edge may
     /// call it right after building a snapshot so no request pays for it).
     pub fn sidecarset_index(&self) -> &SidecarSetIndex {
@@ -154,7 +215,7 @@ impl Snapshot {
 
     /// Number of objects, for metrics and logs.
     pub fn len(&self) -> usize {
-        self.objects.values().map(SharedMap::len).sum()
+        self.objects.values().map(SharedMap::len).sum::<usize>() + self.revisions.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -163,7 +224,8 @@ impl Snapshot {
 
     /// Number of objects of each type, for metrics.
     pub fn counts(&self) -> impl Iterator<Item = (&TypeKey, usize)> {
-        self.objects.iter().map(|(t, m)| (t, m.len()))
+        let revisions = (!self.revisions.is_empty()).then_some((&self.revision_type, self.revisions.len()));
+        self.objects.iter().map(|(t, m)| (t, m.len())).chain(revisions)
     }
 }
 

@@ -15,18 +15,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::admission::review_cost::Cost;
 
-/// The default `--max-in-flight-bytes`. It admits the largest review the apiserver sends (an
+/// The budget without `--max-in-flight-bytes` and without a container memory limit to derive it
+/// from (`memory_limit`). It admits the largest review the apiserver sends (an
 /// UPDATE of two 3 MiB objects dense with small values is charged about 130 MiB) and, with the
 /// idle process (~30 MiB: runtime, TLS, cluster snapshot) and what the charge over-counts
 /// (it bounds the real peak, typically by 1.1–2×), stays inside the Deployment's 256Mi limit.
 pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 160 << 20;
 
-/// Bytes, counted in an atomic.
+/// Bytes, counted in an atomic. The total may be resized while requests hold some of it (a
+/// budget derived from the memory limit follows the caches): a smaller total refuses new holds
+/// until enough is given back.
 #[derive(Debug)]
 pub struct MemoryBudget {
     used: AtomicUsize,
-    total: usize,
-    reserve: usize,
+    total: AtomicUsize,
 }
 
 /// Why a request cannot hold more.
@@ -40,8 +42,20 @@ pub enum Refusal {
 
 impl MemoryBudget {
     pub fn new(total: usize) -> Arc<Self> {
-        let total = total.max(1);
-        Arc::new(MemoryBudget { used: AtomicUsize::new(0), total, reserve: total / 16 })
+        Arc::new(MemoryBudget { used: AtomicUsize::new(0), total: AtomicUsize::new(total.max(1)) })
+    }
+
+    pub fn total(&self) -> usize {
+        self.total.load(Ordering::Acquire)
+    }
+
+    pub fn resize(&self, total: usize) {
+        self.total.store(total.max(1), Ordering::Release);
+    }
+
+    /// Bytes requests hold now.
+    pub fn held(&self) -> usize {
+        self.used.load(Ordering::Acquire)
     }
 
     /// Nothing held yet, for a request of `cost`.
@@ -51,12 +65,12 @@ impl MemoryBudget {
 
     /// Bytes not held by any request (for tests and logs).
     pub fn available(&self) -> usize {
-        self.total.saturating_sub(self.used.load(Ordering::Acquire))
+        self.total().saturating_sub(self.held())
     }
 
     /// The bytes only cheap requests may take: a sixteenth.
     pub fn reserve(&self) -> usize {
-        self.reserve
+        self.total() / 16
     }
 }
 
@@ -87,12 +101,13 @@ impl Held {
         }
         let budget = &self.budget;
         let wanted = self.bytes.saturating_add(more);
-        if wanted > budget.total {
-            return Err(Refusal::Never { wanted, total: budget.total });
+        let total = budget.total();
+        if wanted > total {
+            return Err(Refusal::Never { wanted, total });
         }
         let limit = match self.cost {
-            Cost::Cheap => budget.total,
-            Cost::Heavy => budget.total - budget.reserve,
+            Cost::Cheap => total,
+            Cost::Heavy => total - total / 16,
         };
         budget
             .used
@@ -162,5 +177,19 @@ mod tests {
         let mut cheap = budget.hold(Cost::Cheap);
         cheap.grow(budget.reserve()).unwrap();
         assert_eq!(budget.available(), 0);
+    }
+
+    #[test]
+    fn a_smaller_total_refuses_new_holds_until_enough_is_given_back() {
+        let budget = MemoryBudget::new(100);
+        let mut a = budget.hold(Cost::Cheap);
+        a.grow(60).unwrap();
+        budget.resize(50);
+        let mut b = budget.hold(Cost::Cheap);
+        assert_eq!(b.grow(1), Err(Refusal::Busy));
+        assert_eq!(b.grow(51), Err(Refusal::Never { wanted: 51, total: 50 }));
+        a.shrink(20);
+        b.grow(10).unwrap();
+        assert_eq!((budget.held(), budget.available()), (50, 0));
     }
 }

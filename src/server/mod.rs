@@ -16,6 +16,7 @@ pub mod live_agreement;
 pub mod log_summary;
 pub mod lookups;
 pub mod memory_budget;
+pub mod memory_limit;
 pub mod metrics;
 pub mod reload;
 pub mod snapshot_state;
@@ -71,6 +72,9 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     /// Bytes of request bodies and of what they decode into, held at once by all requests.
     pub max_in_flight_bytes: usize,
+    /// The container's memory limit, when the budget is derived from it instead of
+    /// `max_in_flight_bytes` (`serve` without `--max-in-flight-bytes`; see `memory_limit`).
+    pub memory_limit: Option<u64>,
     /// Workers for parsing and deciding (the blocking work of requests).
     pub workers: usize,
     pub shutdown_grace: Duration,
@@ -166,6 +170,7 @@ impl ServerConfig {
             clock: Arc::new(SystemClock),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            memory_limit: None,
             workers: DEFAULT_WORKERS,
             shutdown_grace: Duration::from_secs(25),
             reload_interval: Duration::from_secs(1),
@@ -364,6 +369,7 @@ impl Server {
             _ => None,
         };
 
+        let budget = memory_limit::initial(config.max_in_flight_bytes, config.memory_limit);
         let health = Arc::new(Health {
             cluster: cluster.clone(),
             certificate: resolver,
@@ -376,6 +382,13 @@ impl Server {
         let readiness =
             tokio::spawn(health::log_readiness(health.clone(), self.https_addr, self.metrics_addr));
         tasks.push(readiness.abort_handle());
+        if let Some(limit) = config.memory_limit {
+            let ready = health.clone();
+            tasks.push(
+                tokio::spawn(memory_limit::follow(Arc::clone(&budget), limit, move || ready.ready().is_ok()))
+                    .abort_handle(),
+            );
+        }
         let health_port = HealthPort::start(self.metrics_listener, &health, config.metrics_limits.clone());
 
         let app = app::router(Arc::new(app::AppState {
@@ -386,7 +399,7 @@ impl Server {
             clock: config.clock.clone(),
             metrics: metrics.clone(),
             max_request_bytes: config.max_request_bytes,
-            budget: memory_budget::MemoryBudget::new(config.max_in_flight_bytes),
+            budget: Arc::clone(&budget),
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
             shadow: config.shadow,
             agreement,

@@ -5,8 +5,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::api::tree::{Json, Object};
 
 use super::build::Chosen;
@@ -72,66 +70,44 @@ fn restore(
 ) -> Result<Arc<SidecarSet>, String> {
     let ns = inputs.settings.kruise_namespace.as_str();
     let revision = match (revision_name, custom_version) {
-        (Some(name), _) => inputs.cluster.get("apps", "ControllerRevision", ns, name).ok_or_else(|| {
+        (Some(name), _) => inputs.cluster.revision(ns, name).ok_or_else(|| {
             format!(
                 "SidecarSet {} pins revision {name:?}, but ControllerRevision {ns}/{name} does not exist",
                 set.name()
             )
         })?,
-        (None, Some(version)) => {
-            let label = |r: &Value, k: &str| {
-                r.pointer("/metadata/labels")
-                    .and_then(|l| l.get(k))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
-            inputs
-                .cluster
-                .list("apps", "ControllerRevision", Some(ns))
-                .filter(|r| {
-                    label(r, REVISION_SIDECARSET_NAME_LABEL).as_deref() == Some(set.name()) && label(r, CUSTOM_VERSION_LABEL).as_deref() == Some(version)
-                })
-                .max_by_key(|r| r.get("revision").and_then(Value::as_i64).unwrap_or(0))
-                .ok_or_else(|| {
-                    format!(
-                        "SidecarSet {} pins customVersion {version:?}, but no ControllerRevision in {ns} has labels {REVISION_SIDECARSET_NAME_LABEL}={} and \
-                         {CUSTOM_VERSION_LABEL}={version}",
-                        set.name(),
-                        set.name()
-                    )
-                })?
-        }
+        (None, Some(version)) => inputs
+            .cluster
+            .revisions(ns)
+            .filter(|r| r.is_custom_version(set.name(), version))
+            .max_by_key(|r| r.revision)
+            .ok_or_else(|| {
+                format!(
+                    "SidecarSet {} pins customVersion {version:?}, but no ControllerRevision in {ns} has labels {REVISION_SIDECARSET_NAME_LABEL}={} and \
+                     {CUSTOM_VERSION_LABEL}={version}",
+                    set.name(),
+                    set.name()
+                )
+            })?,
         (None, None) => return Ok(Arc::clone(set)),
     };
-    let revision_name = revision.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let revision_name = &*revision.name;
     let restore_error = |e: String| {
         format!("SidecarSet {}: ControllerRevision {ns}/{revision_name} cannot be restored: {e}", set.name())
     };
-    let mut spec_value =
-        revision.pointer("/data/spec").cloned().ok_or_else(|| restore_error("it has no data.spec".into()))?;
-    if let Some(m) = spec_value.as_object_mut() {
-        m.remove("$patch");
-    }
+    let spec_value = revision.spec().ok_or_else(|| restore_error("it has no data.spec".into()))?;
     let spec: SidecarSetSpec =
         serde_json::from_value(spec_value).map_err(|e| restore_error(e.to_string()))?;
     let mut restored = SidecarSet { spec, ..(**set).clone() };
-    let revision_annotation = |k: &str| {
-        revision
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+    let (hash, without_image) = match (&revision.hash, &revision.hash_without_image) {
+        (Some(h), Some(w)) => (h.to_string(), w.to_string()),
+        // Kruise recomputes them from the restored spec (docs/sidecarset.md#3-revisions); one hash
+        // implementation serves this and the SidecarSet mutating webhook.
+        _ => {
+            let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
+            sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?
+        }
     };
-    let (hash, without_image) =
-        match (revision_annotation(HASH_ANNOTATION), revision_annotation(HASH_WITHOUT_IMAGE_ANNOTATION)) {
-            (Some(h), Some(w)) => (h, w),
-            // Kruise recomputes them from the restored spec (docs/sidecarset.md#3-revisions); one hash
-            // implementation serves this and the SidecarSet mutating webhook.
-            _ => {
-                let spec = serde_json::to_value(&restored.spec).map_err(|e| restore_error(e.to_string()))?;
-                sidecarset_hashes(&spec).map_err(|e| restore_error(e.to_string()))?
-            }
-        };
     restored.metadata.annotations.insert(HASH_ANNOTATION.into(), hash);
     restored.metadata.annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), without_image);
     restored.status.get_or_insert_with(SidecarSetStatus::default).latest_revision = revision_name.to_owned();
@@ -143,7 +119,7 @@ mod tests {
     use super::*;
     use crate::admission::{FixedClock, Random, Settings};
     use crate::cluster::{Answers, Snapshot};
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     struct Draw(f64);
     impl Random for Draw {

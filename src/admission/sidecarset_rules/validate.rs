@@ -19,8 +19,7 @@ use crate::api::field_errors::{self, FieldError};
 use crate::api::names;
 use crate::api::pattern::Pattern;
 use crate::api::sidecarset::{
-    BASE_ANNOTATION, CUSTOM_VERSION_LABEL, GROUP, IntOrString, KIND, LabelSelector,
-    REVISION_SIDECARSET_NAME_LABEL, SidecarContainer, SidecarSet,
+    BASE_ANNOTATION, GROUP, IntOrString, KIND, LabelSelector, SidecarContainer, SidecarSet,
 };
 use crate::cluster::Snapshot;
 use crate::cluster::sidecarset_index::SidecarSetIndex;
@@ -296,19 +295,13 @@ fn find_revision(
 ) -> Result<(), String> {
     let ns = ctx.inputs.settings.kruise_namespace.as_str();
     if let Some(name) = name {
-        return match ctx.inputs.cluster.get("apps", "ControllerRevision", ns, name) {
+        return match ctx.inputs.cluster.revision(ns, name) {
             Some(_) => Ok(()),
             None => Err(format!("controllerrevisions.apps {} not found", field_errors::go_quote(name))),
         };
     }
     let Some(version) = custom_version else { return Ok(()) };
-    let label = |r: &Value, key: &str| {
-        r.pointer(&format!("/metadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))).cloned()
-    };
-    let found = ctx.inputs.cluster.list("apps", "ControllerRevision", Some(ns)).any(|r| {
-        label(r, REVISION_SIDECARSET_NAME_LABEL) == Some(json!(set.name()))
-            && label(r, CUSTOM_VERSION_LABEL) == Some(json!(version))
-    });
+    let found = ctx.inputs.cluster.revisions(ns).any(|r| r.is_custom_version(set.name(), version));
     if found {
         Ok(())
     } else {

@@ -1,5 +1,7 @@
-//! One list-then-watch loop per cached resource. It keeps its objects in a [`WatchCell`] and wakes
-//! the publisher on every change.
+//! One list-then-watch loop per cached resource. It keeps the keys of its objects, and the changes
+//! not yet published, in a [`WatchCell`] and wakes the publisher on every change. The objects
+//! themselves live only in the published snapshot (which may keep less of them than the watch
+//! delivers, e.g. ControllerRevisions), so nothing is cached twice.
 //!
 //! The loop is written out (instead of kube-runtime's `watcher`, which is why the `runtime`
 //! feature of kube is off) because readiness needs to know exactly when a watch is healthy again.
@@ -19,7 +21,16 @@ use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
 use super::api_error::{ApiFailure, FailureKind, classify};
+use crate::cluster::revisions::Revision;
 use crate::cluster::{ObjectKey, TypeKey};
+
+/// An object as a watch keeps it until it is published: whole (or trimmed) JSON, or, for
+/// ControllerRevisions, only what decisions read, so that not even a list holds them whole.
+#[derive(Debug, Clone)]
+pub(super) enum Kept {
+    Object(Arc<Value>),
+    Revision(Arc<Revision>),
+}
 
 /// How objects of one resource are fetched and what is kept of them.
 pub(super) struct WatchSpec {
@@ -31,8 +42,8 @@ pub(super) struct WatchSpec {
     pub namespace: Option<String>,
     pub api: Api<DynamicObject>,
     pub field_selector: Option<String>,
-    /// Drop what decisions never read (e.g. everything but a Namespace's labels).
-    pub trim: fn(Value) -> Value,
+    /// What is kept of each object: what decisions read (e.g. only a Namespace's labels).
+    pub keep: fn(Value) -> Kept,
     /// Readable only through a grant an install may leave out (the Role in the Kruise namespace,
     /// which cannot be created where that namespace does not exist): a forbidden list then counts
     /// as an empty cache instead of keeping the server unready, is said loudly (one WARN, and
@@ -59,10 +70,12 @@ pub(super) struct Timing {
 /// never across an `.await`.
 #[derive(Debug, Default)]
 pub(super) struct WatchState {
-    pub objects: BTreeMap<ObjectKey, Arc<Value>>,
-    /// Keys added, changed or deleted since the publisher last took them: the next snapshot is
-    /// the previous one with these replaced, not a rebuild.
-    pub dirty: BTreeSet<ObjectKey>,
+    /// The keys of the objects the API server has now.
+    pub keys: BTreeSet<ObjectKey>,
+    /// Each key added (`Some`: its latest object), changed or deleted (`None`) since the publisher
+    /// last took them: the next snapshot is the previous one with these replaced, not a rebuild.
+    /// Until the first snapshot, every key ever seen is here.
+    pub dirty: BTreeMap<ObjectKey, Option<Kept>>,
     /// The initial list completed at least once.
     pub listed: bool,
     pub reconnects: u64,
@@ -110,11 +123,12 @@ impl WatchCell {
 
     /// A (re)list's result: a relist can drop, add or change anything, so every key on either
     /// side is dirty.
-    fn replace_all(&self, objects: BTreeMap<ObjectKey, Arc<Value>>) {
+    fn replace_all(&self, objects: BTreeMap<ObjectKey, Kept>) {
         let mut s = self.lock();
-        let keys: Vec<ObjectKey> = s.objects.keys().chain(objects.keys()).cloned().collect();
-        s.dirty.extend(keys);
-        s.objects = objects;
+        let gone: Vec<ObjectKey> = s.keys.iter().filter(|k| !objects.contains_key(*k)).cloned().collect();
+        s.dirty.extend(gone.into_iter().map(|k| (k, None)));
+        s.keys = objects.keys().cloned().collect();
+        s.dirty.extend(objects.into_iter().map(|(k, v)| (k, Some(v))));
         s.listed = true;
         s.failing_since = None;
         let was_unreadable = std::mem::take(&mut s.unreadable);
@@ -131,9 +145,8 @@ impl WatchCell {
         // Warned once per refusal spell, outside the lock (as `fail` does): readiness and the
         // publisher take it too.
         let warn = (!s.unreadable).then(|| failure.to_string());
-        let keys: Vec<ObjectKey> = s.objects.keys().cloned().collect();
-        s.dirty.extend(keys);
-        s.objects.clear();
+        let keys = std::mem::take(&mut s.keys);
+        s.dirty.extend(keys.into_iter().map(|k| (k, None)));
         s.listed = true;
         s.failing_since = None;
         s.last_error = Some(failure);
@@ -148,13 +161,13 @@ impl WatchCell {
     }
 
     /// One watch event: the object stored (`Some`) or deleted (`None`).
-    fn apply(&self, key: ObjectKey, value: Option<Value>) {
+    fn apply(&self, key: ObjectKey, value: Option<Kept>) {
         let mut s = self.lock();
-        match value {
-            Some(value) => s.objects.insert(key.clone(), Arc::new(value)),
-            None => s.objects.remove(&key),
+        match &value {
+            Some(_) => s.keys.insert(key.clone()),
+            None => s.keys.remove(&key),
         };
-        s.dirty.insert(key);
+        s.dirty.insert(key, value);
     }
 }
 
@@ -330,7 +343,7 @@ fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
 }
 
 /// The full list, page by page, and the resourceVersion to watch from.
-async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, String), ApiFailure> {
+async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Kept>, String), ApiFailure> {
     let mut objects = BTreeMap::new();
     let mut params =
         ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
@@ -344,7 +357,7 @@ async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, Stri
         let resource_version = page.metadata.resource_version.clone().unwrap_or_default();
         for o in page.items {
             if let Some((key, value)) = keyed(spec, o) {
-                objects.insert(key, Arc::new(value));
+                objects.insert(key, value);
             }
         }
         match continue_token {
@@ -355,8 +368,8 @@ async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Arc<Value>>, Stri
 }
 
 /// The object as decisions see it: JSON with apiVersion and kind set (list items of built-in
-/// types come without them), trimmed to what is read.
-fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> {
+/// types come without them), kept as far as it is read.
+fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Kept)> {
     let mut value = serde_json::to_value(object).ok()?;
     let map = value.as_object_mut()?;
     // Field ownership bookkeeping is often the largest part of an object and no decision reads it.
@@ -365,6 +378,6 @@ fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Value)> 
     }
     map.insert("apiVersion".into(), Value::String(spec.api_version.clone()));
     map.insert("kind".into(), Value::String(spec.kind.clone()));
-    let value = (spec.trim)(value);
-    Some((ObjectKey::of(&value)?, value))
+    let key = ObjectKey::of(&value)?;
+    Some((key, (spec.keep)(value)))
 }
