@@ -34,7 +34,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::api_error::{FailureKind, classify};
-use super::watch::{self, WatchCell, WatchSpec};
+use super::watch::{self, Kept, WatchCell, WatchSpec};
 use crate::tls_material::{
     CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches,
     parse_pem, pem_block, write_files,
@@ -305,7 +305,7 @@ impl CertManager {
                     namespace: None,
                     api: Api::all_with(self.client.clone(), &resource),
                     field_selector: Some(format!("metadata.name={name}")),
-                    trim: ca_bundles_only,
+                    keep: |v| Kept::Object(Arc::new(ca_bundles_only(v))),
                     optional: false,
                 };
                 let cell = Arc::new(WatchCell::new(&spec));
@@ -544,8 +544,7 @@ impl Drift {
     fn differs(&self, bundle: &str) -> bool {
         let encoded = encoded_bundle(bundle);
         self.cells.iter().any(|cell| {
-            let objects: Vec<Arc<Value>> = cell.lock().objects.values().cloned().collect();
-            objects.iter().any(|config| set_ca_bundle(&mut Value::clone(config), &encoded))
+            cell.unpublished_objects().iter().any(|config| set_ca_bundle(&mut Value::clone(config), &encoded))
         })
     }
 }

@@ -110,6 +110,20 @@ impl WatchCell {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The objects of a cell that no publisher takes changes from (the self-managed
+    /// certificates' watch of the webhook configurations): its `dirty` map is never drained, so
+    /// it holds every object the API server has now (`None` for the deleted ones).
+    pub fn unpublished_objects(&self) -> Vec<Arc<Value>> {
+        let s = self.lock();
+        s.dirty
+            .values()
+            .filter_map(|kept| match kept {
+                Some(Kept::Object(object)) => Some(Arc::clone(object)),
+                Some(Kept::Revision(_)) | None => None,
+            })
+            .collect()
+    }
+
     fn fail(&self, failure: ApiFailure) {
         tracing::warn!(kind = %self.kind, error = %failure, "cluster watch failing");
         let mut s = self.lock();
