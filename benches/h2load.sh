@@ -45,22 +45,7 @@ GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
 . benches/support/servers.sh
 
-# --- h2load: from PATH, or Debian's package unpacked here (no root needed) -------------------------
-if [ -n "${H2LOAD:-}" ]; then
-    :
-elif command -v h2load >/dev/null; then
-    H2LOAD=$(command -v h2load)
-else
-    if [ ! -x "$OUT/nghttp2/usr/bin/h2load" ]; then
-        say "unpacking Debian's nghttp2-client (h2load) under $OUT/nghttp2"
-        rm -rf "$OUT/debs" && mkdir -p "$OUT/debs"
-        (cd "$OUT/debs" && apt-get download nghttp2-client libnghttp2-14 libev4 libjemalloc2)
-        for deb in "$OUT"/debs/*.deb; do dpkg -x "$deb" "$OUT/nghttp2"; done
-    fi
-    H2LOAD=$OUT/nghttp2/usr/bin/h2load
-    export LD_LIBRARY_PATH="$OUT/nghttp2/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-"$H2LOAD" --version
+. benches/support/h2load-tool.sh
 
 # --- build ---------------------------------------------------------------------------------------
 say "building release binaries (cargo build --release) and the Go floor"

@@ -24,6 +24,9 @@ pub struct Metrics {
     pub patch_operations: HistogramVec,
     /// `{reason}`: requests answered with an HTTP error instead of a review.
     pub http_errors: IntCounterVec,
+    /// `{name, place}`: a review's parse or decision started, `inline` on the task that read it
+    /// (cheap reviews) or on the worker `pool` (large ones, and decisions after lookups).
+    pub review_work: IntCounterVec,
     pub cert_not_after: Gauge,
     pub cluster_objects: IntGaugeVec,
     pub snapshot_timestamp: Gauge,
@@ -115,6 +118,11 @@ impl Metrics {
                 "kruise_admission_http_errors_total",
                 "Requests answered with an HTTP error instead of a review",
                 &["reason"],
+            )?,
+            review_work: r.int_counters(
+                "kruise_admission_review_work_total",
+                "Parses and decisions of reviews started, by where they ran: inline (cheap reviews) or on the worker pool",
+                &["name", "place"],
             )?,
             cert_not_after: r.add(Gauge::new(
                 "kruise_admission_serving_certificate_not_after_seconds",

@@ -110,10 +110,11 @@ pub use work_queue::DEFAULT_WORKERS;
 /// decisions.
 const SPARE_BLOCKING_THREADS: usize = 4;
 
-/// The runtime `serve` runs on. Every parse and decision runs on the blocking pool (so the internal
-/// deadline can fire while one runs); the pool is capped, and [`work_queue`] admits at most
-/// `workers` of them, so a burst of huge objects queues (or is shed) instead of starting hundreds
-/// of threads, each holding its object and an allocator heap (tokio's default is 512).
+/// The runtime `serve` runs on. Large reviews are parsed and decided on the blocking pool (so the
+/// internal deadline can fire while one runs; cheap ones are decided where they arrive, see
+/// `app::Place`); the pool is capped, and [`work_queue`] admits at most `workers` of them, so a
+/// burst of huge objects queues (or is shed) instead of starting hundreds of threads, each holding
+/// its object and an allocator heap (tokio's default is 512).
 pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(workers + SPARE_BLOCKING_THREADS)

@@ -1,5 +1,6 @@
-//! The queue in front of the blocking pool (issue 17.5). Parsing and deciding run on blocking
-//! threads, and a blocking task cannot be stopped once it runs: before this queue, a 504 answered
+//! The queue in front of the blocking pool (issue 17.5). Parsing and deciding large reviews, and
+//! deciding after lookups, run on blocking threads (cheap reviews are decided inline:
+//! `app::Place`), and a blocking task cannot be stopped once it runs: before this queue, a 504 answered
 //! the client while the work went on, and a flood of slow requests filled the pool until every
 //! request behind it timed out.
 //!

@@ -111,6 +111,17 @@ pub fn good_review(uid: &str) -> serde_json::Value {
     })
 }
 
+/// [`good_review`] padded with an annotation past `review_cost::SCAN_FROM`: a review the server
+/// decides on its worker pool, where the internal deadline and the work queue apply (a smaller one
+/// is decided inline, where it arrived).
+pub fn heavy_review(uid: &str) -> serde_json::Value {
+    let mut review = good_review(uid);
+    review["request"]["object"]["metadata"]["annotations"] = serde_json::json!({
+        "filler": "x".repeat(kruise_admission::admission::review_cost::SCAN_FROM)
+    });
+    review
+}
+
 pub mod client;
 pub mod h2;
 pub mod serve_process;

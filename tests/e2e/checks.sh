@@ -2,17 +2,6 @@
 # The behaviour checks of the end-to-end suite, through the API server with kubectl (sourced by
 # run.sh once the server is ready). Each check prints PASS or FAIL with its reason.
 
-# pod_json NS NAME [LABEL=VALUE...]: a one-container Pod; a NAME ending in "-" is a generateName.
-pod_json() {
-    local ns=$1 name=$2 labels='{}'
-    shift 2
-    for kv in "$@"; do labels=$(jq -c --arg k "${kv%%=*}" --arg v "${kv#*=}" '. + {($k): $v}' <<<"$labels"); done
-    jq -nc --arg ns "$ns" --arg name "$name" --argjson labels "$labels" '{
-        apiVersion: "v1", kind: "Pod",
-        metadata: ({namespace: $ns, labels: $labels}
-            + (if ($name | endswith("-")) then {generateName: $name} else {name: $name} end)),
-        spec: {containers: [{name: "app", image: "nginx:1.25"}]}}'
-}
 # create_json JSON: create an object, print it as stored.
 create_json() { kc create -o json -f - <<<"$1"; }
 # dry_run_has POD-JSON JQ-CONDITION: the pod as admission would store it (server-side dry run,
@@ -155,22 +144,6 @@ fi
 say "re-invocation (reinvocationPolicy IfNeeded) patches nothing"
 # A later mutating webhook (the Go floor answering a fixed patch: one label) changes every pod of
 # e2e-reinvoke, so the API server calls /mutate-pod a second time on the injected pod.
-start_floor() { # start_floor NAME MODE [PATCH-FILE]; sets FLOOR_PORT
-    FLOOR_PORT=$(free_port)
-    spawn "$WORK/logs/floor-$1.log" "$FLOOR" "$WORK/floor-tls/tls.crt" "$WORK/floor-tls/tls.key" "127.0.0.1:$FLOOR_PORT" "${@:2}"
-    wait_for 20 curl -s --cacert "$WORK/floor-tls/ca.crt" -o /dev/null "https://localhost:$FLOOR_PORT/" \
-        || die "floor webhook $1 did not start"
-}
-register_floor() { # register_floor CONFIG-NAME PORT NAMESPACE-LABEL-VALUE
-    jq -n --arg name "$1" --arg url "https://localhost:$2/" --arg sel "$3" \
-        --arg ca "$(base64 -w0 <"$WORK/floor-tls/ca.crt")" '{
-        apiVersion: "admissionregistration.k8s.io/v1", kind: "MutatingWebhookConfiguration", metadata: {name: $name},
-        webhooks: [{name: ($sel + ".e2e.kruise-admission.dev"), admissionReviewVersions: ["v1", "v1beta1"],
-            clientConfig: {url: $url, caBundle: $ca}, failurePolicy: "Fail", matchPolicy: "Equivalent",
-            namespaceSelector: {matchLabels: {"e2e-floor": $sel}}, reinvocationPolicy: "Never",
-            rules: [{apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "*"}],
-            sideEffects: "None", timeoutSeconds: 2}]}' | kc apply -f - >/dev/null
-}
 echo '[{"op": "add", "path": "/metadata/labels/e2e-relabeled", "value": "yes"}]' >"$WORK/relabel.json"
 start_floor relabel patch "$WORK/relabel.json"
 register_floor zz-e2e-relabel "$FLOOR_PORT" relabel

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Webhook latency as kube-apiserver sees it (issue 16 point 3; sourced by run.sh). Three mutating
+# Webhook latency as kube-apiserver sees it (issue 16 point 3; sourced by run.sh; the measurement
+# itself is tests/e2e/latency_lib.sh, shared with benches/apiserver.sh). Three mutating
 # webhooks, each registered for its own namespace, get the same pods in the same run:
 #   ours   kruise-admission's /mutate-pod injecting one SidecarSet (namespace e2e-lat-ours)
 #   allow  the Go floor answering allowed (e2e-lat-allow)
@@ -13,6 +14,8 @@
 # only the batches of its own namespace count for it.
 
 if [ "$LATENCY_PODS" -gt 0 ]; then
+    # shellcheck source=tests/e2e/latency_lib.sh
+    source "$E2E/latency_lib.sh"
     say "latency: $LATENCY_PODS pods per webhook, seen by kube-apiserver"
     ROUNDS=4
     PER_ROUND=$(((LATENCY_PODS + ROUNDS - 1) / ROUNDS))
@@ -22,23 +25,9 @@ if [ "$LATENCY_PODS" -gt 0 ]; then
         kc label namespace "e2e-lat-$floor" "e2e-floor=$floor" >/dev/null
     done
     create_json "$(sidecarset e2e-lat e2e-lat-ours e2e-lat-agent busybox:1.36)" >/dev/null
-    wait_for 30 dry_run_has "$(pod_json e2e-lat-ours lat- e2e-sidecar=e2e-lat)" '.spec.containers | any(.name == "e2e-lat-agent")' || true
+    wait_for 30 dry_run_has "$(latency_pod e2e-lat-ours)" '.spec.containers | any(.name == "e2e-lat-agent")' || true
 
-    # Our patch for this pod, asked of the server directly with the object the API server sends:
-    # the pod after defaulting and the built-in admission plugins (a server-side dry run in a
-    # namespace where nothing patches), before name generation and the fields set at storage.
-    admitted=$(kc create --dry-run=server -o json -f - <<<"$(pod_json e2e-lat-patch lat- e2e-sidecar=e2e-lat)" \
-        | jq -c '.metadata.namespace = "e2e-lat-ours" | del(.metadata.name, .metadata.uid, .metadata.creationTimestamp, .metadata.resourceVersion) | .status = {}')
-    jq -n --argjson o "$admitted" '{apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: {
-        uid: "e2e-latency-patch", kind: {group: "", version: "v1", kind: "Pod"},
-        resource: {group: "", version: "v1", resource: "pods"}, requestKind: {group: "", version: "v1", kind: "Pod"},
-        requestResource: {group: "", version: "v1", resource: "pods"}, namespace: "e2e-lat-ours", operation: "CREATE",
-        userInfo: {username: "e2e-admin", groups: ["system:masters", "system:authenticated"]},
-        object: $o, oldObject: null, dryRun: false,
-        options: {apiVersion: "meta.k8s.io/v1", kind: "CreateOptions"}}}' >"$WORK/latency-review.json"
-    curl -sf --cacert "$WORK/server-ca.crt" -H 'Content-Type: application/json' --data-binary @"$WORK/latency-review.json" \
-        "https://localhost:$WEBHOOK_PORT/mutate-pod?timeout=2s" | jq -r '.response.patch // ""' | base64 -d >"$WORK/our-patch.json"
-    if jq -e 'length > 0' "$WORK/our-patch.json" >/dev/null 2>&1; then
+    if latency_our_patch e2e-lat-patch e2e-lat-ours "https://localhost:$WEBHOOK_PORT/mutate-pod" "$WORK/server-ca.crt" "$WORK/our-patch.json"; then
         pass latency-our-patch "our patch for the latency pod, asked directly: $(jq length "$WORK/our-patch.json") operations, $(wc -c <"$WORK/our-patch.json") bytes"
     else
         fail latency-our-patch "no patch from /mutate-pod for the latency pod; the patch floor answers an empty patch"
@@ -53,47 +42,37 @@ if [ "$LATENCY_PODS" -gt 0 ]; then
     # create_pods NAMESPACE COUNT: one pod at a time through the API server; prints the status codes.
     create_pods() {
         local body
-        body=$(pod_json "$1" lat- e2e-sidecar=e2e-lat)
+        body=$(latency_pod "$1")
         for _ in $(seq "$2"); do
             curl -s -o /dev/null -w '%{http_code}\n' --cacert "$WORK/apiserver-tls/ca.crt" \
                 -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
                 --data-binary "$body" "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/$1/pods"
         done
     }
-    mkdir -p "$WORK/latency"
     for w in ours allow patch; do create_pods "e2e-lat-$w" 5 >/dev/null; done # connections and caches warm
     codes=$WORK/latency/codes
+    mkdir -p "$WORK/latency"
     : >"$codes"
-    for r in $(seq "$ROUNDS"); do
-        for w in ours allow patch; do
-            apiserver_metrics >"$WORK/latency/$w-$r-before.txt"
-            create_pods "e2e-lat-$w" "$PER_ROUND" >>"$codes"
-            apiserver_metrics >"$WORK/latency/$w-$r-after.txt"
-        done
-    done
+    batch() { create_pods "e2e-lat-$1" "$PER_ROUND" >>"$codes"; }
+    latency_rounds "$ROUNDS" batch -- ours allow patch
     created=$(grep -c '^201$' "$codes" || true)
     check latency-pods-created "$created pods created through the three webhooks" \
         "only $created of $((3 * ROUNDS * PER_ROUND)) creates returned 201: $(sort "$codes" | uniq -c | tr '\n' ' ')" \
         test "$created" -eq $((3 * ROUNDS * PER_ROUND))
 
     # The patch floor must produce our pod, or the comparison is not like with like.
-    same_pod() {
-        jq -S '{c: .spec.containers, v: .spec.volumes, l: .metadata.labels,
-                a: (.metadata.annotations | with_entries(if (.key | startswith("kruise.io/sidecarset-hash"))
-                    then .value |= (fromjson | map_values(del(.updateTimestamp))) else . end))}'
-    }
-    ours_pod=$(kc -n e2e-lat-ours get pods -o json | jq '.items[-1]' | same_pod)
-    floor_pod=$(kc -n e2e-lat-patch get pods -o json | jq '.items[-1]' | same_pod)
+    ours_pod=$(latency_stored_pod e2e-lat-ours)
+    floor_pod=$(latency_stored_pod e2e-lat-patch)
     check latency-patch-floor-same-pod "the patch floor's pods equal ours (containers, volumes, labels, annotations but the timestamp)" \
         "the patch floor's pod differs from ours: $(diff <(echo "$ours_pod") <(echo "$floor_pod") | head -20 | tr '\n' ' ')" \
         test "$ours_pod" = "$floor_pod"
 
-    pairs() { for r in $(seq "$ROUNDS"); do printf '%s %s ' "$WORK/latency/$1-$r-before.txt" "$WORK/latency/$1-$r-after.txt"; done; }
-    # shellcheck disable=SC2046
+    rounds=$(seq -s ' ' "$ROUNDS")
+    # shellcheck disable=SC2086
     {
-        "$PYTHON" "$E2E/webhook_latency.py" mpod.kb.io $(pairs ours)
-        "$PYTHON" "$E2E/webhook_latency.py" allow.e2e.kruise-admission.dev $(pairs allow)
-        "$PYTHON" "$E2E/webhook_latency.py" patch.e2e.kruise-admission.dev $(pairs patch)
+        latency_summary mpod.kb.io ours $rounds
+        latency_summary allow.e2e.kruise-admission.dev allow $rounds
+        latency_summary patch.e2e.kruise-admission.dev patch $rounds
     } >"$WORK/latency/summary.jsonl"
     LATENCY_TABLE=$TARGET_DIR/e2e/latency.md
     {

@@ -168,6 +168,40 @@ mkns() {
     done
 }
 
+# pod_json NS NAME [LABEL=VALUE...]: a one-container Pod; a NAME ending in "-" is a generateName.
+pod_json() {
+    local ns=$1 name=$2 labels='{}'
+    shift 2
+    for kv in "$@"; do labels=$(jq -c --arg k "${kv%%=*}" --arg v "${kv#*=}" '. + {($k): $v}' <<<"$labels"); done
+    jq -nc --arg ns "$ns" --arg name "$name" --argjson labels "$labels" '{
+        apiVersion: "v1", kind: "Pod",
+        metadata: ({namespace: $ns, labels: $labels}
+            + (if ($name | endswith("-")) then {generateName: $name} else {name: $name} end)),
+        spec: {containers: [{name: "app", image: "nginx:1.25"}]}}'
+}
+
+# The floor webhooks (benches/go-floor, built as $FLOOR, serving $WORK/floor-tls):
+# start_floor NAME MODE [PATCH-FILE] sets FLOOR_PORT.
+start_floor() {
+    FLOOR_PORT=$(free_port)
+    spawn "$WORK/logs/floor-$1.log" "$FLOOR" "$WORK/floor-tls/tls.crt" "$WORK/floor-tls/tls.key" "127.0.0.1:$FLOOR_PORT" "${@:2}"
+    wait_for 20 curl -s --cacert "$WORK/floor-tls/ca.crt" -o /dev/null "https://localhost:$FLOOR_PORT/" \
+        || die "floor webhook $1 did not start"
+}
+# register_floor CONFIG-NAME PORT NAMESPACE-LABEL-VALUE [URL CA-FILE]: a mutating webhook named
+# VALUE.e2e.kruise-admission.dev for pod CREATEs in the namespaces labelled e2e-floor=VALUE; it calls
+# the floor on PORT, or URL (verified with CA-FILE) when given.
+register_floor() {
+    jq -n --arg name "$1" --arg url "${4:-https://localhost:$2/}" --arg sel "$3" \
+        --arg ca "$(base64 -w0 <"${5:-$WORK/floor-tls/ca.crt}")" '{
+        apiVersion: "admissionregistration.k8s.io/v1", kind: "MutatingWebhookConfiguration", metadata: {name: $name},
+        webhooks: [{name: ($sel + ".e2e.kruise-admission.dev"), admissionReviewVersions: ["v1", "v1beta1"],
+            clientConfig: {url: $url, caBundle: $ca}, failurePolicy: "Fail", matchPolicy: "Equivalent",
+            namespaceSelector: {matchLabels: {"e2e-floor": $sel}}, reinvocationPolicy: "Never",
+            rules: [{apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "*"}],
+            sideEffects: "None", timeoutSeconds: 2}]}' | kc apply -f - >/dev/null
+}
+
 crd_gone() { ! kc get crd "$1" >/dev/null 2>&1; }
 established() { kc wait --for condition=Established --timeout=30s "crd/$1" >/dev/null; }
 

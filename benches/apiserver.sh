@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Pod creation through the real kube-apiserver (results in docs/PERFORMANCE.md): etcd and the newest
+# pinned kube-apiserver (tests/e2e/kube-binaries.sh) on 127.0.0.1, and four namespaces whose Pod
+# CREATEs go through one mutating webhook each, or none:
+#   ours   the release `serve` (folder mode), /mutate-pod injecting one SidecarSet
+#   patch  the Go floor (benches/go-floor) answering the exact patch ours gives the same pod
+#   allow  the Go floor answering allowed
+#   none   no webhook
+# In each of ROUNDS rounds every namespace in turn (so a change in machine load hits all alike):
+#   - PODS creates one at a time (h2load, one HTTP/2 connection), between two snapshots of the API
+#     server's metrics: the round's mean of apiserver_admission_webhook_admission_duration_seconds
+#     for that webhook (the call and applying its patch), and the client's mean create time;
+#   - then BURST creates from CONCURRENCY connections at once: Pod creates per second.
+# It prints (and writes to OUT/apiserver.md) each round's figures and the medians of the per-round
+# ratios ours / patch floor, ours / allow floor and creates/s ours / none. The measurement and the
+# patch floor's setup are tests/e2e/latency_lib.sh, shared with the end-to-end suite's latency check.
+#
+# Usage: benches/apiserver.sh   (about a minute per round after the builds)
+# Knobs: ROUNDS=6 PODS=100 BURST=400 CONCURRENCY=8 OUT=<cargo target dir>/apiserver
+#        E2E_VERSION (default: the newest of tests/e2e/kube/VERSIONS) BIN=path (else cargo builds
+#        this tree's release binary) H2LOAD=path E2E_KEEP=1 (keep OUT/work: logs, etcd data)
+# Needs: Go, curl, openssl, jq, python3, kubectl (PATH, or .ci/manifests-check.sh's tools folder).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+. .ci/cargo-paths.sh
+E2E=$ROOT/tests/e2e
+PYTHON=${PYTHON:-python3}
+TARGET_DIR=$(cargo_target_dir)
+OUT=${OUT:-$TARGET_DIR/apiserver}
+ROUNDS=${ROUNDS:-6}
+PODS=${PODS:-100}
+BURST=${BURST:-400}
+CONCURRENCY=${CONCURRENCY:-8}
+E2E_VERSION=${E2E_VERSION:-$(grep -m1 '^v' "$E2E/kube/VERSIONS")}
+E2E_KEEP=${E2E_KEEP:-0}
+EXTRA_APISERVER_FLAGS=()
+# shellcheck source=tests/e2e/lib.sh
+source "$E2E/lib.sh"
+# shellcheck source=tests/e2e/latency_lib.sh
+source "$E2E/latency_lib.sh"
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+# shellcheck source=benches/support/h2load-tool.sh
+. benches/support/h2load-tool.sh
+PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$TARGET_DIR/manifests-tools}
+for tool in kubectl jq go curl openssl; do
+    command -v $tool >/dev/null || die "$tool is needed (kubectl: .ci/manifests-check.sh unpacks one into target/manifests-tools)"
+done
+
+say "kube-apiserver $E2E_VERSION and etcd (tests/e2e/kube-binaries.sh)"
+{ read -r KUBE_APISERVER; read -r ETCD; } < <(bash "$E2E/kube-binaries.sh" "$E2E_VERSION")
+say "building the release server and the Go floor"
+BIN=${BIN:-$(cargo_exe kruise-admission --release --bin kruise-admission)}
+FLOOR=$OUT/go-floor
+(cd benches/go-floor && GO111MODULE=off GOTOOLCHAIN=local go build -o "$FLOOR" main.go)
+
+WORK=$OUT/work
+rm -rf "$WORK" && mkdir -p "$WORK/logs"
+trap e2e_cleanup EXIT
+trap 'exit 130' INT TERM
+start_watchdog
+"$BIN" certs --out "$WORK/floor-tls" >/dev/null
+
+say "etcd and kube-apiserver on 127.0.0.1"
+start_etcd
+start_apiserver
+echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) on https://127.0.0.1:$APISERVER_PORT"
+
+# --- the webhooks ------------------------------------------------------------------------------------
+say "ours (folder mode, one SidecarSet), the patch floor and the allow floor"
+mkdir -p "$WORK/cluster"
+jq -n '{apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-lat"},
+    spec: {selector: {matchLabels: {"e2e-sidecar": "e2e-lat"}},
+           containers: [{name: "e2e-lat-agent", image: "busybox:1.36", command: ["sleep", "3600"]}]}}' \
+    >"$WORK/cluster/sidecarset.json"
+PORT=$(free_port)
+METRICS_PORT=$(free_port)
+spawn "$WORK/logs/kruise-admission.log" "$BIN" serve --listen "127.0.0.1:$PORT" \
+    --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$WORK/server-certs" --cluster-dir "$WORK/cluster"
+wait_for 60 server_ready || die "the server did not become ready (see $WORK/logs/kruise-admission.log)"
+mkns e2e-lat-none
+for key in ours patch allow; do
+    mkns "e2e-lat-$key"
+    kc label namespace "e2e-lat-$key" "e2e-floor=$key" >/dev/null
+done
+latency_our_patch e2e-lat-none e2e-lat-ours "https://localhost:$PORT/mutate-pod" "$WORK/server-certs/ca.crt" "$WORK/our-patch.json" \
+    || die "no patch from /mutate-pod for the latency pod"
+echo "our patch: $(jq length "$WORK/our-patch.json") operations, $(wc -c <"$WORK/our-patch.json") bytes"
+register_floor e2e-bench-ours 0 ours "https://localhost:$PORT/mutate-pod" "$WORK/server-certs/ca.crt"
+start_floor patch patch "$WORK/our-patch.json"
+register_floor e2e-bench-patch "$FLOOR_PORT" patch
+start_floor allow allow
+register_floor e2e-bench-allow "$FLOOR_PORT" allow
+
+# creates NAME KEY COUNT h2load-flags...: COUNT pod CREATEs in e2e-lat-KEY; h2load's output in
+# OUT/NAME.txt; fails unless every one was created.
+creates() {
+    local name=$1 key=$2 count=$3
+    shift 3
+    latency_pod "e2e-lat-$key" >"$WORK/pod-$key.json"
+    "$H2LOAD" -n "$count" "$@" -d "$WORK/pod-$key.json" -H "authorization: Bearer $ADMIN_TOKEN" \
+        -H 'content-type: application/json' "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/e2e-lat-$key/pods" \
+        >"$OUT/$name.txt"
+    grep -q "status codes: $count 2xx" "$OUT/$name.txt" \
+        || die "not every create in e2e-lat-$key succeeded: $(grep -E 'status codes|requests:' "$OUT/$name.txt" | tr '\n' ' ')"
+}
+sequential() { creates "seq-$1-$2" "$1" "$PODS" -c 1 -m 1; }
+burst() { creates "burst-$1-$2" "$1" "$BURST" -c "$CONCURRENCY" -m 1; }
+
+KEYS=(ours patch allow none)
+say "warming up: 20 creates per namespace"
+for key in "${KEYS[@]}"; do creates "warm-$key" "$key" 20 -c 1 -m 1; done
+[ "$(latency_stored_pod e2e-lat-ours)" = "$(latency_stored_pod e2e-lat-patch)" ] \
+    || die "the patch floor's pods differ from ours: $(diff <(latency_stored_pod e2e-lat-ours) <(latency_stored_pod e2e-lat-patch) | head -20)"
+echo "the patch floor's pods equal ours (containers, volumes, labels, annotations)"
+
+say "$ROUNDS rounds: $PODS creates one at a time, then $BURST from $CONCURRENCY connections, per namespace"
+latency_rounds "$ROUNDS" sequential burst -- "${KEYS[@]}"
+
+# --- the report ----------------------------------------------------------------------------------------
+for r in $(seq "$ROUNDS"); do
+    for key in ours patch allow; do
+        latency_summary "$key.e2e.kruise-admission.dev" "$key" "$r" | jq -c --arg key "$key" --argjson r "$r" '. + {key: $key, round: $r}'
+    done
+done >"$OUT/histogram.jsonl"
+"$PYTHON" - "$OUT" "$ROUNDS" "$PODS" "$BURST" "$CONCURRENCY" <<'EOF' | tee "$OUT/apiserver.md"
+import json, re, statistics, sys
+out, rounds, pods, burst, conc = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+mean = {(h["round"], h["key"]): h["mean_ms"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
+count = {(h["round"], h["key"]): h["count"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
+def h2(name):
+    text = open(f"{out}/{name}.txt").read()
+    rate = float(re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", text).group(1))
+    m = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text).group(3)
+    ms = float(m[:-2]) if m.endswith("ms") else float(m[:-2]) / 1000 if m.endswith("us") else float(m[:-1]) * 1000
+    return rate, ms
+rows, ratios = [], {"ours/patch": [], "ours/allow": [], "creates ours/none": [], "creates patch/none": []}
+print("| round | webhook mean: ours | patch floor | allow floor | ours / patch | ours / allow "
+      "| create, one at a time: ours / none (ms) | creates/s: ours | patch floor | none | ours / none |")
+print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+for r in range(1, rounds + 1):
+    for k in ("ours", "patch", "allow"):
+        assert count[(r, k)] == int(pods), f"round {r} {k}: {count[(r, k)]} calls in the histogram, not {pods}"
+    o, p, a = (mean[(r, k)] for k in ("ours", "patch", "allow"))
+    rate = {k: h2(f"burst-{k}-{r}")[0] for k in ("ours", "patch", "none")}
+    seq = {k: h2(f"seq-{k}-{r}")[1] for k in ("ours", "none")}
+    ratios["ours/patch"].append(o / p)
+    ratios["ours/allow"].append(o / a)
+    ratios["creates ours/none"].append(rate["ours"] / rate["none"])
+    ratios["creates patch/none"].append(rate["patch"] / rate["none"])
+    print(f"| {r} | {o:.2f} ms | {p:.2f} ms | {a:.2f} ms | {o / p:.2f} | {o / a:.2f} "
+          f"| {seq['ours']:.2f} / {seq['none']:.2f} | {rate['ours']:.0f} | {rate['patch']:.0f} | {rate['none']:.0f} "
+          f"| {rate['ours'] / rate['none']:.2f} |")
+print()
+print("medians over the rounds: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in ratios.items()))
+print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
+EOF
+echo "kube-apiserver $E2E_VERSION, Go floor $(go env GOVERSION), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)" \
+    | tee -a "$OUT/apiserver.md"
