@@ -239,3 +239,49 @@ async fn idle_connections_from_eight_addresses_cannot_starve_the_probe() {
     drop(flood);
     server.stop().await.unwrap();
 }
+
+/// `/readyz` over plain TCP from a thread of its own, outside every runtime: the status line, or
+/// why there is none within `within`.
+fn probe_from_a_thread(metrics: SocketAddr, within: Duration) -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    std::thread::spawn(move || {
+        let mut conn = std::net::TcpStream::connect_timeout(&metrics, within).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
+        conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        conn.read_to_end(&mut answer).map_err(|e| format!("no answer within {within:?}: {e}"))?;
+        let text = String::from_utf8_lossy(&answer);
+        Ok(text.lines().next().unwrap_or_default().to_owned())
+    })
+    .join()
+    .expect("probe thread")
+}
+
+/// Reviews under 32 KiB are decided on the runtime's workers where they arrive. With every one of
+/// them held (here by tasks that block their thread, as a burst of slow decisions would), the
+/// probe port still answers: it runs on a thread and runtime of its own.
+#[test]
+fn probes_are_answered_while_every_worker_of_the_serving_runtime_is_busy() {
+    let runtime = kruise_admission::server::runtime(kruise_admission::server::DEFAULT_WORKERS).unwrap();
+    runtime.block_on(async {
+        let server = TestServer::start().await;
+        assert_eq!(probe_from_a_thread(server.metrics, Duration::from_secs(5)).unwrap(), "HTTP/1.1 200 OK");
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        // Each blocking task waits until all of them run, so every worker is held at once.
+        let all_held = std::sync::Arc::new(std::sync::Barrier::new(workers + 1));
+        let release = std::sync::Arc::new(std::sync::Barrier::new(workers + 1));
+        for _ in 0..workers {
+            let (all_held, release) = (all_held.clone(), release.clone());
+            tokio::spawn(async move {
+                all_held.wait();
+                release.wait();
+            });
+        }
+        all_held.wait();
+        let probed = probe_from_a_thread(server.metrics, Duration::from_secs(1));
+        release.wait();
+        assert_eq!(probed.unwrap(), "HTTP/1.1 200 OK", "with all {workers} workers held");
+        server.stop().await.unwrap();
+    });
+}

@@ -390,7 +390,7 @@ impl Server {
                     .abort_handle(),
             );
         }
-        let health_port = HealthPort::start(self.metrics_listener, &health, config.metrics_limits.clone());
+        let health_port = HealthPort::start(self.metrics_listener, &health, config.metrics_limits.clone())?;
 
         let app = app::router(Arc::new(app::AppState {
             webhooks: config.webhooks,
@@ -598,27 +598,61 @@ async fn drain(graceful: GracefulShutdown, grace: Duration) {
     }
 }
 
-/// The probe and metrics port, served until [`HealthPort::stop`].
+/// The probe and metrics port, served until [`HealthPort::stop`], on a thread and runtime of its
+/// own: reviews under 32 KiB are decided on the main runtime's workers where they arrive, so a
+/// burst of them (or a slow one) must not be able to delay the kubelet's probes, and neither can a
+/// tenant's connections to the HTTPS port, which live on the main runtime too.
 struct HealthPort {
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    done: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl HealthPort {
-    fn start(listener: TcpListener, health: &Arc<Health>, limits: ConnLimits) -> Self {
+    fn start(listener: TcpListener, health: &Arc<Health>, limits: ConnLimits) -> anyhow::Result<Self> {
+        let listener = listener.into_std().context("moving the metrics listener to its thread")?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the probe port's runtime")?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(health::serve(listener, health.clone(), limits, async move {
-            let _ = stopped.await;
-        }));
-        HealthPort { stop, task }
+        let (finished, done) = tokio::sync::oneshot::channel::<()>();
+        let health = health.clone();
+        std::thread::Builder::new()
+            .name("probes".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(error) => {
+                            tracing::error!(%error, "the probe and metrics port cannot be served");
+                            return;
+                        }
+                    };
+                    let (closing, closed) = tokio::sync::oneshot::channel::<()>();
+                    let serving = health::serve(listener, health, limits, async move {
+                        let _ = stopped.await;
+                        let _ = closing.send(());
+                    });
+                    // Scrapers keep connections open: once stopping, give them a moment and then
+                    // drop the runtime, which closes whatever is left.
+                    tokio::select! {
+                        () = serving => {}
+                        () = async {
+                            let _ = closed.await;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        } => {}
+                    }
+                });
+                drop(runtime);
+                let _ = finished.send(());
+            })
+            .context("starting the probe port's thread")?;
+        Ok(HealthPort { stop, done })
     }
 
-    /// Stop accepting and wait a moment for the port to close: scrapers keep connections open; do
-    /// not let them hold up the exit.
-    async fn stop(mut self) {
+    /// Stop accepting and wait for the port to close (at most a second after its last requests).
+    async fn stop(self) {
         let _ = self.stop.send(());
-        if tokio::time::timeout(Duration::from_secs(1), &mut self.task).await.is_err() {
-            self.task.abort();
-        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.done).await;
     }
 }
