@@ -29,8 +29,28 @@ wait_for() {
     done
 }
 
+# free_port: a loopback port that is free now and stays free until a listener takes it. Ports are
+# picked below the kernel's ephemeral range (ip_local_port_range): a port the kernel hands out for
+# bind(0) is also the local port of the next outgoing connection, so a port picked before the API
+# server starts and bound minutes later could be taken by one of its connections meanwhile.
 free_port() {
-    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    "$PYTHON" - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randrange(10000, max(low, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("no free loopback port below the ephemeral range")
+PY
 }
 
 # Start a background process, remembered for cleanup: spawn LOG CMD...; sets SPAWNED.
