@@ -52,7 +52,7 @@ say "kube-apiserver $E2E_VERSION and etcd (tests/e2e/kube-binaries.sh)"
 say "building the release server and the Go floor"
 BIN=${BIN:-$(cargo_exe kruise-admission --release --bin kruise-admission)}
 FLOOR=$OUT/go-floor
-(cd benches/go-floor && GO111MODULE=off GOTOOLCHAIN=local go build -o "$FLOOR" main.go)
+benches/go-floor/build.sh "$FLOOR"
 
 WORK=$OUT/work
 rm -rf "$WORK" && mkdir -p "$WORK/logs"

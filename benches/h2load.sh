@@ -41,7 +41,6 @@ POD=${POD:-typical}
 PORT=${PORT:-19543}
 GO_PORT=$((PORT + 1))
 METRICS_PORT=$((PORT + 2))
-GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
 . benches/support/servers.sh
 

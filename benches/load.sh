@@ -32,7 +32,6 @@ PORT=${PORT:-19443}
 FLOOR_PORT=$((PORT + 1))
 GO_PORT=$((PORT + 2))
 METRICS_PORT=$((PORT + 3))
-GO=${GO:-/usr/lib/go-1.19/bin/go}
 mkdir -p "$OUT"
 . benches/support/servers.sh
 

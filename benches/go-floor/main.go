@@ -8,7 +8,7 @@
 //	patch FILE    answer allowed with the JSON Patch in FILE, the same bytes for every request
 //
 // It answers on every path.
-// Build: GO111MODULE=off /usr/lib/go-1.19/bin/go build -o go-floor main.go
+// Build: benches/go-floor/build.sh OUT (the machine's Go)
 // Run:   go-floor CERT KEY 127.0.0.1:PORT allow|patch [FILE]
 package main
 

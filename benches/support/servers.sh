@@ -1,4 +1,4 @@
-# Shared by benches/load.sh and benches/h2load.sh (sourced after they set OUT, BIN, TOOL, GO, PORT
+# Shared by benches/load.sh and benches/h2load.sh (sourced after they set OUT, BIN, TOOL, PORT
 # and METRICS_PORT): the servers they measure, started on 127.0.0.1 and stopped on exit.
 
 say() { printf '\n== %s (load average: %s)\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
@@ -7,15 +7,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-# build_go_floor: benches/go-floor (net/http + encoding/json, decode, allow) as $OUT/go-floor, with
-# Debian's Go 1.19 installed first when $GO is missing.
-build_go_floor() {
-    if [ ! -x "$GO" ]; then
-        say "installing Debian's Go"
-        apt-get install -y golang-1.19
-    fi
-    (cd benches/go-floor && GO111MODULE=off GOCACHE="$OUT/gocache" "$GO" build -o "$OUT/go-floor" main.go)
-}
+# build_go_floor: benches/go-floor (net/http + encoding/json, decode, allow) as $OUT/go-floor.
+build_go_floor() { benches/go-floor/build.sh "$OUT/go-floor"; }
 
 # cluster_folder N: $OUT/cluster-N with N generated SidecarSets (3 match the typical pod). Generated
 # beside the final name and moved into place whole: a folder that exists is complete.

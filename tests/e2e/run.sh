@@ -117,7 +117,7 @@ start_watchdog
 say "building the floor webhooks (Go, standard library)"
 mkdir -p "$TARGET_DIR/e2e"
 FLOOR=$TARGET_DIR/e2e/go-floor
-(cd "$ROOT/benches/go-floor" && GO111MODULE=off GOTOOLCHAIN=local go build -o "$FLOOR" main.go)
+"$ROOT/benches/go-floor/build.sh" "$FLOOR"
 "$BIN" certs --out "$WORK/floor-tls" >/dev/null
 
 # --- cluster ---------------------------------------------------------------------------------------
