@@ -15,6 +15,10 @@ if ! cargo deny --version >/dev/null 2>&1; then
     cargo install cargo-deny --locked --version "$cargo_deny_version"
 fi
 
+# cargo-deny runs `cargo metadata` offline below, which needs every crate of Cargo.lock on disk,
+# those only other platforms build (windows-sys) included; a build fetches only this platform's.
+cargo fetch --locked --quiet
+
 if timeout 120 cargo deny fetch db >/dev/null 2>&1; then
     cargo deny --log-level error --locked --offline check advisories licenses bans sources
     echo "cargo deny: advisories (live RustSec database), licences, bans, sources ok"

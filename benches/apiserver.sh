@@ -10,7 +10,9 @@
 #   - PODS creates one at a time (h2load, one HTTP/2 connection), between two snapshots of the API
 #     server's metrics: the round's mean of apiserver_admission_webhook_admission_duration_seconds
 #     for that webhook (the call and applying its patch), and the client's mean create time;
-#   - then BURST creates from CONCURRENCY connections at once: Pod creates per second.
+#   - then BURST creates from CONCURRENCY connections at once: Pod creates per second, and the CPU
+#     time kube-apiserver, etcd and the namespace's webhook process spent per create meanwhile
+#     (/proc/PID/stat), which says whose work a webhook's cost to the creation rate is.
 # It prints (and writes to OUT/apiserver.md) each round's figures and the medians of the per-round
 # ratios ours / patch floor, ours / allow floor and creates/s ours / none. The measurement and the
 # patch floor's setup are tests/e2e/latency_lib.sh, shared with the end-to-end suite's latency check.
@@ -63,7 +65,9 @@ start_watchdog
 
 say "etcd and kube-apiserver on 127.0.0.1"
 start_etcd
+ETCD_PID=$SPAWNED
 start_apiserver
+APISERVER_PID=$SPAWNED
 echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) on https://127.0.0.1:$APISERVER_PORT"
 
 # --- the webhooks ------------------------------------------------------------------------------------
@@ -77,6 +81,7 @@ PORT=$(free_port)
 METRICS_PORT=$(free_port)
 spawn "$WORK/logs/kruise-admission.log" "$BIN" serve --listen "127.0.0.1:$PORT" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$WORK/server-certs" --cluster-dir "$WORK/cluster"
+declare -A WEBHOOK_PID=([ours]=$SPAWNED)
 wait_for 60 server_ready || die "the server did not become ready (see $WORK/logs/kruise-admission.log)"
 mkns e2e-lat-none
 for key in ours patch allow; do
@@ -88,8 +93,10 @@ latency_our_patch e2e-lat-none e2e-lat-ours "https://localhost:$PORT/mutate-pod"
 echo "our patch: $(jq length "$WORK/our-patch.json") operations, $(wc -c <"$WORK/our-patch.json") bytes"
 register_floor e2e-bench-ours 0 ours "https://localhost:$PORT/mutate-pod" "$WORK/server-certs/ca.crt"
 start_floor patch patch "$WORK/our-patch.json"
+WEBHOOK_PID[patch]=$SPAWNED
 register_floor e2e-bench-patch "$FLOOR_PORT" patch
 start_floor allow allow
+WEBHOOK_PID[allow]=$SPAWNED
 register_floor e2e-bench-allow "$FLOOR_PORT" allow
 
 # creates NAME KEY COUNT h2load-flags...: COUNT pod CREATEs in e2e-lat-KEY; h2load's output in
@@ -105,7 +112,27 @@ creates() {
         || die "not every create in e2e-lat-$key succeeded: $(grep -E 'status codes|requests:' "$OUT/$name.txt" | tr '\n' ' ')"
 }
 sequential() { creates "seq-$1-$2" "$1" "$PODS" -c 1 -m 1; }
-burst() { creates "burst-$1-$2" "$1" "$BURST" -c "$CONCURRENCY" -m 1; }
+# cpu_ticks PID...: the CPU time (user + system, every thread, in clock ticks) of each process, 0 for
+# no PID.
+cpu_ticks() {
+    local pid stat fields
+    for pid in "$@"; do
+        if [ -z "$pid" ]; then echo 0; continue; fi
+        stat=$(<"/proc/$pid/stat")
+        stat=${stat##*) } # the fields after the command name, which may hold spaces
+        read -r -a fields <<<"$stat"
+        echo $((fields[11] + fields[12])) # utime and stime, fields 14 and 15 of stat(5)
+    done
+}
+# burst KEY ROUND: BURST creates from CONCURRENCY connections; OUT/cpu-KEY-ROUND.txt holds the ticks
+# that kube-apiserver, etcd and the namespace's webhook (0 for none) spent meanwhile, one per line.
+burst() {
+    local pids=("$APISERVER_PID" "$ETCD_PID" "${WEBHOOK_PID[$1]:-}") before after i
+    mapfile -t before < <(cpu_ticks "${pids[@]}")
+    creates "burst-$1-$2" "$1" "$BURST" -c "$CONCURRENCY" -m 1
+    mapfile -t after < <(cpu_ticks "${pids[@]}")
+    for i in 0 1 2; do echo $((after[i] - before[i])); done >"$OUT/cpu-$1-$2.txt"
+}
 
 KEYS=(ours patch allow none)
 say "warming up: 20 creates per namespace"
@@ -123,9 +150,9 @@ for r in $(seq "$ROUNDS"); do
         latency_summary "$key.e2e.kruise-admission.dev" "$key" "$r" | jq -c --arg key "$key" --argjson r "$r" '. + {key: $key, round: $r}'
     done
 done >"$OUT/histogram.jsonl"
-"$PYTHON" - "$OUT" "$ROUNDS" "$PODS" "$BURST" "$CONCURRENCY" <<'EOF' | tee "$OUT/apiserver.md"
+"$PYTHON" - "$OUT" "$ROUNDS" "$PODS" "$BURST" "$CONCURRENCY" "$(getconf CLK_TCK)" <<'EOF' | tee "$OUT/apiserver.md"
 import json, re, statistics, sys
-out, rounds, pods, burst, conc = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+out, rounds, pods, burst, conc, tck = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6], int(sys.argv[6])
 mean = {(h["round"], h["key"]): h["mean_ms"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
 count = {(h["round"], h["key"]): h["count"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
 def h2(name):
@@ -153,6 +180,15 @@ for r in range(1, rounds + 1):
           f"| {rate['ours'] / rate['none']:.2f} |")
 print()
 print("medians over the rounds: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in ratios.items()))
+# CPU per create in the bursts: the medians over the rounds, in ms, per process.
+def cpu(key, r):
+    return [int(t) * 1000 / tck / int(burst) for t in open(f"{out}/cpu-{key}-{r}.txt").read().split()]
+print("\nCPU per create in the bursts (ms, median over the rounds):")
+print("| webhook | kube-apiserver | etcd | the webhook | total |")
+print("|---|---:|---:|---:|---:|")
+for key in ("ours", "patch", "allow", "none"):
+    med = [statistics.median(cpu(key, r)[i] for r in range(1, rounds + 1)) for i in range(3)]
+    print(f"| {key} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {sum(med):.2f} |")
 print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
 EOF
 echo "kube-apiserver $E2E_VERSION, Go floor $(go env GOVERSION), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)" \
