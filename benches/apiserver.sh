@@ -6,6 +6,8 @@
 #   patch  the Go floor (benches/go-floor) answering the exact patch ours gives the same pod
 #   allow  the Go floor answering allowed
 #   none   no webhook
+#   injected  no webhook, creating the pod with the sidecar already in it (`kruise-admission inject`):
+#          what creating the pod ours stores costs without any webhook call
 # In each of ROUNDS rounds every namespace in turn (so a change in machine load hits all alike):
 #   - PODS creates one at a time (h2load, one HTTP/2 connection), between two snapshots of the API
 #     server's metrics: the round's mean of apiserver_admission_webhook_admission_duration_seconds
@@ -13,8 +15,9 @@
 #   - then BURST creates from CONCURRENCY connections at once: Pod creates per second, and the CPU
 #     time kube-apiserver, etcd and the namespace's webhook process spent per create meanwhile
 #     (/proc/PID/stat), which says whose work a webhook's cost to the creation rate is.
-# It prints (and writes to OUT/apiserver.md) each round's figures and the medians of the per-round
-# ratios ours / patch floor, ours / allow floor and creates/s ours / none. The measurement and the
+# It prints (and writes to OUT/apiserver.md) each round's figures, the medians of the per-round
+# ratios ours / patch floor, ours / allow floor and creates/s ours / none and ours / injected, and
+# the CPU per create of each process in the bursts. The measurement and the
 # patch floor's setup are tests/e2e/latency_lib.sh, shared with the end-to-end suite's latency check.
 #
 # Usage: benches/apiserver.sh   (about a minute per round after the builds)
@@ -83,7 +86,7 @@ spawn "$WORK/logs/kruise-admission.log" "$BIN" serve --listen "127.0.0.1:$PORT" 
     --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$WORK/server-certs" --cluster-dir "$WORK/cluster"
 declare -A WEBHOOK_PID=([ours]=$SPAWNED)
 wait_for 60 server_ready || die "the server did not become ready (see $WORK/logs/kruise-admission.log)"
-mkns e2e-lat-none
+mkns e2e-lat-none e2e-lat-injected
 for key in ours patch allow; do
     mkns "e2e-lat-$key"
     kc label namespace "e2e-lat-$key" "e2e-floor=$key" >/dev/null
@@ -104,7 +107,11 @@ register_floor e2e-bench-allow "$FLOOR_PORT" allow
 creates() {
     local name=$1 key=$2 count=$3
     shift 3
-    latency_pod "e2e-lat-$key" >"$WORK/pod-$key.json"
+    if [ "$key" = injected ]; then
+        latency_pod "e2e-lat-$key" | "$BIN" inject --cluster-dir "$WORK/cluster" -o json - >"$WORK/pod-$key.json"
+    else
+        latency_pod "e2e-lat-$key" >"$WORK/pod-$key.json"
+    fi
     "$H2LOAD" -n "$count" "$@" -d "$WORK/pod-$key.json" -H "authorization: Bearer $ADMIN_TOKEN" \
         -H 'content-type: application/json' "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/e2e-lat-$key/pods" \
         >"$OUT/$name.txt"
@@ -134,7 +141,7 @@ burst() {
     for i in 0 1 2; do echo $((after[i] - before[i])); done >"$OUT/cpu-$1-$2.txt"
 }
 
-KEYS=(ours patch allow none)
+KEYS=(ours patch allow none injected)
 say "warming up: 20 creates per namespace"
 for key in "${KEYS[@]}"; do creates "warm-$key" "$key" 20 -c 1 -m 1; done
 [ "$(latency_stored_pod e2e-lat-ours)" = "$(latency_stored_pod e2e-lat-patch)" ] \
@@ -161,23 +168,27 @@ def h2(name):
     m = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text).group(3)
     ms = float(m[:-2]) if m.endswith("ms") else float(m[:-2]) / 1000 if m.endswith("us") else float(m[:-1]) * 1000
     return rate, ms
-rows, ratios = [], {"ours/patch": [], "ours/allow": [], "creates ours/none": [], "creates patch/none": []}
+rows, ratios = [], {"ours/patch": [], "ours/allow": [], "creates ours/none": [], "creates patch/none": [],
+                   "creates ours/injected": [], "creates injected/none": []}
 print("| round | webhook mean: ours | patch floor | allow floor | ours / patch | ours / allow "
-      "| create, one at a time: ours / none (ms) | creates/s: ours | patch floor | none | ours / none |")
-print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+      "| create, one at a time: ours / none (ms) | creates/s: ours | patch floor | none | injected "
+      "| ours / none | ours / injected |")
+print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 for r in range(1, rounds + 1):
     for k in ("ours", "patch", "allow"):
         assert count[(r, k)] == int(pods), f"round {r} {k}: {count[(r, k)]} calls in the histogram, not {pods}"
     o, p, a = (mean[(r, k)] for k in ("ours", "patch", "allow"))
-    rate = {k: h2(f"burst-{k}-{r}")[0] for k in ("ours", "patch", "none")}
+    rate = {k: h2(f"burst-{k}-{r}")[0] for k in ("ours", "patch", "none", "injected")}
     seq = {k: h2(f"seq-{k}-{r}")[1] for k in ("ours", "none")}
     ratios["ours/patch"].append(o / p)
     ratios["ours/allow"].append(o / a)
     ratios["creates ours/none"].append(rate["ours"] / rate["none"])
     ratios["creates patch/none"].append(rate["patch"] / rate["none"])
+    ratios["creates ours/injected"].append(rate["ours"] / rate["injected"])
+    ratios["creates injected/none"].append(rate["injected"] / rate["none"])
     print(f"| {r} | {o:.2f} ms | {p:.2f} ms | {a:.2f} ms | {o / p:.2f} | {o / a:.2f} "
           f"| {seq['ours']:.2f} / {seq['none']:.2f} | {rate['ours']:.0f} | {rate['patch']:.0f} | {rate['none']:.0f} "
-          f"| {rate['ours'] / rate['none']:.2f} |")
+          f"| {rate['injected']:.0f} | {rate['ours'] / rate['none']:.2f} | {rate['ours'] / rate['injected']:.2f} |")
 print()
 print("medians over the rounds: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in ratios.items()))
 # CPU per create in the bursts: the medians over the rounds, in ms, per process.
@@ -186,7 +197,7 @@ def cpu(key, r):
 print("\nCPU per create in the bursts (ms, median over the rounds):")
 print("| webhook | kube-apiserver | etcd | the webhook | total |")
 print("|---|---:|---:|---:|---:|")
-for key in ("ours", "patch", "allow", "none"):
+for key in ("ours", "patch", "allow", "none", "injected"):
     med = [statistics.median(cpu(key, r)[i] for r in range(1, rounds + 1)) for i in range(3)]
     print(f"| {key} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {sum(med):.2f} |")
 print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
