@@ -102,16 +102,22 @@ start_floor allow allow
 WEBHOOK_PID[allow]=$SPAWNED
 register_floor e2e-bench-allow "$FLOOR_PORT" allow
 
-# creates NAME KEY COUNT h2load-flags...: COUNT pod CREATEs in e2e-lat-KEY; h2load's output in
-# OUT/NAME.txt; fails unless every one was created.
-creates() {
-    local name=$1 key=$2 count=$3
-    shift 3
+KEYS=(ours patch allow none injected)
+# The pod each namespace's creates send, written once: the latency pod, and for "injected" the pod
+# with the sidecar already in it.
+for key in "${KEYS[@]}"; do
     if [ "$key" = injected ]; then
         latency_pod "e2e-lat-$key" | "$BIN" inject --cluster-dir "$WORK/cluster" -o json - >"$WORK/pod-$key.json"
     else
         latency_pod "e2e-lat-$key" >"$WORK/pod-$key.json"
     fi
+done
+
+# creates NAME KEY COUNT h2load-flags...: COUNT pod CREATEs of WORK/pod-KEY.json in e2e-lat-KEY;
+# h2load's output in OUT/NAME.txt; fails unless every one was created.
+creates() {
+    local name=$1 key=$2 count=$3
+    shift 3
     "$H2LOAD" -n "$count" "$@" -d "$WORK/pod-$key.json" -H "authorization: Bearer $ADMIN_TOKEN" \
         -H 'content-type: application/json' "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/e2e-lat-$key/pods" \
         >"$OUT/$name.txt"
@@ -141,7 +147,6 @@ burst() {
     for i in 0 1 2; do echo $((after[i] - before[i])); done >"$OUT/cpu-$1-$2.txt"
 }
 
-KEYS=(ours patch allow none injected)
 say "warming up: 20 creates per namespace"
 for key in "${KEYS[@]}"; do creates "warm-$key" "$key" 20 -c 1 -m 1; done
 [ "$(latency_stored_pod e2e-lat-ours)" = "$(latency_stored_pod e2e-lat-patch)" ] \
@@ -168,8 +173,8 @@ def h2(name):
     m = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text).group(3)
     ms = float(m[:-2]) if m.endswith("ms") else float(m[:-2]) / 1000 if m.endswith("us") else float(m[:-1]) * 1000
     return rate, ms
-rows, ratios = [], {"ours/patch": [], "ours/allow": [], "creates ours/none": [], "creates patch/none": [],
-                   "creates ours/injected": [], "creates injected/none": []}
+ratios = {"ours/patch": [], "ours/allow": [], "creates ours/none": [], "creates patch/none": [],
+          "creates ours/injected": [], "creates injected/none": []}
 print("| round | webhook mean: ours | patch floor | allow floor | ours / patch | ours / allow "
       "| create, one at a time: ours / none (ms) | creates/s: ours | patch floor | none | injected "
       "| ours / none | ours / injected |")
@@ -198,7 +203,8 @@ print("\nCPU per create in the bursts (ms, median over the rounds):")
 print("| webhook | kube-apiserver | etcd | the webhook | total |")
 print("|---|---:|---:|---:|---:|")
 for key in ("ours", "patch", "allow", "none", "injected"):
-    med = [statistics.median(cpu(key, r)[i] for r in range(1, rounds + 1)) for i in range(3)]
+    per_round = [cpu(key, r) for r in range(1, rounds + 1)]
+    med = [statistics.median(column) for column in zip(*per_round)]
     print(f"| {key} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {sum(med):.2f} |")
 print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
 EOF
