@@ -1,0 +1,139 @@
+package main
+
+// The "pod" family: a Pod CREATE through Kruise's /mutate-pod, owned by each kind of workload or by
+// none, encoded as the API server sends it (with or without the Pod defaults), beside Namespaces,
+// stored SidecarSets and the ControllerRevisions Kruise's SidecarSet controller records.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	daemonutil "k8s.io/kubernetes/pkg/controller/daemon/util"
+	"k8s.io/utils/ptr"
+
+	appsv1beta1 "github.com/openkruise/kruise/apis/apps/v1beta1"
+	"github.com/openkruise/kruise/pkg/control/sidecarcontrol"
+	kruiseutil "github.com/openkruise/kruise/pkg/util"
+)
+
+var podChain = []hook{mutating("/mutate-pod")}
+
+// owners: the controllers a Pod may belong to (apiVersion, kind), or none.
+var owners = [][2]string{
+	{"apps.kruise.io/v1alpha1", "CloneSet"},
+	{"apps.kruise.io/v1beta1", "StatefulSet"},
+	{"apps/v1", "StatefulSet"},
+	{"apps/v1", "ReplicaSet"},
+	{"batch/v1", "Job"},
+	{"apps/v1", "DaemonSet"},
+	{"", ""},
+}
+
+func genPodCase(r *rand.Rand, _ int) (*Case, error) {
+	cluster := namespaceObjects()
+	cluster, revisions, err := pinnedSidecarSets(r, cluster)
+	if err != nil {
+		return nil, err
+	}
+	cluster = append(cluster, revisions...)
+	more, _, err := storedSidecarSets(r, cluster, 3)
+	if err != nil {
+		return nil, err
+	}
+	cluster = more
+
+	ns := pick(r, namespaces...)
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: randomLabels(r)},
+		Spec:       podSpec(r),
+	}
+	owner := pick(r, owners...)
+	name := ""
+	if owner[1] != "" {
+		pod.GenerateName = "web-"
+		pod.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: owner[0], Kind: owner[1], Name: "web", UID: types.UID("owner-uid"), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}}
+		if owner[1] == "StatefulSet" {
+			pod.GenerateName, pod.Name = "", "web-0"
+		}
+		if owner[1] == "DaemonSet" {
+			// As the DaemonSet controller creates them: with the daemon tolerations already.
+			daemonutil.AddOrUpdateDaemonPodTolerations(&pod.Spec)
+		}
+	} else if chance(r, 0.5) {
+		pod.Name = "solo"
+	} else {
+		pod.GenerateName = "solo-"
+	}
+	name = pod.Name
+	if chance(r, 0.6) {
+		defaultPod(pod)
+	}
+	if chance(r, 0.1) {
+		pod.Namespace = "" // some requests leave it to request.namespace
+	}
+	c := &Case{Chain: podChain, Cluster: cluster,
+		Request: request(r, admissionv1.Create, "", "v1", "Pod", "pods", ns, name, pod, nil),
+		Note:    fmt.Sprintf("pod in %s owned by %s, %d cluster objects", ns, owner[1], len(cluster))}
+	return c, nil
+}
+
+// pinnedSidecarSets: sometimes a SidecarSet whose injection is pinned to an older revision, recorded
+// the way Kruise's SidecarSet controller records it (HistoryControl.NewRevision), with the
+// ControllerRevision in Kruise's namespace.
+func pinnedSidecarSets(r *rand.Rand, cluster []map[string]any) ([]map[string]any, []map[string]any, error) {
+	if !chance(r, 0.3) {
+		return cluster, nil, nil
+	}
+	name := pick(r, sidecarNames...) + "-pinned"
+	current := genSidecarSet(r, name)
+	if current.Spec.Selector == nil {
+		current.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	}
+	older := current.DeepCopy()
+	for i := range older.Spec.Containers {
+		older.Spec.Containers[i].Image = "fluent-bit:1.9"
+	}
+	storedOld, err := storeSidecarSet(r, cluster, toMap(older))
+	if err != nil || storedOld == nil {
+		return cluster, nil, err
+	}
+	typedOld := &appsv1beta1.SidecarSet{}
+	raw, _ := json.Marshal(storedOld)
+	if err := json.Unmarshal(raw, typedOld); err != nil {
+		return nil, nil, err
+	}
+	cl, err := newClient(cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	hc := sidecarcontrol.NewHistoryControl(cl)
+	cr, err := hc.NewRevision(typedOld, kruiseutil.GetKruiseNamespace(), 1, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cr.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ControllerRevision"}
+	cr.ResourceVersion, cr.UID = "7", types.UID("cr-"+name)
+	revision := toMap(cr)
+	withRevision := append(append([]map[string]any{}, cluster...), revision)
+
+	pin := &appsv1beta1.SidecarSetInjectRevision{Policy: appsv1beta1.AlwaysSidecarSetInjectRevisionPolicy}
+	if older.Spec.CustomVersion != "" && chance(r, 0.5) {
+		pin.CustomVersion = ptr.To(older.Spec.CustomVersion)
+	} else {
+		pin.RevisionName = ptr.To(cr.Name)
+	}
+	current.Spec.InjectionStrategy.Revision = pin
+	stored, err := storeSidecarSet(r, withRevision, toMap(current))
+	if err != nil || stored == nil {
+		return cluster, nil, err
+	}
+	return append(cluster, stored), []map[string]any{revision}, nil
+}

@@ -1,0 +1,214 @@
+// Command kruise-reference runs random admission cases through OpenKruise v1.9.1's own handlers and
+// through kruise-admission, and compares the decisions, codes, messages and stored objects.
+//
+//	kruise-reference -ours PATH [-seed N] [-cases N] [-family NAME,...] [-show N]
+//
+// Each case is generated from (family, seed, index) alone, so a failure replays with the same seed.
+// Every disagreement must belong to one of the deviation classes in classes.go (each has its line
+// in docs/differences.md); the command prints counts per family and class and exits 1 on any
+// unclassified disagreement, 2 when it cannot run.
+package main
+
+import (
+	"flag"
+	"io"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"github.com/go-logr/logr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/klog/v2"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Case is one admission request and the cluster both sides see.
+type Case struct {
+	Family  string
+	Index   int
+	// Kruise's webhooks the API server calls for this request, mutating ones first (each sees the
+	// object as the previous left it, as kube-apiserver chains them), then validating ones.
+	Chain   []hook
+	Cluster []map[string]any
+	Request admissionv1.AdmissionRequest
+	// OursRequest, when set, is what our side is sent instead: the same change as it reaches a
+	// cluster where kruise-admission serves and Kruise's workload defaulting does not run.
+	OursRequest *admissionv1.AdmissionRequest
+	Gates       map[string]bool // Kruise feature gates beyond its defaults
+	// DecisionOnly compares the decision, code and message but not the stored object: for the
+	// workloads, whose defaulting webhooks stay with Kruise (we serve their validation only).
+	DecisionOnly bool
+	Note         string // what the generator chose, for the report
+}
+
+type hook struct {
+	path     string
+	mutating bool
+}
+
+func mutating(path string) hook   { return hook{path, true} }
+func validating(path string) hook { return hook{path, false} }
+
+// A family generates its cases from a random source.
+type family struct {
+	name     string
+	generate func(r *rand.Rand, index int) (*Case, error)
+}
+
+func families() []family {
+	return []family{
+		{"pod", genPodCase},
+		{"sidecarset", genSidecarSetCase},
+		{"cloneset", genCloneSetCase},
+		{"statefulset", genStatefulSetCase},
+		{"daemonset", genDaemonSetCase},
+	}
+}
+
+func main() {
+	oursBinary := flag.String("ours", "", "the kruise-admission binary")
+	seed := flag.Int64("seed", 1, "random seed; the same seed generates the same cases")
+	cases := flag.Int("cases", 1000, "cases per family")
+	only := flag.String("family", "", "comma-separated families to run (default: all)")
+	show := flag.Int("show", 5, "unclassified disagreements to print per family")
+	panics := flag.Bool("panics", false, "let a panic in Kruise's handler stop the run with its stack")
+	flag.Parse()
+	recoverPanics = !*panics
+	quietKlog() // Kruise's handlers log every refusal
+	if *oursBinary == "" {
+		fmt.Fprintln(os.Stderr, "kruise-reference: -ours PATH is required")
+		os.Exit(2)
+	}
+	work, err := os.MkdirTemp("", "kruise-reference-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(work)
+	side := ours{binary: *oursBinary, work: work}
+
+	wanted := map[string]bool{}
+	for _, name := range strings.Split(*only, ",") {
+		if name != "" {
+			wanted[name] = true
+		}
+	}
+	fmt.Printf("kruise-reference: OpenKruise v1.9.1 against %s, seed %d, %d cases per family\n", *oursBinary, *seed, *cases)
+	unclassified := 0
+	for _, fam := range families() {
+		if len(wanted) > 0 && !wanted[fam.name] {
+			continue
+		}
+		counts := map[string]int{}
+		shown := 0
+		start := time.Now()
+		for i := 0; i < *cases; i++ {
+			// One source per case: a case replays from (seed, family, index) alone.
+			r := rand.New(rand.NewSource(*seed*1_000_003 + int64(i)*7919 + int64(len(fam.name))))
+			c, err := fam.generate(r, i)
+			if err != nil {
+				fatal(fmt.Errorf("%s case %d: generating: %w", fam.name, i, err))
+			}
+			c.Family, c.Index = fam.name, i
+			class, detail, err := runCase(c, side)
+			if err != nil {
+				fatal(fmt.Errorf("%s case %d (seed %d): %w", fam.name, i, *seed, err))
+			}
+			counts[class]++
+			if class == unclassifiedClass {
+				unclassified++
+				if shown < *show {
+					shown++
+					fmt.Printf("  UNCLASSIFIED %s case %d (seed %d; %s):\n    %s\n", fam.name, i, *seed, c.Note, detail)
+				}
+			}
+		}
+		fmt.Printf("%-12s %5d cases in %5.1fs (Kruise %.1fs, ours %.1fs): %s\n", fam.name, *cases,
+			time.Since(start).Seconds(), kruiseTime.Seconds(), oursTime.Seconds(), summary(counts))
+		kruiseTime, oursTime = 0, 0
+	}
+	if unclassified > 0 {
+		fmt.Printf("%d unclassified disagreements (replay: -seed %d)\n", unclassified, *seed)
+		os.Exit(1)
+	}
+	fmt.Println("no unclassified disagreements")
+}
+
+// runCase runs both sides and names the result: "agree", a deviation class, or unclassified.
+func runCase(c *Case, side ours) (class, detail string, err error) {
+	now := time.Now()
+	if err := setGates(c.Gates); err != nil {
+		return "", "", err
+	}
+	cl, err := newClient(c.Cluster)
+	if err != nil {
+		return "", "", err
+	}
+	began := time.Now()
+	kruise, err := kruiseChain(c, cl)
+	kruiseTime += time.Since(began)
+	if err != nil {
+		return "", "", fmt.Errorf("Kruise's answer: %w", err)
+	}
+	began = time.Now()
+	mine, err := side.decide(c, now)
+	oursTime += time.Since(began)
+	if err != nil {
+		return "", "", err
+	}
+	if c.DecisionOnly {
+		kruise.Object, mine.Object = nil, nil
+	}
+	diff := difference(kruise, mine)
+	if diff == "" {
+		return "agree", "", nil
+	}
+	for _, d := range deviations {
+		if d.matches(c, kruise, mine) {
+			return d.name, diff, nil
+		}
+	}
+	return unclassifiedClass, diff, nil
+}
+
+const unclassifiedClass = "UNCLASSIFIED"
+
+// Time spent in each side's decisions (ours includes starting the process), for the report.
+var kruiseTime, oursTime time.Duration
+
+func summary(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == "agree") != (names[j] == "agree") {
+			return names[i] == "agree"
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", name, counts[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func quietKlog() {
+	flags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(flags)
+	_ = flags.Set("logtostderr", "false")
+	_ = flags.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+	// controller-runtime logs a recovered handler panic with its stack; the run reports the 500.
+	logf.SetLogger(logr.Discard())
+	utilruntime.ReallyCrash = false
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "kruise-reference:", err)
+	os.Exit(2)
+}
