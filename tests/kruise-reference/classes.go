@@ -1,29 +1,121 @@
 package main
 
-// The deliberate deviations from Kruise: each is one named class, with its line in
-// docs/differences.md (the `doc` field quotes that line's subject). A disagreement that no class
-// matches fails the run.
+// The deliberate deviations from Kruise, and the message rewrites that make wording comparable.
+// Each deviation is one named class with its line in docs/differences.md (`doc` names that line);
+// a disagreement that no class matches fails the run.
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 )
 
 type deviation struct {
 	name    string
-	doc     string // the subject of its line in docs/differences.md
+	doc     string // the line of docs/differences.md that documents it
 	matches func(c *Case, kruise, ours Outcome) bool
 }
 
-var deviations = []deviation{}
+var deviations = []deviation{
+	{
+		name: "duplicate-sidecar-container",
+		doc:  "SidecarSet injection: Duplicate container names",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "pod" && kruise.Allowed && !ours.Allowed && hasDuplicateContainers(kruise.Object) &&
+				(strings.Contains(ours.Message, "both inject a container named") || strings.Contains(ours.Message, "injects two containers named"))
+		},
+	},
+	{
+		name: "crd-cascading-without-gate",
+		doc:  "Delete protection: CRD `Cascading` works",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "protection" && !c.Gates["DeletionProtectionForCRDCascadingGate"] &&
+				kruise.Message == "feature-gate DeletionProtectionForCRDCascadingGate is not enabled"
+		},
+	},
+	{
+		name: "invalid-selector-reported-once",
+		doc:  "SidecarSet admission: an invalid selector is reported once",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return !kruise.Allowed && !ours.Allowed && kruise.Code == ours.Code &&
+				normaliseMessage(dropItem(kruise.Message, "spec.selector.selector: Invalid value: v1.LabelSelector{")) == normaliseMessage(ours.Message)
+		},
+	},
+}
 
-// messageRewrites make messages comparable where the difference is wording only. Each is applied to
-// both sides' messages; the reason says why the difference is cosmetic.
+// hasDuplicateContainers: the stored pod has two containers (or init containers) of one name, which
+// the API server's validation then refuses.
+func hasDuplicateContainers(object []byte) bool {
+	var pod struct {
+		Spec struct {
+			Containers, InitContainers []struct{ Name string }
+		}
+	}
+	if json.Unmarshal(object, &pod) != nil {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if seen[c.Name] {
+			return true
+		}
+		seen[c.Name] = true
+	}
+	return false
+}
+
+// dropItem removes from an aggregated field-error message ("[a, b, c]", or one error alone) the
+// item that starts with prefix and runs to the brace that closes the Go value it opens.
+func dropItem(message, prefix string) string {
+	start := strings.Index(message, prefix)
+	if start < 0 {
+		return message
+	}
+	depth, end := 0, -1
+	for i := start + len(prefix) - 1; i < len(message); i++ {
+		switch message[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+		}
+		if depth == 0 {
+			end = i + 1
+			break
+		}
+	}
+	if end < 0 {
+		return message
+	}
+	switch {
+	case strings.HasSuffix(message[:start], ", "):
+		message = message[:start-2] + message[end:]
+	case strings.HasPrefix(message[end:], ", "):
+		message = message[:start] + message[end+2:]
+	default:
+		message = message[:start] + message[end:]
+	}
+	// An aggregate of one error is printed without brackets.
+	if strings.HasPrefix(message, "[") && strings.HasSuffix(message, "]") && !strings.Contains(message, ", spec") {
+		message = message[1 : len(message)-1]
+	}
+	return message
+}
+
+// messageRewrites make messages comparable where the difference is how a value is printed. Each is
+// applied to both sides' messages.
 var messageRewrites = []struct {
 	pattern *regexp.Regexp
 	replace string
 	reason  string
-}{}
+}{
+	{regexp.MustCompile(`intstr\.IntOrString\{Type:0, IntVal:(-?\d+), StrVal:""\}`), `$1`,
+		"Kruise prints a bad value with Go's %#v, we print it as JSON (docs/differences.md, SidecarSet admission)"},
+	{regexp.MustCompile(`intstr\.IntOrString\{Type:1, IntVal:0, StrVal:("[^"]*")\}`), `$1`, "the same, for a percentage"},
+	{regexp.MustCompile(`\[\][\w.]+\(nil\)`), `"null"`, "the same, for a nil list (printed as the value null)"},
+	{regexp.MustCompile(`\[\]string\{([^}]*)\}`), `[$1]`, "the same, for a list of strings"},
+	{regexp.MustCompile(`("[^"]*"), `), `$1,`, "JSON lists have no space after the comma"},
+}
 
 func normaliseMessage(message string) string {
 	for _, r := range messageRewrites {

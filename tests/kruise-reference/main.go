@@ -43,6 +43,9 @@ type Case struct {
 	// workloads, whose defaulting webhooks stay with Kruise (we serve their validation only).
 	DecisionOnly bool
 	Note         string // what the generator chose, for the report
+	// Reference, when set, is the expected outcome from upstream code other than a Kruise webhook
+	// (the DaemonSet stamp); Chain is then empty.
+	Reference func() (Outcome, error)
 }
 
 type hook struct {
@@ -66,6 +69,8 @@ func families() []family {
 		{"cloneset", genCloneSetCase},
 		{"statefulset", genStatefulSetCase},
 		{"daemonset", genDaemonSetCase},
+		{"protection", genProtectionCase},
+		{"stamp", genStampCase},
 	}
 }
 
@@ -87,6 +92,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	workDir = work
 	defer os.RemoveAll(work)
 	side := ours{binary: *oursBinary, work: work}
 
@@ -131,6 +137,7 @@ func main() {
 		kruiseTime, oursTime = 0, 0
 	}
 	if unclassified > 0 {
+		_ = os.RemoveAll(work)
 		fmt.Printf("%d unclassified disagreements (replay: -seed %d)\n", unclassified, *seed)
 		os.Exit(1)
 	}
@@ -148,7 +155,12 @@ func runCase(c *Case, side ours) (class, detail string, err error) {
 		return "", "", err
 	}
 	began := time.Now()
-	kruise, err := kruiseChain(c, cl)
+	var kruise Outcome
+	if c.Reference != nil {
+		kruise, err = c.Reference()
+	} else {
+		kruise, err = kruiseChain(c, cl)
+	}
 	kruiseTime += time.Since(began)
 	if err != nil {
 		return "", "", fmt.Errorf("Kruise's answer: %w", err)
@@ -208,7 +220,13 @@ func quietKlog() {
 	utilruntime.ReallyCrash = false
 }
 
+// workDir is removed on every exit, fatal ones included.
+var workDir string
+
 func fatal(err error) {
+	if workDir != "" {
+		_ = os.RemoveAll(workDir)
+	}
 	fmt.Fprintln(os.Stderr, "kruise-reference:", err)
 	os.Exit(2)
 }

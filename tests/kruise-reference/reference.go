@@ -105,8 +105,20 @@ func newClient(objects []map[string]any) (client.Client, error) {
 		}
 		return uids
 	}
+	// The fake client's REST mapper knows the scheme's kinds; custom resources (Widgets under a
+	// Cascading CRD) are added, as discovery would find them in a cluster.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range scheme.AllKnownTypes() {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	for _, obj := range typed {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			mapper.Add(u.GroupVersionKind(), meta.RESTScopeNamespace)
+		}
+	}
 	c := fake.NewClientBuilder().
 		WithScheme(scheme).
+		WithRESTMapper(mapper).
 		WithObjects(typed...).
 		WithIndex(&appsv1alpha1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSet).
 		WithIndex(&appsv1beta1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSetV1Beta1).
