@@ -120,9 +120,9 @@ func sidecarContainer(r *rand.Rand, name string, volumes []string) appsv1beta1.S
 	}
 	if chance(r, 0.1) {
 		c.ResourcesPolicy = &appsv1beta1.ResourcesPolicy{
-			TargetContainersMode: pick(r, appsv1beta1.TargetContainersModeSum, appsv1beta1.TargetContainersModeMax),
+			TargetContainersMode:      pick(r, appsv1beta1.TargetContainersModeSum, appsv1beta1.TargetContainersModeMax),
 			TargetContainersNameRegex: ".*",
-			ResourcesExpr: appsv1beta1.ResourcesExpr{Limits: &appsv1beta1.ResourceExprLimits{CPU: pick(r, "50%", "max(cpu*50%, 50m)")}},
+			ResourcesExpr:             appsv1beta1.ResourcesExpr{Limits: &appsv1beta1.ResourceExprLimits{CPU: pick(r, "50%", "max(cpu*50%, 50m)")}},
 		}
 	} else if chance(r, 0.4) {
 		c.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: pick(r, resourceQuantities("32Mi", "128Mi")...)}}

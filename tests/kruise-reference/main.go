@@ -11,16 +11,16 @@ package main
 
 import (
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,8 +28,8 @@ import (
 
 // Case is one admission request and the cluster both sides see.
 type Case struct {
-	Family  string
-	Index   int
+	Family string
+	Index  int
 	// Kruise's webhooks the API server calls for this request, mutating ones first (each sees the
 	// object as the previous left it, as kube-apiserver chains them), then validating ones.
 	Chain   []hook

@@ -62,7 +62,7 @@ type fakeManager struct {
 	client client.Client
 }
 
-func (m fakeManager) GetClient() client.Client  { return m.client }
+func (m fakeManager) GetClient() client.Client   { return m.client }
 func (m fakeManager) GetScheme() *runtime.Scheme { return scheme }
 
 // nameOrderedClient lists in name order. kruise-manager's informer cache lists in map order, so with
