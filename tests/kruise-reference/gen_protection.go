@@ -55,6 +55,12 @@ var protectedKinds = []protected{
 	{"/validate-apps-kruise-io-statefulset", "apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", true, func(m metav1.ObjectMeta, n *int32) any {
 		return &appsv1beta1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSet"}, ObjectMeta: m, Spec: appsv1beta1.StatefulSetSpec{Replicas: n}}
 	}},
+	{"/validate-apps-kruise-io-statefulset", "apps.kruise.io", "v1alpha1", "StatefulSet", "statefulsets", true, func(m metav1.ObjectMeta, n *int32) any {
+		return &appsv1alpha1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps.kruise.io/v1alpha1", Kind: "StatefulSet"}, ObjectMeta: m, Spec: appsv1alpha1.StatefulSetSpec{Replicas: n}}
+	}},
+	{"/validate-apps-kruise-io-v1alpha1-uniteddeployment", "apps.kruise.io", "v1alpha1", "UnitedDeployment", "uniteddeployments", true, func(m metav1.ObjectMeta, n *int32) any {
+		return &appsv1alpha1.UnitedDeployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps.kruise.io/v1alpha1", Kind: "UnitedDeployment"}, ObjectMeta: m, Spec: appsv1alpha1.UnitedDeploymentSpec{Replicas: n}}
+	}},
 }
 
 // widgetCRD is the CRD of the custom resources a Cascading CRD case counts.

@@ -109,6 +109,7 @@ func main() {
 			continue
 		}
 		counts := map[string]int{}
+		outcomes := map[string]int{}
 		shown := 0
 		start := time.Now()
 		for i := 0; i < *cases; i++ {
@@ -119,11 +120,12 @@ func main() {
 				fatal(fmt.Errorf("%s case %d: generating: %w", fam.name, i, err))
 			}
 			c.Family, c.Index = fam.name, i
-			class, detail, err := runCase(c, side)
+			class, detail, outcome, err := runCase(c, side)
 			if err != nil {
 				fatal(fmt.Errorf("%s case %d (seed %d): %w", fam.name, i, *seed, err))
 			}
 			counts[class]++
+			outcomes[outcome]++
 			if class == unclassifiedClass {
 				unclassified++
 				if shown < *show {
@@ -134,6 +136,7 @@ func main() {
 		}
 		fmt.Printf("%-12s %5d cases in %5.1fs (Kruise %.1fs, ours %.1fs): %s\n", fam.name, *cases,
 			time.Since(start).Seconds(), kruiseTime.Seconds(), oursTime.Seconds(), summary(counts))
+		fmt.Printf("%-12s Kruise's answers: %s\n", "", summary(outcomes))
 		kruiseTime, oursTime = 0, 0
 	}
 	if unclassified > 0 {
@@ -144,15 +147,16 @@ func main() {
 	fmt.Println("no unclassified disagreements")
 }
 
-// runCase runs both sides and names the result: "agree", a deviation class, or unclassified.
-func runCase(c *Case, side ours) (class, detail string, err error) {
+// runCase runs both sides and names the result: "agree", a deviation class, or unclassified; and
+// what Kruise answered (denied, allowed unchanged, allowed changed), to show what the cases reach.
+func runCase(c *Case, side ours) (class, detail, outcome string, err error) {
 	now := time.Now()
 	if err := setGates(c.Gates); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	cl, err := newClient(c.Cluster)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	began := time.Now()
 	var kruise Outcome
@@ -163,27 +167,34 @@ func runCase(c *Case, side ours) (class, detail string, err error) {
 	}
 	kruiseTime += time.Since(began)
 	if err != nil {
-		return "", "", fmt.Errorf("Kruise's answer: %w", err)
+		return "", "", "", fmt.Errorf("Kruise's answer: %w", err)
 	}
 	began = time.Now()
 	mine, err := side.decide(c, now)
 	oursTime += time.Since(began)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
+	}
+	outcome = "denied"
+	if kruise.Allowed {
+		outcome = "allowed unchanged"
+		if !jsonEqual(kruise.Object, objectOf(c.Request)) {
+			outcome = "allowed changed"
+		}
 	}
 	if c.DecisionOnly {
 		kruise.Object, mine.Object = nil, nil
 	}
 	diff := difference(kruise, mine)
 	if diff == "" {
-		return "agree", "", nil
+		return "agree", "", outcome, nil
 	}
 	for _, d := range deviations {
 		if d.matches(c, kruise, mine) {
-			return d.name, diff, nil
+			return d.name, diff, outcome, nil
 		}
 	}
-	return unclassifiedClass, diff, nil
+	return unclassifiedClass, diff, outcome, nil
 }
 
 const unclassifiedClass = "UNCLASSIFIED"

@@ -43,6 +43,8 @@ build_reference() {
     echo "$out"
 }
 
+unformatted=$(gofmt -l "$HERE")
+[ -z "$unformatted" ] || die "not gofmt-formatted: $unformatted"
 reference=$(build_reference)
 if [ "${1:-}" = --build ]; then
     echo "$reference"
