@@ -1,12 +1,14 @@
 package main
 
-// What is compared, and the one list of normalisations applied before comparing. Everything else
-// must be equal, or be one of the deviation classes in classes.go.
+// What is compared, and the normalisations of stored objects applied before comparing: a generated
+// Pod name (generatedName) and the list in `normalisations`. Everything else must be equal, or be one
+// of the deviation classes in classes.go (which also holds the message rewrites).
 
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -117,7 +119,21 @@ func dig(v any, keys ...string) any {
 	return v
 }
 
-func normalised(object []byte) (map[string]any, error) {
+// generatedName: a Pod name made from generateName plus five random characters (Kruise makes one
+// for launch priority; ours comes from the seeded random source, Kruise's from math/rand). Every
+// occurrence in the stored object (its name, the barrier ConfigMap's name) is normalised.
+var generatedName = regexp.MustCompile(`^[a-z0-9.-]*-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+
+func normalised(object []byte, generateName string) (map[string]any, error) {
+	if generateName != "" {
+		var meta struct {
+			Metadata struct{ Name string }
+		}
+		if json.Unmarshal(object, &meta) == nil && strings.HasPrefix(meta.Metadata.Name, generateName) &&
+			len(meta.Metadata.Name) == len(generateName)+5 && generatedName.MatchString(meta.Metadata.Name) {
+			object = []byte(strings.ReplaceAll(string(object), meta.Metadata.Name, generateName+"XXXXX"))
+		}
+	}
 	var obj map[string]any
 	if err := json.Unmarshal(object, &obj); err != nil {
 		return nil, err
@@ -128,8 +144,9 @@ func normalised(object []byte) (map[string]any, error) {
 	return obj, nil
 }
 
-// Difference says how two outcomes differ, or "" when they agree.
-func difference(kruise, ours Outcome) string {
+// Difference says how two outcomes differ, or "" when they agree. generateName is the request's,
+// for a name either side generated.
+func difference(kruise, ours Outcome, generateName string) string {
 	if kruise.Allowed != ours.Allowed {
 		return fmt.Sprintf("decision: Kruise allowed=%t (%d %q), ours allowed=%t (%d %q)",
 			kruise.Allowed, kruise.Code, kruise.Message, ours.Allowed, ours.Code, ours.Message)
@@ -146,8 +163,8 @@ func difference(kruise, ours Outcome) string {
 	if len(kruise.Object) == 0 && len(ours.Object) == 0 {
 		return ""
 	}
-	k, err1 := normalised(kruise.Object)
-	o, err2 := normalised(ours.Object)
+	k, err1 := normalised(kruise.Object, generateName)
+	o, err2 := normalised(ours.Object, generateName)
 	if err1 != nil || err2 != nil {
 		return fmt.Sprintf("stored object does not decode: Kruise %v, ours %v", err1, err2)
 	}

@@ -35,13 +35,13 @@ var owners = [][2]string{
 }
 
 func genPodCase(r *rand.Rand, _ int) (*Case, error) {
-	cluster := namespaceObjects()
-	cluster, revisions, err := pinnedSidecarSets(r, cluster)
+	cluster, gates := sidecarSetCluster(r)
+	cluster, revisions, err := pinnedSidecarSets(r, gates, cluster)
 	if err != nil {
 		return nil, err
 	}
 	cluster = append(cluster, revisions...)
-	more, _, err := storedSidecarSets(r, cluster, 3)
+	more, _, err := storedSidecarSets(r, gates, cluster, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -73,13 +73,14 @@ func genPodCase(r *rand.Rand, _ int) (*Case, error) {
 		pod.GenerateName = "solo-"
 	}
 	name = pod.Name
+	launchPriority(r, pod)
 	if chance(r, 0.6) {
 		defaultPod(pod)
 	}
 	if chance(r, 0.1) {
 		pod.Namespace = "" // some requests leave it to request.namespace
 	}
-	c := &Case{Chain: podChain, Cluster: cluster,
+	c := &Case{Chain: podChain, Cluster: cluster, Gates: gates,
 		Request: request(r, admissionv1.Create, "", "v1", "Pod", "pods", ns, name, pod, nil),
 		Note:    fmt.Sprintf("pod in %s owned by %s, %d cluster objects", ns, owner[1], len(cluster))}
 	return c, nil
@@ -88,7 +89,7 @@ func genPodCase(r *rand.Rand, _ int) (*Case, error) {
 // pinnedSidecarSets: sometimes a SidecarSet whose injection is pinned to an older revision, recorded
 // the way Kruise's SidecarSet controller records it (HistoryControl.NewRevision), with the
 // ControllerRevision in Kruise's namespace.
-func pinnedSidecarSets(r *rand.Rand, cluster []map[string]any) ([]map[string]any, []map[string]any, error) {
+func pinnedSidecarSets(r *rand.Rand, gates map[string]bool, cluster []map[string]any) ([]map[string]any, []map[string]any, error) {
 	if !chance(r, 0.3) {
 		return cluster, nil, nil
 	}
@@ -101,7 +102,7 @@ func pinnedSidecarSets(r *rand.Rand, cluster []map[string]any) ([]map[string]any
 	for i := range older.Spec.Containers {
 		older.Spec.Containers[i].Image = "fluent-bit:1.9"
 	}
-	storedOld, err := storeSidecarSet(r, cluster, toMap(older))
+	storedOld, err := storeSidecarSet(r, gates, cluster, toMap(older))
 	if err != nil || storedOld == nil {
 		return cluster, nil, err
 	}
@@ -131,9 +132,28 @@ func pinnedSidecarSets(r *rand.Rand, cluster []map[string]any) ([]map[string]any
 		pin.RevisionName = ptr.To(cr.Name)
 	}
 	current.Spec.InjectionStrategy.Revision = pin
-	stored, err := storeSidecarSet(r, withRevision, toMap(current))
+	stored, err := storeSidecarSet(r, gates, withRevision, toMap(current))
 	if err != nil || stored == nil {
 		return cluster, nil, err
 	}
 	return append(cluster, stored), []map[string]any{revision}, nil
+}
+
+// launchPriority: sometimes the container launch order Kruise's /mutate-pod turns into barrier env:
+// the Ordered annotation, or KRUISE_CONTAINER_PRIORITY env values (some equal, some not numbers).
+func launchPriority(r *rand.Rand, pod *corev1.Pod) {
+	switch {
+	case chance(r, 0.1):
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations["apps.kruise.io/container-launch-priority"] = pick(r, "Ordered", "ordered")
+	case chance(r, 0.1):
+		for i := range pod.Spec.Containers {
+			if chance(r, 0.7) {
+				pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env,
+					corev1.EnvVar{Name: "KRUISE_CONTAINER_PRIORITY", Value: pick(r, "100", "0", "-5", "100", "high")})
+			}
+		}
+	}
 }

@@ -28,6 +28,9 @@ func genSidecarSet(r *rand.Rand, name string) *appsv1beta1.SidecarSet {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps.kruise.io/v1beta1", Kind: "SidecarSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 	}
+	if chance(r, 0.3) {
+		s.Labels = map[string]string{"team": "infra"}
+	}
 	if !chance(r, 0.05) { // a SidecarSet without a selector is refused
 		selector := &metav1.LabelSelector{}
 		if chance(r, 0.7) {
@@ -70,6 +73,9 @@ func genSidecarSet(r *rand.Rand, name string) *appsv1beta1.SidecarSet {
 			init.RestartPolicy = &always
 		}
 		s.Spec.InitContainers = []appsv1beta1.SidecarContainer{init}
+		if chance(r, 0.8) { // Kruise cannot update init containers in place
+			s.Spec.UpdateStrategy.Type = appsv1beta1.NotUpdateSidecarSetStrategyType
+		}
 	}
 	if chance(r, 0.2) {
 		s.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry-secret"}}
@@ -83,7 +89,7 @@ func genSidecarSet(r *rand.Rand, name string) *appsv1beta1.SidecarSet {
 	if chance(r, 0.1) {
 		s.Spec.InjectionStrategy.Paused = true
 	}
-	if chance(r, 0.3) {
+	if chance(r, 0.3) && s.Spec.UpdateStrategy.Type == "" {
 		s.Spec.UpdateStrategy.Type = pick(r, appsv1beta1.NotUpdateSidecarSetStrategyType, appsv1beta1.RollingUpdateSidecarSetStrategyType)
 		if chance(r, 0.5) {
 			s.Spec.UpdateStrategy.Partition = intOrPercent(r, []int{0, 1, 5}, []string{"0%", "50%"})
@@ -137,6 +143,13 @@ func sidecarSetObject(r *rand.Rand, s *appsv1beta1.SidecarSet) map[string]any {
 		old := &appsv1alpha1.SidecarSet{}
 		if err := old.ConvertFrom(s.DeepCopy()); err == nil {
 			old.TypeMeta = metav1.TypeMeta{APIVersion: "apps.kruise.io/v1alpha1", Kind: "SidecarSet"}
+			// v1alpha1's own way to scope to one namespace, which v1beta1 no longer has.
+			if sel := old.Spec.NamespaceSelector; sel != nil && sel.MatchLabels["kubernetes.io/metadata.name"] != "" && chance(r, 0.7) {
+				old.Spec.Namespace = sel.MatchLabels["kubernetes.io/metadata.name"]
+				if chance(r, 0.8) {
+					old.Spec.NamespaceSelector = nil
+				}
+			}
 			return toMap(old)
 		}
 	}
@@ -145,11 +158,11 @@ func sidecarSetObject(r *rand.Rand, s *appsv1beta1.SidecarSet) map[string]any {
 
 // storeSidecarSet creates obj through Kruise's chain beside the stored cluster objects and returns
 // it as Kruise stores it (defaulted, hash annotations, v1beta1), or nil when Kruise refuses it.
-func storeSidecarSet(r *rand.Rand, cluster []map[string]any, obj map[string]any) (map[string]any, error) {
+func storeSidecarSet(r *rand.Rand, gates map[string]bool, cluster []map[string]any, obj map[string]any) (map[string]any, error) {
 	name, _ := dig(obj, "metadata", "name").(string)
 	c := &Case{Chain: sidecarSetChain, Cluster: cluster,
 		Request: request(r, admissionv1.Create, "apps.kruise.io", apiVersionOf(obj), "SidecarSet", "sidecarsets", "", name, obj, nil)}
-	if err := setGates(nil); err != nil {
+	if err := setGates(gates); err != nil {
 		return nil, err
 	}
 	cl, err := newClient(cluster)
@@ -191,13 +204,13 @@ func apiVersionOf(obj map[string]any) string {
 }
 
 // storedSidecarSets: up to max SidecarSets, each created (in turn) beside the earlier ones.
-func storedSidecarSets(r *rand.Rand, cluster []map[string]any, max int) ([]map[string]any, []*appsv1beta1.SidecarSet, error) {
+func storedSidecarSets(r *rand.Rand, gates map[string]bool, cluster []map[string]any, max int) ([]map[string]any, []*appsv1beta1.SidecarSet, error) {
 	n := r.Intn(max + 1)
 	var authored []*appsv1beta1.SidecarSet
 	for i := 0; i < n; i++ {
 		name := pick(r, sidecarNames...) + fmt.Sprintf("-%d", i)
 		s := genSidecarSet(r, name)
-		stored, err := storeSidecarSet(r, cluster, sidecarSetObject(r, s))
+		stored, err := storeSidecarSet(r, gates, cluster, sidecarSetObject(r, s))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -209,12 +222,33 @@ func storedSidecarSets(r *rand.Rand, cluster []map[string]any, max int) ([]map[s
 	return cluster, authored, nil
 }
 
+// sidecarSetCluster: Namespaces, and what lets patchPodMetadata through Kruise's validation: the
+// kruise-configuration whitelist, or the SidecarSetPatchPodMetadataDefaultsAllowed gate.
+func sidecarSetCluster(r *rand.Rand) ([]map[string]any, map[string]bool) {
+	cluster := namespaceObjects()
+	gates := map[string]bool{}
+	switch r.Intn(3) {
+	case 0:
+		gates["SidecarSetPatchPodMetadataDefaultsAllowed"] = true
+	case 1:
+		cluster = append(cluster, toMap(&corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "kruise-configuration", Namespace: "kruise-system"},
+			Data: map[string]string{"SidecarSet_PatchPodMetadata_WhiteList": pick(r,
+				`{"rules":[{"allowedAnnotationKeyExprs":["sidecar\\.example/.*","oom-score"]}]}`,
+				`{"rules":[{"selector":{"matchLabels":{"team":"infra"}},"allowedAnnotationKeyExprs":[".*"]}]}`)},
+		}))
+	}
+	return cluster, gates
+}
+
 func genSidecarSetCase(r *rand.Rand, _ int) (*Case, error) {
-	cluster, authored, err := storedSidecarSets(r, namespaceObjects(), 2)
+	base, gates := sidecarSetCluster(r)
+	cluster, authored, err := storedSidecarSets(r, gates, base, 2)
 	if err != nil {
 		return nil, err
 	}
-	c := &Case{Chain: sidecarSetChain, Cluster: cluster}
+	c := &Case{Chain: sidecarSetChain, Cluster: cluster, Gates: gates}
 	if len(authored) > 0 && chance(r, 0.4) {
 		// An UPDATE of a stored SidecarSet: the author's edit on top of what is stored.
 		i := r.Intn(len(authored))

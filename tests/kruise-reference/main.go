@@ -10,6 +10,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -80,6 +81,7 @@ func main() {
 	cases := flag.Int("cases", 1000, "cases per family")
 	only := flag.String("family", "", "comma-separated families to run (default: all)")
 	show := flag.Int("show", 5, "unclassified disagreements to print per family")
+	reasons := flag.Bool("reasons", false, "print how often each of Kruise's refusals occurred, per family")
 	panics := flag.Bool("panics", false, "let a panic in Kruise's handler stop the run with its stack")
 	flag.Parse()
 	recoverPanics = !*panics
@@ -110,6 +112,7 @@ func main() {
 		}
 		counts := map[string]int{}
 		outcomes := map[string]int{}
+		refusals := map[string]int{}
 		shown := 0
 		start := time.Now()
 		for i := 0; i < *cases; i++ {
@@ -120,12 +123,15 @@ func main() {
 				fatal(fmt.Errorf("%s case %d: generating: %w", fam.name, i, err))
 			}
 			c.Family, c.Index = fam.name, i
-			class, detail, outcome, err := runCase(c, side)
+			class, detail, outcome, refusal, err := runCase(c, side)
 			if err != nil {
 				fatal(fmt.Errorf("%s case %d (seed %d): %w", fam.name, i, *seed, err))
 			}
 			counts[class]++
 			outcomes[outcome]++
+			if refusal != "" {
+				refusals[refusal]++
+			}
 			if class == unclassifiedClass {
 				unclassified++
 				if shown < *show {
@@ -137,6 +143,11 @@ func main() {
 		fmt.Printf("%-12s %5d cases in %5.1fs (Kruise %.1fs, ours %.1fs): %s\n", fam.name, *cases,
 			time.Since(start).Seconds(), kruiseTime.Seconds(), oursTime.Seconds(), summary(counts))
 		fmt.Printf("%-12s Kruise's answers: %s\n", "", summary(outcomes))
+		if *reasons {
+			for _, line := range strings.Split(summary(refusals), ", ") {
+				fmt.Printf("%-12s   refused: %s\n", "", line)
+			}
+		}
 		kruiseTime, oursTime = 0, 0
 	}
 	if unclassified > 0 {
@@ -149,14 +160,14 @@ func main() {
 
 // runCase runs both sides and names the result: "agree", a deviation class, or unclassified; and
 // what Kruise answered (denied, allowed unchanged, allowed changed), to show what the cases reach.
-func runCase(c *Case, side ours) (class, detail, outcome string, err error) {
+func runCase(c *Case, side ours) (class, detail, outcome, refusal string, err error) {
 	now := time.Now()
 	if err := setGates(c.Gates); err != nil {
-		return "", "", "", err
+		return "", "", "", "", err
 	}
 	cl, err := newClient(c.Cluster)
 	if err != nil {
-		return "", "", "", err
+		return "", "", "", "", err
 	}
 	began := time.Now()
 	var kruise Outcome
@@ -167,15 +178,21 @@ func runCase(c *Case, side ours) (class, detail, outcome string, err error) {
 	}
 	kruiseTime += time.Since(began)
 	if err != nil {
-		return "", "", "", fmt.Errorf("Kruise's answer: %w", err)
+		return "", "", "", "", fmt.Errorf("Kruise's answer: %w", err)
 	}
 	began = time.Now()
 	mine, err := side.decide(c, now)
 	oursTime += time.Since(began)
 	if err != nil {
-		return "", "", "", err
+		return "", "", "", "", err
 	}
 	outcome = "denied"
+	if !kruise.Allowed {
+		refusal = kruise.Message
+		if len(refusal) > 90 {
+			refusal = refusal[:90]
+		}
+	}
 	if kruise.Allowed {
 		outcome = "allowed unchanged"
 		if !jsonEqual(kruise.Object, objectOf(c.Request)) {
@@ -185,16 +202,16 @@ func runCase(c *Case, side ours) (class, detail, outcome string, err error) {
 	if c.DecisionOnly {
 		kruise.Object, mine.Object = nil, nil
 	}
-	diff := difference(kruise, mine)
+	diff := difference(kruise, mine, generateNameOf(c.Request))
 	if diff == "" {
-		return "agree", "", outcome, nil
+		return "agree", "", outcome, refusal, nil
 	}
 	for _, d := range deviations {
 		if d.matches(c, kruise, mine) {
-			return d.name, diff, outcome, nil
+			return d.name, diff, outcome, refusal, nil
 		}
 	}
-	return unclassifiedClass, diff, outcome, nil
+	return unclassifiedClass, diff, outcome, refusal, nil
 }
 
 const unclassifiedClass = "UNCLASSIFIED"
@@ -240,4 +257,15 @@ func fatal(err error) {
 	}
 	fmt.Fprintln(os.Stderr, "kruise-reference:", err)
 	os.Exit(2)
+}
+
+// generateNameOf is the request object's generateName when it has no name yet.
+func generateNameOf(req admissionv1.AdmissionRequest) string {
+	var meta struct {
+		Metadata struct{ Name, GenerateName string }
+	}
+	if json.Unmarshal(req.Object.Raw, &meta) != nil || meta.Metadata.Name != "" {
+		return ""
+	}
+	return meta.Metadata.GenerateName
 }
