@@ -13,14 +13,14 @@ import (
 
 type deviation struct {
 	name    string
-	doc     string // the line of docs/differences.md that documents it
+	doc     string // text of its line in docs/differences.md (run.sh checks the page has it)
 	matches func(c *Case, kruise, ours Outcome) bool
 }
 
 var deviations = []deviation{
 	{
 		name: "duplicate-sidecar-container",
-		doc:  "SidecarSet injection: Duplicate container names",
+		doc:  "**Duplicate container names.**",
 		matches: func(c *Case, kruise, ours Outcome) bool {
 			return c.Family == "pod" && kruise.Allowed && !ours.Allowed && hasDuplicateContainers(kruise.Object) &&
 				(strings.Contains(ours.Message, "both inject a container named") || strings.Contains(ours.Message, "injects two containers named"))
@@ -28,7 +28,7 @@ var deviations = []deviation{
 	},
 	{
 		name: "crd-cascading-without-gate",
-		doc:  "Delete protection: CRD `Cascading` works",
+		doc:  "**CRD `Cascading` works.**",
 		matches: func(c *Case, kruise, ours Outcome) bool {
 			return c.Family == "protection" && !c.Gates["DeletionProtectionForCRDCascadingGate"] &&
 				kruise.Message == "feature-gate DeletionProtectionForCRDCascadingGate is not enabled"
@@ -36,7 +36,7 @@ var deviations = []deviation{
 	},
 	{
 		name: "v1alpha1-namespace-mapped-at-admission",
-		doc:  "SidecarSet admission: No conversion webhook",
+		doc:  "No conversion webhook (`conversion: None`)",
 		matches: func(c *Case, kruise, ours Outcome) bool {
 			if c.Family != "sidecarset" || !kruise.Allowed || !ours.Allowed {
 				return false
@@ -58,7 +58,7 @@ var deviations = []deviation{
 	},
 	{
 		name: "invalid-selector-reported-once",
-		doc:  "SidecarSet admission: an invalid selector is reported once",
+		doc:  "An invalid `selector` is reported once",
 		matches: func(c *Case, kruise, ours Outcome) bool {
 			return !kruise.Allowed && !ours.Allowed && kruise.Code == ours.Code &&
 				normaliseMessage(dropItem(kruise.Message, "spec.selector.selector: Invalid value: v1.LabelSelector{")) == normaliseMessage(ours.Message)

@@ -43,6 +43,10 @@ build_reference() {
     echo "$out"
 }
 
+# Every deviation class names its line in docs/differences.md.
+while IFS= read -r doc; do
+    grep -qF -- "$doc" "$ROOT/docs/differences.md" || die "classes.go cites \"$doc\", which docs/differences.md does not have"
+done < <(sed -n 's/^[[:space:]]*doc: *"\(.*\)",$/\1/p' "$HERE/classes.go")
 unformatted=$(gofmt -l "$HERE")
 [ -z "$unformatted" ] || die "not gofmt-formatted: $unformatted"
 reference=$(build_reference)
