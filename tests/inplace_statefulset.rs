@@ -339,7 +339,7 @@ fn create_and_update_validation() {
             Expect::Denied(
                 422,
                 &[
-                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 2: maxUnavailable can only work with Parallel PodManagementPolicyType",
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 2: can only work with Parallel PodManagementPolicyType",
                 ],
             ),
         ),
@@ -352,7 +352,7 @@ fn create_and_update_validation() {
             Expect::Denied(
                 422,
                 &[
-                    r#"spec.scaleStrategy.maxUnavailable: Invalid value: "10%": maxUnavailable can only work with Parallel PodManagementPolicyType"#,
+                    r#"spec.scaleStrategy.maxUnavailable: Invalid value: "10%": can only work with Parallel PodManagementPolicyType"#,
                 ],
             ),
         ),

@@ -41,7 +41,7 @@ const IMMUTABLE_MESSAGE: &str = "updates to statefulset spec for fields other th
 const DEFAULTED: &[(&str, &str)] = &[("podManagementPolicy", "OrderedReady")];
 /// Kruise's `MaxMinReadySeconds`.
 const MAX_MIN_READY_SECONDS: i64 = 300;
-const PARALLEL_ONLY: &str = "maxUnavailable can only work with Parallel PodManagementPolicyType";
+const PARALLEL_ONLY: &str = "can only work with Parallel PodManagementPolicyType";
 const RU: &str = "spec.updateStrategy.rollingUpdate";
 
 fn decode_statefulset(value: &Json) -> Result<StatefulSet, AdmissionError> {
@@ -92,6 +92,7 @@ fn into_result(errors: &[FieldError]) -> Result<Vec<String>, AdmissionError> {
 fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
     let spec = &sts.spec;
     let parallel = spec.pod_management_policy == "Parallel";
+    // In Kruise's order (validateStatefulSetSpec), which is the order of the aggregated message.
     if !matches!(spec.pod_management_policy.as_str(), "OrderedReady" | "Parallel") {
         errors.push(field_errors::invalid_shown(
             "spec.podManagementPolicy",
@@ -99,19 +100,6 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
             "must be 'OrderedReady' or 'Parallel'",
         ));
     }
-    update_strategy(sts, parallel, errors);
-    if let Some(max) = spec.scale_strategy.as_ref().and_then(|s| s.max_unavailable.as_ref()) {
-        positive_int_or_percent("spec.scaleStrategy.maxUnavailable", max, false, errors);
-        if !parallel && *max != IntOrString::Int(1) {
-            errors.push(field_errors::invalid_shown(
-                "spec.scaleStrategy.maxUnavailable",
-                int_or_string_value(max),
-                PARALLEL_ONLY,
-            ));
-        }
-    }
-    nonnegative("spec.replicas", spec.replicas.unwrap_or(1), errors);
-    check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "statefulset", errors);
     for (i, ordinal) in spec.reserve_ordinals.iter().enumerate() {
         let ok = match ordinal {
             IntOrString::Int(n) => *n >= 0,
@@ -125,6 +113,10 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+    if let Some(max) = spec.scale_strategy.as_ref().and_then(|s| s.max_unavailable.as_ref()) {
+        max_unavailable("spec.scaleStrategy.maxUnavailable", Some(max), parallel, errors);
+    }
+    update_strategy(sts, parallel, errors);
     if let Some(policy) = &spec.persistent_volume_claim_retention_policy {
         for (field, value) in [("whenDeleted", &policy.when_deleted), ("whenScaled", &policy.when_scaled)] {
             if !value.is_empty() && !matches!(value.as_str(), "Retain" | "Delete") {
@@ -133,6 +125,8 @@ fn validate_spec(sts: &StatefulSet, errors: &mut Vec<FieldError>) {
             }
         }
     }
+    nonnegative("spec.replicas", spec.replicas.unwrap_or(1), errors);
+    check_selector(spec.selector.as_ref(), &spec.template.metadata.labels, "statefulset", errors);
     check_template(&spec.template, "StatefulSet", errors);
 }
 
@@ -186,7 +180,7 @@ fn rolling_update(
             "must be no more than 300 seconds",
         ));
     }
-    max_unavailable(ru.max_unavailable.as_ref(), parallel, errors);
+    max_unavailable(&format!("{RU}.maxUnavailable"), ru.max_unavailable.as_ref(), parallel, errors);
     pod_update_policy(sts, &ru.pod_update_policy, errors);
     if ru.unordered_update.as_ref().is_some_and(|u| !u.is_null()) && !parallel {
         errors.push(field_errors::required(
@@ -196,29 +190,28 @@ fn rolling_update(
     }
 }
 
-/// `rollingUpdate.maxUnavailable`: required, at least one pod, and above one only with `Parallel`.
-fn max_unavailable(max: Option<&IntOrString>, parallel: bool, errors: &mut Vec<FieldError>) {
-    let path = format!("{RU}.maxUnavailable");
+/// `rollingUpdate.maxUnavailable` (required) and `scaleStrategy.maxUnavailable`: at least one pod,
+/// and above one only with `Parallel` (Kruise's validateMaxUnavailableField, for both).
+fn max_unavailable(path: &str, max: Option<&IntOrString>, parallel: bool, errors: &mut Vec<FieldError>) {
     let Some(max) = max else {
-        errors.push(field_errors::required(&path, ""));
+        errors.push(field_errors::required(path, ""));
         return;
     };
-    positive_int_or_percent(&path, max, false, errors);
+    positive_int_or_percent(path, max, false, errors);
+    // Kruise shows the scaled number here (0 when it cannot be computed), not the field's text.
     match max.scaled(1, true) {
         Err(e) => errors.push(field_errors::invalid_shown(
-            &path,
-            int_or_string_value(max),
-            format!("failed getValueFromIntOrPercent for maxUnavailable: {e}"),
+            path,
+            "0".to_string(),
+            format!("getValueFromIntOrPercent error: {e}"),
         )),
-        Ok(v) if v < 1 => errors.push(field_errors::invalid_shown(
-            &path,
-            int_or_string_value(max),
-            "getValueFromIntOrPercent for maxUnavailable should not be less than 1",
-        )),
+        Ok(v) if v < 1 => {
+            errors.push(field_errors::invalid_shown(path, v.to_string(), "should not be less than 1"))
+        }
         Ok(_) => {}
     }
     if !parallel && *max != IntOrString::Int(1) {
-        errors.push(field_errors::invalid_shown(&path, int_or_string_value(max), PARALLEL_ONLY));
+        errors.push(field_errors::invalid_shown(path, int_or_string_value(max), PARALLEL_ONLY));
     }
 }
 
