@@ -67,16 +67,16 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         .rolling_update
         .as_ref()
         .is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
-    if in_place_only {
-        if let Some(offence) = first_offending_change_defaulted(
+    if in_place_only
+        && let Some(offence) = first_offending_change_defaulted(
             &template_spec(old_value).to_value(),
             &sts.spec.template.spec,
             inputs.settings.inplace_vertical_scaling,
-        ) {
-            return Err(AdmissionError::Invalid(format!(
-                "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
-            )));
-        }
+        )
+    {
+        return Err(AdmissionError::Invalid(format!(
+            "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
+        )));
     }
     Ok(Vec::new())
 }
