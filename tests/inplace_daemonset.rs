@@ -146,6 +146,22 @@ fn create_validation_answers_500() {
             Expect::Denied(500, &["cannot be 0 when maxSurge is 0"]),
         ),
         (
+            "a negative percent counts as 0 (Go reads \"-5%\" as no number), so surge alone is fine",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": "-5%", "maxSurge": 1})),
+            Expect::Allowed,
+        ),
+        (
+            "an integer string counts as that number and is not a valid percent",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": "5", "maxSurge": 1})),
+            Expect::Denied(
+                500,
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "5": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"#,
+                    "may not be set when maxUnavailable is non-zero",
+                ],
+            ),
+        ),
+        (
             "negative partition",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!(-1)),
             Expect::Denied(
