@@ -187,6 +187,67 @@ fn in_place_only_updates_v1alpha1() {
     }
 }
 
+/// Kruise's mutating webhook stored the old template with its defaults and defaults the new one
+/// before the validator runs, so spelling a default out changes nothing (the validator defaults
+/// both sides, as for Advanced StatefulSet).
+#[test]
+fn in_place_only_spelled_out_defaults_are_no_change() {
+    let base = with(&cloneset("v1alpha1"), |o| {
+        set(o, "/spec/template/spec", json!({"containers": [{"name": "c", "image": "nginx:1.25"}]}))
+    });
+    let cases: &[(&str, Edit, Expect)] = &[
+        (
+            "terminationMessagePath",
+            |o| {
+                set(
+                    o,
+                    "/spec/template/spec/containers/0/terminationMessagePath",
+                    json!("/dev/termination-log"),
+                )
+            },
+            Expect::Allowed,
+        ),
+        (
+            "imagePullPolicy Always",
+            |o| set(o, "/spec/template/spec/containers/0/imagePullPolicy", json!("Always")),
+            Expect::Allowed,
+        ),
+        (
+            "restartPolicy Always",
+            |o| set(o, "/spec/template/spec/restartPolicy", json!("Always")),
+            Expect::Allowed,
+        ),
+        (
+            "all three, with an image change",
+            |o| {
+                set(o, "/spec/template/spec/containers/0/image", json!("nginx:1.26"));
+                set(
+                    o,
+                    "/spec/template/spec/containers/0/terminationMessagePath",
+                    json!("/dev/termination-log"),
+                );
+                set(o, "/spec/template/spec/containers/0/imagePullPolicy", json!("Always"));
+                set(o, "/spec/template/spec/restartPolicy", json!("Always"));
+            },
+            Expect::Allowed,
+        ),
+        (
+            "a value other than the default is a change",
+            |o| set(o, "/spec/template/spec/containers/0/imagePullPolicy", json!("IfNotPresent")),
+            Expect::Denied(
+                422,
+                &[
+                    "spec: Forbidden: only allowed to update images in spec for InPlaceOnly, but found replace /containers/0/imagePullPolicy",
+                ],
+            ),
+        ),
+    ];
+    for (name, edit, expect) in cases {
+        let new = with(&base, edit);
+        check(name, &update("v1alpha1", &base, &new, &World::default()), expect);
+    }
+}
+
 #[test]
 fn the_new_strategy_decides_whether_the_check_runs() {
     let recreate = with(&cloneset("v1alpha1"), |o| set(o, "/spec/updateStrategy/type", json!("ReCreate")));

@@ -18,7 +18,7 @@ fn ds(version: &str) -> Value {
             "selector": {"matchLabels": {"app": "agent"}},
             "template": {"metadata": {"labels": {"app": "agent"}},
                          "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"type": "Standard", "maxUnavailable": 1}}
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"rollingUpdateType": "Standard", "maxUnavailable": 1}}
         }
     })
 }
@@ -40,12 +40,12 @@ fn create_validation_answers_500() {
             Expect::Allowed,
         ),
         (
-            "InPlaceIfPossible forbids surge",
+            "InPlaceIfPossible forbids surge (Kruise's key is rollingUpdateType)",
             |o| {
                 set(
                     o,
                     "/spec/updateStrategy/rollingUpdate",
-                    json!({"type": "InPlaceIfPossible", "maxUnavailable": 0, "maxSurge": 1}),
+                    json!({"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 0, "maxSurge": 1}),
                 )
             },
             Expect::Denied(
@@ -57,7 +57,7 @@ fn create_validation_answers_500() {
         ),
         (
             "InPlaceIfPossible with maxUnavailable",
-            |o| set(o, "/spec/updateStrategy/rollingUpdate/type", json!("InPlaceIfPossible")),
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/rollingUpdateType", json!("InPlaceIfPossible")),
             Expect::Allowed,
         ),
         (
@@ -86,24 +86,54 @@ fn create_validation_answers_500() {
             Expect::Allowed,
         ),
         (
-            "Surging type with unavailability (v1alpha1)",
-            |o| set(o, "/spec/updateStrategy/rollingUpdate/type", json!("Surging")),
+            "maxSurge 1 alone: maxUnavailable is defaulted only when both are unset",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxSurge": 1})),
+            Expect::Allowed,
+        ),
+        (
+            "maxSurge 0 alone: nothing is defaulted",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxSurge": 0})),
             Expect::Denied(
                 500,
                 &[
-                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: must be 0 for Surging type",
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0",
+                ],
+            ),
+        ),
+        (
+            "maxUnavailable 0 alone: nothing is defaulted",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": 0})),
+            Expect::Denied(500, &["cannot be 0 when maxSurge is 0"]),
+        ),
+        (
+            "Surging alone becomes Standard with maxSurge 1, maxUnavailable 0 (v1alpha1)",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"rollingUpdateType": "Surging"})),
+            Expect::Allowed,
+        ),
+        (
+            "Surging keeps a set maxUnavailable, and surge is defaulted beside it (v1alpha1)",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/rollingUpdateType", json!("Surging")),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero",
                 ],
             ),
         ),
         (
             "unknown rolling type",
-            |o| set(o, "/spec/updateStrategy/rollingUpdate/type", json!("InPlaceOnly")),
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/rollingUpdateType", json!("Bogus")),
             Expect::Denied(
                 500,
                 &[
-                    r#"spec.updateStrategy.rollingUpdate.type: Unsupported value: "InPlaceOnly": supported values: "Standard", "Surging", "InPlaceIfPossible""#,
+                    r#"spec.updateStrategy.rollingUpdate.rollingUpdate.type: Unsupported value: "Bogus": supported values: "Standard", "Surging", "InPlaceIfPossible""#,
                 ],
             ),
+        ),
+        (
+            "a `type` key is not Kruise's field and is not read",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/type", json!("Bogus")),
+            Expect::Allowed,
         ),
         (
             "maxUnavailable over 100%",
@@ -116,12 +146,43 @@ fn create_validation_answers_500() {
             Expect::Denied(500, &["cannot be 0 when maxSurge is 0"]),
         ),
         (
+            "a negative percent counts as 0 (Go reads \"-5%\" as no number), so surge alone is fine",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": "-5%", "maxSurge": 1})),
+            Expect::Allowed,
+        ),
+        (
+            "an integer string counts as that number and is not a valid percent",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate", json!({"maxUnavailable": "5", "maxSurge": 1})),
+            Expect::Denied(
+                500,
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "5": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"#,
+                    "may not be set when maxUnavailable is non-zero",
+                ],
+            ),
+        ),
+        (
             "negative partition",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!(-1)),
             Expect::Denied(
                 500,
                 &[
-                    "spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0",
+                    "spec.updateStrategy.rollingUpdate.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0",
+                ],
+            ),
+        ),
+        (
+            "percentage partition",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!("30%")),
+            Expect::Allowed,
+        ),
+        (
+            "partition over 100%",
+            |o| set(o, "/spec/updateStrategy/rollingUpdate/partition", json!("150%")),
+            Expect::Denied(
+                500,
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.rollingUpdate.partition: Invalid value: "150%": must not be greater than 100%"#,
                 ],
             ),
         ),
@@ -286,7 +347,7 @@ fn v1beta1_differences() {
         set(
             o,
             "/spec/updateStrategy/rollingUpdate",
-            json!({"type": "Surging", "maxUnavailable": 0, "maxSurge": 1}),
+            json!({"rollingUpdateType": "Surging", "maxUnavailable": 0, "maxSurge": 1}),
         )
     });
     check(
@@ -295,8 +356,51 @@ fn v1beta1_differences() {
         &Expect::Denied(
             500,
             &[
-                r#"spec.updateStrategy.rollingUpdate.type: Unsupported value: "Surging": supported values: "Standard", "InPlaceIfPossible""#,
+                r#"spec.updateStrategy.rollingUpdate.rollingUpdate.type: Unsupported value: "Surging": supported values: "Standard", "InPlaceIfPossible""#,
             ],
         ),
     );
+    let in_place_surge = with(&base, |o| {
+        set(
+            o,
+            "/spec/updateStrategy/rollingUpdate",
+            json!({"rollingUpdateType": "InPlaceIfPossible", "maxSurge": 1, "maxUnavailable": 0}),
+        )
+    });
+    check(
+        "InPlaceIfPossible forbids surge (v1beta1)",
+        &decide("v1beta1", "CREATE", &in_place_surge, None),
+        &Expect::Denied(
+            500,
+            &[
+                "spec.updateStrategy.rollingUpdate.maxSurge: Required value: must be 0 for InPlaceIfPossible type",
+            ],
+        ),
+    );
+    for (name, rolling_update, expect) in [
+        ("maxSurge 1 alone (v1beta1)", json!({"maxSurge": 1}), Expect::Allowed),
+        (
+            "maxSurge 0 alone (v1beta1)",
+            json!({"maxSurge": 0}),
+            Expect::Denied(
+                500,
+                &[
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0",
+                ],
+            ),
+        ),
+        (
+            "Bogus type (v1beta1)",
+            json!({"rollingUpdateType": "Bogus"}),
+            Expect::Denied(
+                500,
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.rollingUpdate.type: Unsupported value: "Bogus": supported values: "Standard", "InPlaceIfPossible""#,
+                ],
+            ),
+        ),
+    ] {
+        let ds = with(&base, |o| set(o, "/spec/updateStrategy/rollingUpdate", rolling_update.clone()));
+        check(name, &decide("v1beta1", "CREATE", &ds, None), &expect);
+    }
 }

@@ -68,7 +68,7 @@ fn real_workloads_as_kruise_workloads() {
             let ds = kruise(
                 w,
                 "DaemonSet",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"type": "InPlaceIfPossible", "maxUnavailable": 1}}),
+                json!({"type": "RollingUpdate", "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 1}}),
             );
             check(
                 &format!("{name} create"),

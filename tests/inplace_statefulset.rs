@@ -323,7 +323,12 @@ fn create_and_update_validation() {
         (
             "maxUnavailable not a percent",
             |o| set(o, "/spec/updateStrategy/rollingUpdate/maxUnavailable", json!("many")),
-            Expect::Denied(422, &["must be an integer or percentage (e.g '5%')"]),
+            Expect::Denied(
+                422,
+                &[
+                    r#"spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: "many": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"#,
+                ],
+            ),
         ),
         (
             "maxUnavailable 50% with Parallel",

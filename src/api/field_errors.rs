@@ -7,6 +7,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::meta::IntOrString;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
     Required,
@@ -160,6 +162,26 @@ pub fn regex_error(msg: &str, pattern: &str, examples: &[&str]) -> String {
 
 pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
+}
+
+/// `ValidatePositiveIntOrPercent` (k8s.io/kubernetes apps validation): a string must be a valid
+/// percent (`[0-9]+%`, so `"5"` and `"-5%"` are refused with the regex message), an int at least 0.
+pub fn positive_int_or_percent(path: &str, v: &IntOrString) -> Option<FieldError> {
+    match v {
+        IntOrString::String(s) if v.valid_percent().is_none() => Some(invalid_str(
+            path,
+            s,
+            regex_error(
+                "a valid percent string must be a numeric string followed by an ending '%'",
+                "[0-9]+%",
+                &["1%", "93%"],
+            ),
+        )),
+        IntOrString::Int(n) if *n < 0 => {
+            Some(invalid_shown(path, n.to_string(), "must be greater than or equal to 0"))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! JSON written byte for byte as Go's `encoding/json` writes it, for the values Kruise stores as
 //! JSON text (the SidecarSet hash input, patched pod metadata): compact, HTML-safe string escaping.
+//! And JSON Go wrote read as Go reads it back ([`drop_null_members`]).
 
 use serde_json::Value;
 
@@ -69,6 +70,24 @@ fn write_sorted(value: &Value, out: &mut String) {
     }
 }
 
+/// Remove every object member whose value is `null`, at every depth.
+///
+/// Go's `encoding/json` writes a nil slice, map or pointer without `omitempty` as `null` (Kruise's
+/// ControllerRevisions carry `"volumes":null` and the like), and reading it back into a fresh
+/// struct leaves such a field nil; a `null` on any other field leaves it as it was, zero. Either
+/// way the field reads as absent, which is what dropping the member gives our typed models. `null`
+/// array elements are kept: Go decodes them to a zero element of a type only the model knows.
+pub fn drop_null_members(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_null_members);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_members),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +106,13 @@ mod tests {
             sorted_compact(&json!({"b": 1, "a": {"d": "<&>", "c": [true, null]}})),
             r#"{"a":{"c":[true,null],"d":"\u003c\u0026\u003e"},"b":1}"#
         );
+    }
+
+    #[test]
+    fn null_members_read_as_absent_at_every_depth() {
+        let mut v = json!({"volumes": null, "containers": [{"name": "c", "env": null,
+            "resources": {"limits": null}}, null], "patchPodMetadata": null});
+        drop_null_members(&mut v);
+        assert_eq!(v, json!({"containers": [{"name": "c", "resources": {}}, null]}));
     }
 }

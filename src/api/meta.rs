@@ -217,11 +217,25 @@ impl IntOrString {
         digits.parse().ok()
     }
 
-    /// `getIntOrPercentValue`: the int, or the number of a percent string (0 for anything else).
+    /// The number of a string that is a valid percent by Kubernetes' rule (`IsValidPercent`:
+    /// `[0-9]+%`, so no sign), `None` for ints and other strings.
+    pub fn valid_percent(&self) -> Option<i64> {
+        let IntOrString::String(s) = self else { return None };
+        let digits = s.strip_suffix('%')?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // Only an overflow fails here; Go's Atoi saturates.
+        Some(digits.parse().unwrap_or(i64::MAX))
+    }
+
+    /// `getIntOrPercentValue` (Kruise's DaemonSet validation): the number of a valid percent
+    /// string, else Go's `IntValue()`: the int, or the string read as a decimal integer (`"5"` is
+    /// 5, `"-5%"` and `"x"` are 0).
     pub fn int_or_percent_value(&self) -> i64 {
         match self {
             IntOrString::Int(v) => *v,
-            IntOrString::String(_) => self.percent().unwrap_or(0),
+            IntOrString::String(s) => self.valid_percent().unwrap_or_else(|| s.parse().unwrap_or(0)),
         }
     }
 }
@@ -247,6 +261,18 @@ mod tests {
         assert_eq!(p.scaled(3, false), Ok(0));
         assert_eq!(IntOrString::Int(-1).scaled(3, true), Ok(-1));
         assert!(IntOrString::String("abc".into()).scaled(3, true).is_err());
+    }
+
+    #[test]
+    fn int_or_percent_values_read_as_go_reads_them() {
+        let value = |v: Value| serde_json::from_value::<IntOrString>(v).unwrap().int_or_percent_value();
+        assert_eq!(value(json!(3)), 3);
+        assert_eq!(value(json!("25%")), 25);
+        assert_eq!(value(json!("5")), 5);
+        assert_eq!(value(json!("-5")), -5);
+        assert_eq!(value(json!("-5%")), 0);
+        assert_eq!(value(json!("x%")), 0);
+        assert_eq!(IntOrString::String("-5%".into()).valid_percent(), None);
     }
 
     #[test]

@@ -274,19 +274,21 @@ pub struct DaemonSetUpdateStrategy {
     pub extra: Map<String, Value>,
 }
 
-/// `rollingUpdate.type`: `Standard` (or empty), `InPlaceIfPossible`, and in v1alpha1 the deprecated
-/// `Surging`. There is no InPlaceOnly for DaemonSets.
+/// `rollingUpdate.rollingUpdateType` (Kruise's JSON key in v1alpha1 and v1beta1; a `type` key is
+/// not read): `Standard` (or empty), `InPlaceIfPossible`, and in v1alpha1 the deprecated `Surging`.
+/// There is no InPlaceOnly for DaemonSets.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonSetRollingUpdate {
-    #[serde(default, rename = "type", deserialize_with = "nullable")]
-    pub type_: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub rolling_update_type: String,
     #[serde(default)]
     pub max_unavailable: Option<IntOrString>,
     #[serde(default)]
     pub max_surge: Option<IntOrString>,
+    /// An int or a percentage, as Kruise types it.
     #[serde(default)]
-    pub partition: Option<i64>,
+    pub partition: Option<IntOrString>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::api::go_json;
 use crate::api::sidecarset::{
     CUSTOM_VERSION_LABEL, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, REVISION_SIDECARSET_NAME_LABEL,
 };
@@ -28,7 +29,7 @@ pub struct Revision {
     /// Annotations `kruise.io/sidecarset-hash` and `kruise.io/sidecarset-hash-without-image`.
     pub hash: Option<Box<str>>,
     pub hash_without_image: Option<Box<str>>,
-    /// `data.spec` without its `$patch` directive, as JSON text.
+    /// `data.spec` without its `$patch` directive and its `null` members, as JSON text.
     spec: Option<Box<str>>,
 }
 
@@ -43,6 +44,10 @@ impl Revision {
             if let Some(m) = spec.as_object_mut() {
                 m.remove("$patch");
             }
+            // Kruise's SidecarSet controller records `volumes`, `initContainers`,
+            // `imagePullSecrets` and `patchPodMetadata` as `null` when the SidecarSet has none;
+            // Kruise restores the revision by decoding into its Go types, where null is absent.
+            go_json::drop_null_members(&mut spec);
             spec.to_string().into_boxed_str()
         });
         Revision {
@@ -89,6 +94,11 @@ mod tests {
         assert_eq!(revision.revision, 3);
         assert_eq!((revision.hash.as_deref(), revision.hash_without_image.as_deref()), (Some("h"), None));
         assert_eq!(revision.spec(), Some(json!({"containers": [{"name": "c", "image": "i:1"}]})));
+        // As Kruise's controller records it: the fields the SidecarSet lacks are `null`.
+        let recorded = Revision::of(&json!({"kind": "ControllerRevision", "metadata": {"name": "r"},
+            "data": {"spec": {"$patch": "replace", "containers": [{"name": "c", "image": "i:2", "env": null}],
+                "imagePullSecrets": null, "initContainers": null, "patchPodMetadata": null, "volumes": null}}}));
+        assert_eq!(recorded.spec(), Some(json!({"containers": [{"name": "c", "image": "i:2"}]})));
         let bare = Revision::of(&json!({"kind": "ControllerRevision", "metadata": {"name": "r"}}));
         assert_eq!((bare.revision, bare.spec(), bare.sidecarset), (0, None, None));
     }

@@ -27,7 +27,8 @@ use crate::cluster::shared_map::SharedMap;
 use crate::cluster::{ObjectKey, Snapshot};
 
 /// A SidecarSet's place in the index: its name, then its object's namespace (empty: SidecarSets
-/// are cluster-scoped, but a folder may hold anything). Name order is the order of injection.
+/// are cluster-scoped, but a folder may hold anything). Name order is the order of injection
+/// within each namespace group ([`SidecarSetIndex::candidates`]).
 type SetKey = (String, String);
 
 /// SidecarSets filed in one place, in name order.
@@ -115,12 +116,9 @@ impl Bucket {
         }
     }
 
-    /// Append the SidecarSets filed for `labels`; returns how many lists contributed.
-    fn collect<'a>(
-        &'a self,
-        labels: Option<&Object<'_>>,
-        out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>,
-    ) -> usize {
+    /// Append the SidecarSets filed for `labels`, in name order, each once.
+    fn collect<'a>(&'a self, labels: Option<&Object<'_>>, out: &mut Vec<(&'a SetKey, &'a Arc<SidecarSet>)>) {
+        let start = out.len();
         let mut lists = usize::from(!self.fallback.is_empty());
         out.extend(self.fallback.iter());
         for (k, v) in labels.into_iter().flat_map(Object::iter) {
@@ -133,7 +131,13 @@ impl Bucket {
                 out.extend(members.iter());
             }
         }
-        lists
+        // Each list is in name order and holds a SidecarSet once: with one list (most pods) that is
+        // the answer; several are merged by a run-adaptive (stable) sort. What `out` held before is
+        // another bucket's, never one of these, so the dedup cannot reach across.
+        if lists > 1 {
+            out[start..].sort_by(|a, b| a.0.cmp(b.0));
+            out.dedup_by(|a, b| a.0 == b.0);
+        }
     }
 }
 
@@ -248,17 +252,17 @@ impl SidecarSetIndex {
         }
     }
 
-    /// The SidecarSets that could match a pod in `namespace` with `labels`, in name order, each once.
+    /// The SidecarSets that could match a pod in `namespace` with `labels`, each once, in the order
+    /// they are injected: those whose namespaceSelector pins `namespace` first, then the
+    /// cluster-scoped ones, each group in name order. Kruise lists the same two groups in the same
+    /// order (its `namespace` field index, then `clusterScope`) and leaves the order inside each
+    /// undefined, so ours is one of the orders Kruise produces.
     pub fn candidates(&self, namespace: &str, labels: Option<&Object<'_>>) -> Vec<&Arc<SidecarSet>> {
         let mut found = Vec::new();
-        let mut lists = self.namespaced.get(namespace).map_or(0, |bucket| bucket.collect(labels, &mut found));
-        lists += self.cluster.collect(labels, &mut found);
-        // Each list is in name order and holds a SidecarSet once: with one list (most pods) that is
-        // the answer; several are merged by a run-adaptive (stable) sort.
-        if lists > 1 {
-            found.sort_by(|a, b| a.0.cmp(b.0));
-            found.dedup_by(|a, b| a.0 == b.0);
+        if let Some(bucket) = self.namespaced.get(namespace) {
+            bucket.collect(labels, &mut found);
         }
+        self.cluster.collect(labels, &mut found);
         found.into_iter().map(|(_, set)| set).collect()
     }
 
@@ -381,9 +385,10 @@ mod tests {
         let index = SidecarSetIndex::build(&snapshot);
         let pod = Json::from(json!({"metadata": {"labels": {"app": "web", "tier": "front"}}}));
         let labels = pod.at(&["metadata", "labels"]).and_then(Json::as_object);
+        // Namespace-pinned first, then cluster-scoped, each group by name.
         assert_eq!(
             names(index.candidates("team", labels)),
-            ["a-web-in-team", "c-exists", "d-in", "g-invalid", "h-ns-expr", "i-not-in", "z-web"]
+            ["a-web-in-team", "h-ns-expr", "c-exists", "d-in", "g-invalid", "i-not-in", "z-web"]
         );
         assert_eq!(
             names(index.candidates("default", labels)),

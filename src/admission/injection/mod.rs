@@ -1,6 +1,6 @@
 //! SidecarSet injection into pods on CREATE (`/mutate-pod`), with Kruise's semantics
 //! (docs/sidecarset.md §1–§7, §10) and the README's deliberate differences: SidecarSets in
-//! name order, a denial naming both SidecarSets when two inject one container name, timestamps
+//! a fixed order (namespace-pinned, then cluster-wide, each by name; §12), a denial naming both SidecarSets when two inject one container name, timestamps
 //! from the injected clock and kept when nothing else changes.
 
 pub mod annotations;
@@ -97,7 +97,7 @@ pub fn inject<'a>(
     apply(pod, &sets, built, &state)
 }
 
-/// The SidecarSets whose selectors match `pod`, in name order (none for an inactive pod).
+/// The SidecarSets whose selectors match `pod`, in injection order (none for an inactive pod).
 fn selecting<'i>(
     request: &AdmissionRequest,
     pod: &Json<'_>,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::template_diff::first_offending_change;
+use super::template_diff::first_offending_change_defaulted;
 use super::{
     check_selector, check_template, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
     template_spec, version,
@@ -176,11 +176,11 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
             errors.push(field_errors::forbidden("spec", IMMUTABLE_MESSAGE));
         }
         // Kruise master's v1beta1 path skips this check (docs/workloads.md#2-2-cloneset-inplaceonly); the
-        // released v1alpha1 runs it. It keys off the new object's strategy only, and diffs the templates as
-        // sent.
+        // released v1alpha1 runs it. It keys off the new object's strategy only, and diffs the templates
+        // with the template defaults Kruise's mutating webhook stored on both.
         if !v1beta1
             && cs.spec.update_strategy.type_ == "InPlaceOnly"
-            && let Some(offence) = first_offending_change(
+            && let Some(offence) = first_offending_change_defaulted(
                 &template_spec(old_value).to_value(),
                 &cs.spec.template.spec,
                 inputs.settings.inplace_vertical_scaling,

@@ -34,16 +34,16 @@ const IMMUTABLE_V1ALPHA1: &str = "updates to daemonset spec for fields other tha
 const IMMUTABLE_V1BETA1: &str = "updates to daemonset spec for fields other than 'BurstReplicas', 'template', 'lifecycle', \
 'scaleStrategy', 'updateStrategy', 'minReadySeconds', and 'revisionHistoryLimit' are forbidden";
 
-fn decode_daemonset(value: &Json) -> Result<DaemonSet, AdmissionError> {
+fn decode_daemonset(value: &Json, v1beta1: bool) -> Result<DaemonSet, AdmissionError> {
     let mut ds: DaemonSet = decode(&value.to_value(), "DaemonSet")?;
-    defaults::daemonset(&mut ds);
+    defaults::daemonset(&mut ds, v1beta1);
     Ok(ds)
 }
 
 pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
     let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
     let v1beta1 = version(request, new_value) == "v1beta1";
-    let ds = decode_daemonset(new_value)?;
+    let ds = decode_daemonset(new_value, v1beta1)?;
     let mut errors = Vec::new();
     if let Some(old_value) = old_value {
         errors.extend(immutable::metadata_update(old_value, new_value));
@@ -133,7 +133,7 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
                     "cannot be 0 when maxSurge is 0",
                 ));
             }
-            match ru.type_.as_str() {
+            match ru.rolling_update_type.as_str() {
                 "" | "Standard" => {}
                 "InPlaceIfPossible" => {
                     if has_surge {
@@ -143,25 +143,24 @@ fn update_strategy(ds: &DaemonSet, v1beta1: bool, errors: &mut Vec<FieldError>) 
                         ));
                     }
                 }
-                "Surging" if !v1beta1 => {
-                    if has_unavailable {
-                        errors.push(field_errors::required(
-                            format!("{RU}.maxUnavailable"),
-                            "must be 0 for Surging type",
-                        ));
-                    }
-                }
+                // v1alpha1's `Surging` never gets here: the defaults turned it into `Standard`. Kruise
+                // still lists it, and names the field with `rollingUpdate` twice.
                 other => {
                     let supported: &'static [&'static str] = if v1beta1 {
                         &["Standard", "InPlaceIfPossible"]
                     } else {
                         &["Standard", "Surging", "InPlaceIfPossible"]
                     };
-                    errors.push(field_errors::not_supported(format!("{RU}.type"), other, supported));
+                    errors.push(field_errors::not_supported(
+                        format!("{RU}.rollingUpdate.type"),
+                        other,
+                        supported,
+                    ));
                 }
             }
-            if let Some(partition) = ru.partition {
-                nonnegative(&format!("{RU}.partition"), partition, errors);
+            // `validateNonnegativeIntOrPercent` and `IsNotMoreThan100Percent`, on Kruise's doubled path.
+            if let Some(partition) = &ru.partition {
+                positive_int_or_percent(&format!("{RU}.rollingUpdate.partition"), partition, true, errors);
             }
         }
         other => {

@@ -142,21 +142,31 @@ pub fn statefulset(sts: &mut StatefulSet) {
     }
 }
 
-/// `mdaemonset`: `RollingUpdate` of type `Standard`, maxUnavailable 1, maxSurge 0, partition 0 when
-/// unset. (It does not default the template; the validators do that themselves.)
-pub fn daemonset(ds: &mut DaemonSet) {
+/// `mdaemonset` (`SetDefaultsDaemonSet`, `SetDefaultsDaemonSetV1beta1`): `RollingUpdate` of type
+/// `Standard`; maxUnavailable 1 and maxSurge 0 only when **both** are unset, so a lone `maxSurge: 1`
+/// is a surge rollout. v1alpha1's deprecated `Surging` becomes `Standard` with maxSurge 1 and
+/// maxUnavailable 0 where unset (v1beta1 leaves it, and its validator refuses it). The partition is
+/// not defaulted. (It does not default the template; the validators do that themselves.)
+pub fn daemonset(ds: &mut DaemonSet, v1beta1: bool) {
     let strategy = &mut ds.spec.update_strategy;
     if strategy.type_.is_empty() {
         strategy.type_ = "RollingUpdate".into();
     }
-    if strategy.type_ == "RollingUpdate" {
-        let ru = strategy.rolling_update.get_or_insert_with(DaemonSetRollingUpdate::default);
-        if ru.type_.is_empty() {
-            ru.type_ = "Standard".into();
-        }
-        ru.max_unavailable.get_or_insert(IntOrString::Int(1));
-        ru.max_surge.get_or_insert(IntOrString::Int(0));
-        ru.partition.get_or_insert(0);
+    if strategy.type_ != "RollingUpdate" {
+        return;
+    }
+    let ru = strategy.rolling_update.get_or_insert_with(DaemonSetRollingUpdate::default);
+    if !v1beta1 && ru.rolling_update_type == "Surging" {
+        ru.max_surge.get_or_insert(IntOrString::Int(1));
+        ru.max_unavailable.get_or_insert(IntOrString::Int(0));
+        ru.rolling_update_type.clear();
+    }
+    if ru.rolling_update_type.is_empty() {
+        ru.rolling_update_type = "Standard".into();
+    }
+    if ru.max_unavailable.is_none() && ru.max_surge.is_none() {
+        ru.max_unavailable = Some(IntOrString::Int(1));
+        ru.max_surge = Some(IntOrString::Int(0));
     }
 }
 

@@ -155,25 +155,12 @@ fn positive_int_or_percent(
     at_most_100_percent: bool,
     errors: &mut Vec<FieldError>,
 ) {
-    match v {
-        IntOrString::Int(i) => nonnegative(path, *i, errors),
-        IntOrString::String(_) => match v.percent() {
-            None => errors.push(field_errors::invalid_shown(
-                path,
-                int_or_string_value(v),
-                "must be an integer or percentage (e.g '5%')",
-            )),
-            Some(p) if p < 0 => errors.push(field_errors::invalid_shown(
-                path,
-                int_or_string_value(v),
-                "must be greater than or equal to 0",
-            )),
-            Some(p) if at_most_100_percent && p > 100 => errors.push(field_errors::invalid_shown(
-                path,
-                int_or_string_value(v),
-                "must not be greater than 100%",
-            )),
-            Some(_) => {}
-        },
+    errors.extend(field_errors::positive_int_or_percent(path, v));
+    if at_most_100_percent && v.valid_percent().is_some_and(|p| p > 100) {
+        errors.push(field_errors::invalid_shown(
+            path,
+            int_or_string_value(v),
+            "must not be greater than 100%",
+        ));
     }
 }

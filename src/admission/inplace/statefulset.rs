@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::template_diff::first_offending_change;
+use super::template_diff::first_offending_change_defaulted;
 use super::{
     check_selector, check_template, decode, defaults, immutable, int_or_string_value, nonnegative, objects,
     positive_int_or_percent, template_spec,
@@ -67,17 +67,16 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         .rolling_update
         .as_ref()
         .is_some_and(|ru| ru.pod_update_policy == "InPlaceOnly");
-    if in_place_only {
-        let (mut before, mut after) = (template_spec(old_value).to_value(), sts.spec.template.spec.clone());
-        defaults::pod_spec(&mut before);
-        defaults::pod_spec(&mut after);
-        if let Some(offence) =
-            first_offending_change(&before, &after, inputs.settings.inplace_vertical_scaling)
-        {
-            return Err(AdmissionError::Invalid(format!(
-                "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
-            )));
-        }
+    if in_place_only
+        && let Some(offence) = first_offending_change_defaulted(
+            &template_spec(old_value).to_value(),
+            &sts.spec.template.spec,
+            inputs.settings.inplace_vertical_scaling,
+        )
+    {
+        return Err(AdmissionError::Invalid(format!(
+            "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
+        )));
     }
     Ok(Vec::new())
 }

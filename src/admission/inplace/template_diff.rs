@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use super::defaults;
 use super::resources::{QosClass, qos_class, resize_refusal};
 use crate::admission::patch::{PatchOp, diff};
 
@@ -61,6 +62,22 @@ fn container_field(path: &str) -> Option<&str> {
 /// The first change between two pod specs that InPlaceOnly does not allow, or `None` if all of
 /// them are in-place. With `vertical_scaling`, cpu/memory request and limit replacements are
 /// allowed too, as long as the QoS class of the pod stays the same.
+/// [`first_offending_change`] between the two pod specs as Kruise's validators see them: with
+/// Kruise's template defaults (`SetDefaultPodSpec`, [`defaults::pod_spec`]) on both. Its mutating
+/// webhooks stored the old template defaulted and default the new one before validation, so a
+/// field spelled out with its default value (`imagePullPolicy: Always`, `terminationMessagePath:
+/// /dev/termination-log`, `restartPolicy: Always`) is no change.
+pub fn first_offending_change_defaulted(
+    old_spec: &Value,
+    new_spec: &Value,
+    vertical_scaling: bool,
+) -> Option<Offence> {
+    let (mut before, mut after) = (old_spec.clone(), new_spec.clone());
+    defaults::pod_spec(&mut before);
+    defaults::pod_spec(&mut after);
+    first_offending_change(&before, &after, vertical_scaling)
+}
+
 pub fn first_offending_change(old_spec: &Value, new_spec: &Value, vertical_scaling: bool) -> Option<Offence> {
     let mut first_resize: Option<&PatchOp> = None;
     let ops = diff(old_spec, new_spec);

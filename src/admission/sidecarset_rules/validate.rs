@@ -18,9 +18,7 @@ use crate::admission::Inputs;
 use crate::api::field_errors::{self, FieldError};
 use crate::api::names;
 use crate::api::pattern::Pattern;
-use crate::api::sidecarset::{
-    BASE_ANNOTATION, GROUP, IntOrString, KIND, LabelSelector, SidecarContainer, SidecarSet,
-};
+use crate::api::sidecarset::{BASE_ANNOTATION, GROUP, KIND, LabelSelector, SidecarContainer, SidecarSet};
 use crate::cluster::Snapshot;
 use crate::cluster::sidecarset_index::SidecarSetIndex;
 
@@ -34,8 +32,6 @@ const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
 static NAME_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(NAME_PATTERN).unwrap_or_else(|e| unreachable!("{e}")));
-static PERCENT_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new("^[0-9]+%$").unwrap_or_else(|e| unreachable!("{e}")));
 
 /// Go's `%#v` of a `map[string]string` (keys sorted), as Kruise's canary messages show annotations.
 fn go_map(map: &BTreeMap<String, String>) -> String {
@@ -309,25 +305,6 @@ fn find_revision(
     }
 }
 
-/// `ValidatePositiveIntOrPercent`.
-fn int_or_percent(v: &IntOrString, path: &str) -> Vec<FieldError> {
-    match v {
-        IntOrString::String(s) if !PERCENT_RE.is_match(s) => vec![field_errors::invalid_str(
-            path,
-            s,
-            field_errors::regex_error(
-                "a valid percent string must be a numeric string followed by an ending '%'",
-                "[0-9]+%",
-                &["1%", "93%"],
-            ),
-        )],
-        IntOrString::Int(n) if *n < 0 => {
-            vec![field_errors::invalid(path, &json!(n), "must be greater than or equal to 0")]
-        }
-        _ => Vec::new(),
-    }
-}
-
 fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(s) = set.spec.update_strategy.as_ref().filter(|s| s.type_ == "RollingUpdate") else {
@@ -344,10 +321,10 @@ fn update_strategy(set: &SidecarSet) -> Vec<FieldError> {
         errs.extend(validate_selector(sel, "spec.updateStrategy.selector"));
     }
     if let Some(p) = &s.partition {
-        errs.extend(int_or_percent(p, "spec.updateStrategy.partition"));
+        errs.extend(field_errors::positive_int_or_percent("spec.updateStrategy.partition", p));
     }
     if let Some(m) = &s.max_unavailable {
-        errs.extend(int_or_percent(m, "spec.updateStrategy.maxUnavailable"));
+        errs.extend(field_errors::positive_int_or_percent("spec.updateStrategy.maxUnavailable", m));
     }
     if let Some(p) = &s.priority_strategy
         && let Err(e) = priority_strategy(p)
