@@ -291,6 +291,15 @@ mod tests {
         assert_eq!(count, Gate::ALL.len() - 2, "every Kruise gate, plus AllAlpha and AllBeta");
     }
 
+    /// docs/cli.md says what each gate does here.
+    #[test]
+    fn every_gate_is_documented() {
+        let doc = include_str!("../../docs/cli.md");
+        for gate in Gate::ALL {
+            assert!(doc.contains(&format!("`{gate}`")), "docs/cli.md does not name {gate}");
+        }
+    }
+
     #[test]
     fn defaults_are_kruises_but_delete_protection() {
         let gates = FeatureGates::default();
