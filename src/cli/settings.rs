@@ -47,12 +47,7 @@ fn parse_gates(text: &str) -> Result<Vec<(Gate, bool)>, String> {
         .map(|pair| {
             let (name, value) =
                 pair.split_once('=').ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
-            let gate = Gate::named(name.trim()).ok_or_else(|| {
-                format!(
-                    "unknown feature gate {:?} (kruise-manager v1.9.1 has no such gate; see docs/cli.md)",
-                    name.trim()
-                )
-            })?;
+            let gate = Gate::named(name.trim()).ok_or_else(|| unknown_gate(name.trim()))?;
             let value = match value.trim() {
                 "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
                 "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
@@ -61,6 +56,29 @@ fn parse_gates(text: &str) -> Result<Vec<(Gate, bool)>, String> {
             Ok((gate, value))
         })
         .collect()
+}
+
+/// The message for a name kruise-manager does not know, naming the gate it is closest to.
+fn unknown_gate(name: &str) -> String {
+    let closest = Gate::ALL.into_iter().min_by_key(|g| edit_distance(name, g.name())).map(Gate::name);
+    let hint = closest.map(|c| format!("did you mean {c}? ")).unwrap_or_default();
+    format!("unknown feature gate {name:?}; {hint}(docs/cli.md lists the gates of kruise-manager v1.9.1)")
+}
+
+/// Levenshtein distance, ASCII case-insensitive (a misspelt gate name is short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.to_ascii_lowercase().into_bytes(), b.to_ascii_lowercase().into_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// The flags that are aliases of a gate: the flag, its gate, and the value it sets.
@@ -223,7 +241,12 @@ mod tests {
         );
 
         let unknown = gates(&["--feature-gates=PodWebhok=false"]).unwrap_err();
-        assert!(unknown.contains("unknown feature gate \"PodWebhok\""), "{unknown}");
+        assert!(
+            unknown.contains("unknown feature gate \"PodWebhok\"; did you mean PodWebhook?"),
+            "{unknown}"
+        );
+        let unknown = gates(&["--feature-gates=enhancedlivenessprobe=true"]).unwrap_err();
+        assert!(unknown.contains("did you mean EnhancedLivenessProbe?"), "names are exact: {unknown}");
         // Every Kruise gate is accepted; the ones with no effect here change nothing.
         for gate in Gate::ALL {
             let s = gates(&[&format!("--feature-gates={gate}=true")]).unwrap();
