@@ -205,3 +205,106 @@ async fn serve_answers_as_dry_run_does() {
     }
     server.stop().await.expect("clean stop");
 }
+
+/// Every combination of what the two steps read (owner, launch annotation, priority envs, name or
+/// generateName, number of containers, the readiness gate's feature gate), through the routing
+/// table: the patch turns the pod into the object shown, a second call on that object returns no
+/// patch, and fields nobody knows are still there.
+#[test]
+fn every_combination_is_idempotent_and_keeps_unknown_fields() {
+    use kruise_admission::admission::feature_gates::{FeatureGates, Gate};
+    use kruise_admission::admission::review::decode_review;
+    use kruise_admission::admission::webhooks;
+    use kruise_admission::admission::{Inputs, SeededRandom, Settings};
+    use kruise_admission::cluster::{Answers, Snapshot};
+
+    let owners = [
+        None,
+        Some(("apps.kruise.io/v1alpha1", "CloneSet", true)),
+        Some(("apps.kruise.io/v1beta1", "StatefulSet", false)),
+        Some(("apps/v1", "ReplicaSet", true)),
+    ];
+    let annotations = [None, Some("Ordered"), Some("ordered")];
+    let priorities: [&[Option<&str>]; 4] = [
+        &[],
+        &[Some("1"), None, Some("3")],
+        &[Some("2"), Some("2"), Some("2")],
+        &[None, Some("-1"), Some("0")],
+    ];
+    let (cluster, answers) = (Snapshot::default(), Answers::default());
+    let clock = FixedClock(datetime!(2026-07-02 09:56:09 UTC));
+    let webhook = webhooks::by_path("/mutate-pod").unwrap();
+    let mut changed = 0;
+    for gate in [false, true] {
+        let settings = Settings {
+            gates: FeatureGates::from_flags(&[(Gate::KruisePodReadinessGate, gate)]),
+            ..Settings::default()
+        };
+        let random = SeededRandom::new(3);
+        let inputs = Inputs {
+            cluster: &cluster,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
+        let run = |pod: &Value| {
+            let request = decode_review(review(pod)).unwrap();
+            let outcome = webhooks::run(webhook, &request, &inputs).into_owned();
+            assert!(outcome.decision.allowed, "{:?} for {pod}", outcome.decision.status);
+            let patch = serde_json::to_value(&outcome.decision.patch).unwrap();
+            (patch, outcome.mutated.unwrap())
+        };
+        for owner in owners {
+            for annotation in annotations {
+                for envs in priorities {
+                    for count in 0..=3 {
+                        for named in [true, false] {
+                            let containers: Vec<Value> = (0..count)
+                                .map(|i| {
+                                    let mut c =
+                                        json!({"name": format!("c{i}"), "image": "busybox", "x-unknown": i});
+                                    if let Some(Some(p)) = envs.get(i) {
+                                        c["env"] = json!([{"name": "KRUISE_CONTAINER_PRIORITY", "value": p}]);
+                                    }
+                                    c
+                                })
+                                .collect();
+                            let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"namespace": "default", "x-unknown": {"a": 1}},
+                                "spec": {"containers": containers, "x-unknown": [1]}});
+                            let metadata = pod["metadata"].as_object_mut().unwrap();
+                            if named {
+                                metadata.insert("name".into(), json!("p-0"));
+                            } else {
+                                metadata.insert("generateName".into(), json!("p-"));
+                            }
+                            if let Some((api_version, kind, controller)) = owner {
+                                metadata.insert(
+                                    "ownerReferences".into(),
+                                    json!([{"apiVersion": api_version,
+                                    "kind": kind, "name": "w", "uid": "u1", "controller": controller}]),
+                                );
+                            }
+                            if let Some(value) = annotation {
+                                metadata.insert(
+                                    "annotations".into(),
+                                    json!({"apps.kruise.io/container-launch-priority": value}),
+                                );
+                            }
+                            let (patch, mutated) = run(&pod);
+                            assert_eq!(apply(&pod, &patch), mutated);
+                            assert_eq!(mutated["metadata"]["x-unknown"], json!({"a": 1}));
+                            assert_eq!(mutated["spec"]["x-unknown"], json!([1]));
+                            let (again, _) = run(&mutated);
+                            assert_eq!(again, json!([]), "re-invoked on {mutated}");
+                            changed += usize::from(patch != json!([]));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // 768 pods; some of each kind are changed, so the checks above are not vacuous.
+    assert!(changed > 200, "{changed}");
+}
