@@ -45,6 +45,7 @@ mod manifests;
 mod metric_labels;
 mod metrics_port;
 mod pod_patch_differential;
+mod pod_steps;
 mod protection;
 mod readme;
 mod review_response;

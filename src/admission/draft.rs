@@ -205,6 +205,49 @@ impl<'a> DraftMap<'a> {
     }
 }
 
+/// A node of a draft as it is now, for reading: a draft node, or a value inside an unchanged or
+/// written one. Lets a step read what earlier steps left (a list they rebuilt, a value they wrote)
+/// without turning anything into a draft.
+#[derive(Debug, Clone, Copy)]
+pub enum Node<'d, 'a> {
+    Draft(&'d Draft<'a>),
+    Value(&'d Json<'a>),
+}
+
+impl<'d, 'a> Node<'d, 'a> {
+    /// The node as a plain value, when it is one (not a draft object or list).
+    pub fn value(self) -> Option<&'d Json<'a>> {
+        match self {
+            Node::Draft(d) => d.value(),
+            Node::Value(v) => Some(v),
+        }
+    }
+
+    /// The field `key` of this object.
+    pub fn get(self, key: &str) -> Option<Node<'d, 'a>> {
+        match self {
+            Node::Draft(Draft::Object(map)) => map.get(key).map(Node::Draft),
+            other => other.value()?.get(key).map(Node::Value),
+        }
+    }
+
+    /// The elements of this list (none when it is not a list).
+    pub fn items(self) -> Vec<Node<'d, 'a>> {
+        match self {
+            Node::Draft(Draft::Array(items)) => items.iter().map(Node::Draft).collect(),
+            other => other
+                .value()
+                .and_then(Json::as_array)
+                .map(|a| a.iter().map(Node::Value).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn as_str(self) -> Option<&'d str> {
+        self.value()?.as_str()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

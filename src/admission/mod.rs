@@ -4,6 +4,7 @@
 pub mod agreement;
 pub mod daemon;
 pub mod draft;
+pub mod feature_gates;
 pub mod injection;
 pub mod inplace;
 pub mod patch;
@@ -105,6 +106,8 @@ pub struct Settings {
     /// `--sidecarset-policy`: what `vsidecarset` does with a SidecarSet that reaches every
     /// namespace and gives host access (a warning by default; [`sidecarset_rules::host_access`]).
     pub sidecarset_policy: sidecarset_rules::host_access::Policy,
+    /// Kruise's feature gates (`--feature-gates`), for the pod steps that Kruise switches with them.
+    pub gates: feature_gates::FeatureGates,
 }
 
 impl Settings {
@@ -121,6 +124,7 @@ impl Default for Settings {
             inplace_vertical_scaling: false,
             sidecarset_patch_pod_metadata_defaults_allowed: false,
             sidecarset_policy: sidecarset_rules::host_access::Policy::Warn,
+            gates: feature_gates::FeatureGates::default(),
         }
     }
 }

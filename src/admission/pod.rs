@@ -1,7 +1,16 @@
-//! `/mutate-pod`: every Pod mutation this binary makes, in a fixed order, on one copy-on-write
-//! draft of the pod. The patch is computed once, afterwards, by the caller (see `webhooks::run`).
+//! `/mutate-pod`: every Pod mutation this binary makes, on one copy-on-write draft of the pod. The
+//! patch is computed once, afterwards, by the caller (see `webhooks::run`).
+//!
+//! Kruise's handler (`pkg/webhook/pod/mutating/pod_create_update_handler.go`) runs seven steps on
+//! one Pod, each seeing what the previous ones changed; [`mutate`] lists them once, in that order,
+//! each a function of (request, pod as the previous steps left it, inputs). Steps that write status
+//! (WorkloadSpread, PodUnavailableBudget) will also return the writes they intend, for the edge to
+//! make. Our own DaemonSet-style stamp runs after Kruise's steps.
 
-use super::draft::Draft;
+pub mod launch_priority;
+pub mod readiness_gate;
+
+use super::draft::{Draft, Node};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, daemon, injection};
 use crate::api::tree::Json;
@@ -21,7 +30,19 @@ pub fn mutate<'a>(
     };
     check_is_pod(original)?;
     let mut warnings = Vec::new();
+    // 1. The KruisePodReady readiness gate (injectPodReadinessGate).
+    readiness_gate::inject(pod, inputs)?;
+    // 2. WorkloadSpread (workloadSpreadMutatingPod): not implemented yet; its gate is accepted, with no effect.
+    // 3. SidecarSet injection (sidecarsetMutatingPod). It reads the pod's labels, annotations and
+    //    containers from the request: step 1 changes none of them (step 2 will, and must be read from the draft).
     injection::inject(request, original, pod, inputs, &mut warnings)?;
+    // 4. Container launch priority (containerLaunchPriorityInitialization), after injection so
+    //    that sidecars take part.
+    launch_priority::initialize(pod, inputs)?;
+    // 5. The kruise.io/related-pub annotation (pubMutatingPod): not implemented yet.
+    // 6. PersistentPodState (persistentPodStateMutatingPod): not implemented yet.
+    // 7. EnhancedLivenessProbe and PodProbeMarker on serverless (alpha gates, off by default): not implemented yet.
+    // Ours: DaemonSet-style node pinning and tolerations.
     daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(warnings)
 }
@@ -41,5 +62,34 @@ fn check_is_pod(pod: &Json<'_>) -> Result<(), AdmissionError> {
         Some(Json::Object(_)) => Ok(()),
         Some(_) => Err(AdmissionError::BadRequest("request.object.spec must be an object".into())),
         None => Err(AdmissionError::BadRequest("request.object is not a Pod: it has no spec".into())),
+    }
+}
+
+/// The API group of the pod's controller (`metav1.GetControllerOf`: the first owner reference
+/// with `controller: true`), parsed as `schema.ParseGroupVersion` parses its `apiVersion`: `""`
+/// for `v1`, and for a value with two slashes, which Go fails to parse and Kruise ignores.
+fn controller_group<'d>(pod: &'d Draft<'_>) -> Option<&'d str> {
+    let owners = Node::Draft(pod).get("metadata")?.get("ownerReferences")?.items();
+    let controller = owners
+        .into_iter()
+        .find(|o| o.get("controller").and_then(Node::value).and_then(Json::as_bool) == Some(true))?;
+    let api_version = controller.get("apiVersion").and_then(Node::as_str).unwrap_or_default();
+    Some(match api_version.split_once('/') {
+        Some((_, version)) if version.contains('/') => "",
+        Some((group, _)) => group,
+        None => "",
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::admission::{FixedClock, Inputs, SeededRandom, Settings};
+    use crate::cluster::{Answers, Snapshot};
+
+    /// Run `f` with an empty cluster, the epoch, seed 0 and `settings`.
+    pub(crate) fn with_inputs<R>(settings: &Settings, f: impl FnOnce(&Inputs) -> R) -> R {
+        let (cluster, answers) = (Snapshot::default(), Answers::default());
+        let (clock, random) = (FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
+        f(&Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings })
     }
 }

@@ -53,7 +53,8 @@ pub struct Args {
     pub now: Option<OffsetDateTime>,
     #[command(flatten)]
     pub decisions: DecisionArgs,
-    /// Seed of the random source used for percentage partitions, so runs are repeatable.
+    /// Seed of the random source used for percentage partitions and generated Pod names, so runs
+    /// are repeatable.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Json)]

@@ -20,6 +20,7 @@ use super::dry_run::parse_rfc3339;
 use super::inputs::{self, bare_object};
 use super::report::yaml;
 use super::settings::DecisionArgs;
+use crate::admission::pod::launch_priority::BARRIER_ENV;
 use crate::admission::review::Decision;
 use crate::admission::sidecarset_rules::validate::folder_conflicts;
 use crate::admission::webhooks;
@@ -313,7 +314,37 @@ fn write_back(template: &mut Value, mutated: &Value) {
         if let Some(value) = new_spec.get(*field)
             && spec.get(*field) != Some(value)
         {
-            spec.insert((*field).to_owned(), value.clone());
+            let mut value = value.clone();
+            if *field == "containers" {
+                drop_launch_barriers(&mut value, spec.get("containers"));
+            }
+            if spec.get(*field) != Some(&value) {
+                spec.insert((*field).to_owned(), value);
+            }
+        }
+    }
+}
+
+/// Launch priority's `KRUISE_CONTAINER_BARRIER` envs name the pod, which a template does not have
+/// yet: like the DaemonSet stamp, they are decided when a real pod is created, so the ones the
+/// webhook added are not written into a template (a container's own are kept).
+fn drop_launch_barriers(containers: &mut Value, template: Option<&Value>) {
+    let name_of = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_owned);
+    let template: Vec<&Value> =
+        template.and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+    for container in containers.as_array_mut().into_iter().flatten() {
+        let own = template.iter().find(|t| name_of(t) == name_of(container));
+        let is_barrier = |e: &Value| e.get("name").and_then(Value::as_str) == Some(BARRIER_ENV);
+        let had_env = own.and_then(|t| t.get("env"));
+        if had_env.and_then(Value::as_array).is_some_and(|env| env.iter().any(is_barrier)) {
+            continue;
+        }
+        let Some(fields) = container.as_object_mut() else { continue };
+        if let Some(env) = fields.get_mut("env").and_then(Value::as_array_mut) {
+            env.retain(|e| !is_barrier(e));
+            if env.is_empty() && had_env.is_none() {
+                fields.remove("env");
+            }
         }
     }
 }
@@ -342,6 +373,27 @@ mod tests {
         assert_eq!(at("batch/v1", "CronJob"), Some("/spec/jobTemplate/spec/template"));
         assert_eq!(at("v1", "Service"), None);
         assert_eq!(at("example.com/v1", "Deployment"), None);
+    }
+
+    #[test]
+    fn launch_barriers_stay_out_of_templates() {
+        let barrier = json!({"name": "KRUISE_CONTAINER_BARRIER", "valueFrom": {"configMapKeyRef": {"name": "-barrier", "key": "p_0"}}});
+        let mut template = json!({"spec": {"containers": [
+            {"name": "a", "env": [{"name": "X", "value": "1"}]},
+            {"name": "b"},
+            {"name": "c", "env": [barrier.clone()]},
+        ]}});
+        let before = template.clone();
+        let mutated = json!({"spec": {"containers": [
+            {"name": "sidecar", "env": [barrier.clone()]},
+            {"name": "a", "env": [{"name": "X", "value": "1"}, barrier.clone()]},
+            {"name": "b", "env": [barrier.clone()]},
+            {"name": "c", "env": [barrier.clone()]},
+        ]}});
+        write_back(&mut template, &mutated);
+        let mut expected = before["spec"]["containers"].as_array().unwrap().clone();
+        expected.insert(0, json!({"name": "sidecar"}));
+        assert_eq!(template["spec"]["containers"], Value::Array(expected));
     }
 
     #[test]

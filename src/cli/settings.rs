@@ -1,8 +1,7 @@
 //! The flags that change decisions, shared by `serve`, `dry-run` and `inject` so all decide alike.
 
-use std::fmt;
-
 use crate::admission::Settings;
+use crate::admission::feature_gates::{FeatureGates, Gate};
 use crate::admission::sidecarset_rules::host_access::Policy;
 use crate::admission::webhooks::Capability;
 
@@ -19,10 +18,9 @@ pub struct DecisionArgs {
     /// Same as `--disable-capability delete-protection`.
     #[arg(long)]
     pub disable_delete_protection: bool,
-    /// Kruise's feature gates, as kruise-manager takes them: `Name=bool` pairs separated by commas
-    /// (repeatable). Known: InPlaceWorkloadVerticalScaling (default false),
-    /// SidecarSetPatchPodMetadataDefaultsAllowed (default false), ResourcesDeletionProtection
-    /// (default true; false is `--disable-capability delete-protection`).
+    /// Kruise's feature gates, as kruise-manager v1.9.1 takes them: `Name=bool` pairs separated by
+    /// commas (repeatable). Every gate name of Kruise is accepted, with Kruise's default (delete
+    /// protection aside); docs/cli.md says which ones change a decision here.
     #[arg(long = "feature-gates", value_name = "NAME=BOOL,...", value_parser = parse_gates)]
     pub feature_gates: Vec<Vec<(Gate, bool)>>,
     /// Same as `--feature-gates=InPlaceWorkloadVerticalScaling=true`: under InPlaceOnly, also admit
@@ -40,55 +38,16 @@ pub struct DecisionArgs {
     pub sidecarset_policy: Policy,
 }
 
-/// The Kruise feature gates that change a decision here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    InPlaceWorkloadVerticalScaling,
-    SidecarSetPatchPodMetadataDefaultsAllowed,
-    ResourcesDeletionProtection,
-}
-
-impl Gate {
-    pub const ALL: [Gate; 3] = [
-        Gate::InPlaceWorkloadVerticalScaling,
-        Gate::SidecarSetPatchPodMetadataDefaultsAllowed,
-        Gate::ResourcesDeletionProtection,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Gate::InPlaceWorkloadVerticalScaling => "InPlaceWorkloadVerticalScaling",
-            Gate::SidecarSetPatchPodMetadataDefaultsAllowed => "SidecarSetPatchPodMetadataDefaultsAllowed",
-            Gate::ResourcesDeletionProtection => "ResourcesDeletionProtection",
-        }
-    }
-
-    /// Its value when no flag names it. Delete protection is on, as every capability is here.
-    fn default(self) -> bool {
-        matches!(self, Gate::ResourcesDeletionProtection)
-    }
-}
-
-impl fmt::Display for Gate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// One `--feature-gates` value: `Name=bool` pairs separated by commas, with the booleans Go's
 /// `strconv.ParseBool` reads (as kruise-manager's flag does).
 fn parse_gates(text: &str) -> Result<Vec<(Gate, bool)>, String> {
-    let known = || Gate::ALL.map(Gate::name).join(", ");
     text.split(',')
         .map(str::trim)
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (name, value) =
                 pair.split_once('=').ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
-            let gate = Gate::ALL
-                .into_iter()
-                .find(|g| g.name() == name.trim())
-                .ok_or_else(|| format!("unknown feature gate {:?}; known gates: {}", name.trim(), known()))?;
+            let gate = Gate::named(name.trim()).ok_or_else(|| unknown_gate(name.trim()))?;
             let value = match value.trim() {
                 "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
                 "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
@@ -99,50 +58,94 @@ fn parse_gates(text: &str) -> Result<Vec<(Gate, bool)>, String> {
         .collect()
 }
 
-impl DecisionArgs {
-    /// The value of `gate`: the last `--feature-gates` entry naming it, or the flag that is its
-    /// alias, or its default. An alias given beside a gate entry that turns it off is an error.
-    fn gate(&self, gate: Gate) -> Result<bool, String> {
-        let named = self.feature_gates.iter().flatten().rev().find(|(g, _)| *g == gate).map(|(_, v)| *v);
-        let (alias, flag) = match gate {
-            Gate::InPlaceWorkloadVerticalScaling => {
-                (self.inplace_vertical_scaling, "--inplace-vertical-scaling")
-            }
-            Gate::SidecarSetPatchPodMetadataDefaultsAllowed => (
-                self.sidecarset_patch_pod_metadata_defaults_allowed,
-                "--sidecarset-patch-pod-metadata-defaults-allowed",
-            ),
-            Gate::ResourcesDeletionProtection => {
-                (self.disable_delete_protection, "--disable-delete-protection")
-            }
-        };
-        // The delete-protection alias turns its gate off; the others turn theirs on.
-        let alias_value = gate != Gate::ResourcesDeletionProtection;
-        match named {
-            Some(value) if alias && value != alias_value => {
-                Err(format!("{flag} contradicts --feature-gates={gate}={value}; give one of them"))
-            }
-            Some(value) => Ok(value),
-            None if alias => Ok(alias_value),
-            None => Ok(gate.default()),
+/// The message for a name kruise-manager does not know, naming the gate it is closest to.
+fn unknown_gate(name: &str) -> String {
+    let closest = Gate::ALL.into_iter().min_by_key(|g| edit_distance(name, g.name())).map(Gate::name);
+    let hint = closest.map(|c| format!("did you mean {c}? ")).unwrap_or_default();
+    format!("unknown feature gate {name:?}; {hint}(docs/cli.md lists the gates of kruise-manager v1.9.1)")
+}
+
+/// Levenshtein distance, ASCII case-insensitive (a misspelt gate name is short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.to_ascii_lowercase().into_bytes(), b.to_ascii_lowercase().into_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
         }
+    }
+    row[b.len()]
+}
+
+/// The flags that are aliases of a gate: the flag, its gate, and the value it sets.
+const ALIASES: [(&str, Gate, bool); 3] = [
+    ("--inplace-vertical-scaling", Gate::InPlaceWorkloadVerticalScaling, true),
+    (
+        "--sidecarset-patch-pod-metadata-defaults-allowed",
+        Gate::SidecarSetPatchPodMetadataDefaultsAllowed,
+        true,
+    ),
+    ("--disable-delete-protection", Gate::ResourcesDeletionProtection, false),
+];
+
+impl DecisionArgs {
+    fn alias_given(&self, gate: Gate) -> bool {
+        match gate {
+            Gate::InPlaceWorkloadVerticalScaling => self.inplace_vertical_scaling,
+            Gate::SidecarSetPatchPodMetadataDefaultsAllowed => {
+                self.sidecarset_patch_pod_metadata_defaults_allowed
+            }
+            Gate::ResourcesDeletionProtection => self.disable_delete_protection,
+            _ => false,
+        }
+    }
+
+    /// The gates: the `--feature-gates` entries, with each alias flag as an entry for its gate
+    /// when no entry names that gate. An alias beside an entry that says the opposite is an error.
+    fn gates(&self) -> Result<FeatureGates, String> {
+        let mut set: Vec<(Gate, bool)> = self.feature_gates.iter().flatten().copied().collect();
+        for (flag, gate, value) in ALIASES {
+            if !self.alias_given(gate) {
+                continue;
+            }
+            match set.iter().rev().find(|(g, _)| *g == gate) {
+                Some(&(_, named)) if named != value => {
+                    return Err(format!(
+                        "{flag} contradicts --feature-gates={gate}={named}; give one of them"
+                    ));
+                }
+                Some(_) => {}
+                None => set.push((gate, value)),
+            }
+        }
+        Ok(FeatureGates::from_flags(&set))
     }
 
     /// The settings these flags mean; an error (a usage error, exit 2) when they contradict each other.
     pub fn settings(&self) -> Result<Settings, String> {
+        let gates = self.gates()?;
         let mut disabled = self.disabled.clone();
-        if !self.gate(Gate::ResourcesDeletionProtection)? {
+        // Kruise's gates that switch a whole webhook off switch off the capability that serves it.
+        if !gates.enabled(Gate::ResourcesDeletionProtection) {
             disabled.push(Capability::DeleteProtection);
+        }
+        if !gates.enabled(Gate::PodWebhook) {
+            disabled.push(Capability::PodMutation);
         }
         disabled.sort_by_key(|c| c.name());
         disabled.dedup();
         Ok(Settings {
             kruise_namespace: self.kruise_namespace.clone(),
             disabled,
-            inplace_vertical_scaling: self.gate(Gate::InPlaceWorkloadVerticalScaling)?,
-            sidecarset_patch_pod_metadata_defaults_allowed: self
-                .gate(Gate::SidecarSetPatchPodMetadataDefaultsAllowed)?,
+            inplace_vertical_scaling: gates.enabled(Gate::InPlaceWorkloadVerticalScaling),
+            sidecarset_patch_pod_metadata_defaults_allowed: gates
+                .enabled(Gate::SidecarSetPatchPodMetadataDefaultsAllowed),
             sidecarset_policy: self.sidecarset_policy,
+            gates,
         })
     }
 }
@@ -239,10 +242,26 @@ mod tests {
 
         let unknown = gates(&["--feature-gates=PodWebhok=false"]).unwrap_err();
         assert!(
-            unknown.contains("unknown feature gate \"PodWebhok\"")
-                && Gate::ALL.iter().all(|g| unknown.contains(g.name())),
+            unknown.contains("unknown feature gate \"PodWebhok\"; did you mean PodWebhook?"),
             "{unknown}"
         );
+        let unknown = gates(&["--feature-gates=enhancedlivenessprobe=true"]).unwrap_err();
+        assert!(unknown.contains("did you mean EnhancedLivenessProbe?"), "names are exact: {unknown}");
+        // Every Kruise gate is accepted; the ones with no effect here change nothing.
+        for gate in Gate::ALL {
+            let s = gates(&[&format!("--feature-gates={gate}=true")]).unwrap();
+            assert!(s.gates.enabled(gate) || gate == Gate::AllAlpha || gate == Gate::AllBeta, "{gate}");
+        }
+        let s = gates(&["--feature-gates=EnhancedLivenessProbe=true,EnablePodProbeMarkerOnServerless=false"])
+            .unwrap();
+        assert!(s.gates.enabled(Gate::EnhancedLivenessProbe));
+        assert!(Capability::ALL.iter().all(|&c| s.enabled(c)));
+        // PodWebhook=false is kruise-manager without pod webhooks: pod mutation off, and the gates
+        // that need it forced off, whatever the flags say.
+        let s = gates(&["--feature-gates=PodWebhook=false,KruisePodReadinessGate=true"]).unwrap();
+        assert!(!s.enabled(Capability::PodMutation) && !s.gates.enabled(Gate::KruisePodReadinessGate));
+        let s = gates(&["--feature-gates=AllAlpha=true"]).unwrap();
+        assert!(s.inplace_vertical_scaling && s.sidecarset_patch_pod_metadata_defaults_allowed);
         assert!(
             gates(&["--feature-gates=InPlaceWorkloadVerticalScaling"]).unwrap_err().contains("not Name=true")
         );

@@ -640,6 +640,24 @@ mod tests {
         );
     }
 
+    /// Launch priority's barrier env names a generated pod name each side drew on its own: its key
+    /// is compared, the ConfigMap's name is not.
+    #[test]
+    fn launch_barriers_compare_by_priority_not_by_pod_name() {
+        let with_barrier = |pod: &Value, name: &str, key: &str| {
+            let mut pod = pod.clone();
+            let sidecar = &mut pod["spec"]["containers"][1];
+            sidecar["env"].as_array_mut().unwrap().push(json!({"name": "KRUISE_CONTAINER_BARRIER",
+                "valueFrom": {"configMapKeyRef": {"name": format!("{name}-barrier"), "key": key}}}));
+            pod
+        };
+        let ours = with_barrier(&ours(), "web-7d9f-bcdfg", "p_-1");
+        let same = with_barrier(&stored(), "web-7d9f-k2x4q", "p_-1");
+        assert!(compare(&original(), &ours, &same, &lookup).iter().all(SidecarSetAgreement::agrees));
+        let other = with_barrier(&stored(), "web-7d9f-k2x4q", "p_0");
+        assert!(!compare(&original(), &ours, &other, &lookup)[0].agrees());
+    }
+
     #[test]
     fn hash_entries_compare_without_the_timestamp() {
         let mut pod = stored();

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{list, name_of, spec_list};
+use crate::admission::pod::launch_priority::BARRIER_ENV;
 use crate::admission::sidecarset_rules::defaults::{self, Probes};
 use crate::api::json::{at, field, object_entry};
 use crate::api::quantity;
@@ -24,12 +25,25 @@ pub(super) fn normalized_container(container: &Value, pod: &Value, token: Option
         }
         defaults::core_container(m, Probes::All);
         requests_from_limits(m);
+        unnamed_launch_barrier(m);
         if at(pod, &["spec", "hostNetwork"]).and_then(Value::as_bool) == Some(true) {
             host_network_ports(m);
         }
     }
     tidy(&mut c, false);
     c
+}
+
+/// Launch priority's barrier env names the pod's ConfigMap after the pod; a pod created with only
+/// `generateName` is named by each side with a random suffix of its own, so the name is not
+/// compared (the priority, its key, is).
+fn unnamed_launch_barrier(c: &mut Map<String, Value>) {
+    let Some(Value::Array(env)) = c.get_mut("env") else { return };
+    for var in env.iter_mut().filter(|v| field(v, "name").and_then(Value::as_str) == Some(BARRIER_ENV)) {
+        if let Some(Value::Object(reference)) = var.pointer_mut("/valueFrom/configMapKeyRef") {
+            reference.remove("name");
+        }
+    }
 }
 
 pub(super) fn normalized_volume(volume: &Value) -> Value {

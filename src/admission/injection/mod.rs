@@ -137,7 +137,7 @@ fn pod_namespace(pod: &Json<'_>, request: &AdmissionRequest) -> String {
 }
 
 /// The object at `key` of `parent`, created empty when absent or null; its entries stay borrowed.
-fn object_mut<'d, 'a>(
+pub(crate) fn object_mut<'d, 'a>(
     parent: &'d mut Draft<'a>,
     key: &str,
     what: &str,
