@@ -141,11 +141,10 @@ var messageRewrites = []struct {
 }
 
 func normaliseMessage(message string) string {
-	message = collapseStructValues(message)
 	for _, r := range messageRewrites {
 		message = r.pattern.ReplaceAllString(message, r.replace)
 	}
-	return strings.TrimSpace(message)
+	return strings.TrimSpace(collapseStructValues(message))
 }
 
 // collapseStructValues replaces a struct shown as a bad value (`Invalid value: v1beta1.X{...}` from

@@ -1,10 +1,11 @@
 package main
 
-// The "stamp" family: a Pod CREATE that names its node, through our /mutate-pod, against upstream
-// Kubernetes' own DaemonSet helpers (k8s.io/kubernetes/pkg/controller/daemon/util, the version
-// Kruise vendors): ReplaceDaemonSetPodNodeNameNodeAffinity pins the pod, AddOrUpdateDaemonPodTolerations
-// adds the daemon tolerations, and nodeName is cleared so the scheduler binds it. Kruise makes this
-// stamp in its controllers, not at admission, so the reference is upstream's functions.
+// The "stamp" family: a Pod CREATE that names its node, through our /mutate-pod, against Kruise's
+// /mutate-pod followed by upstream Kubernetes' own DaemonSet helpers (k8s.io/kubernetes/pkg/controller/
+// daemon/util, the version Kruise vendors): ReplaceDaemonSetPodNodeNameNodeAffinity pins the pod,
+// AddOrUpdateDaemonPodTolerations adds the daemon tolerations, and nodeName is cleared so the scheduler
+// binds it. Kruise makes this stamp in its controllers, not at admission; its /mutate-pod still runs
+// first (a pod of an apps.kruise.io DaemonSet gets its readiness gate there).
 
 import (
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	daemonutil "k8s.io/kubernetes/pkg/controller/daemon/util"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const targetNodeAnnotation = "kruise-admission.dev/target-node"
@@ -59,15 +61,21 @@ func genStampCase(r *rand.Rand, _ int) (*Case, error) {
 	}
 	c := &Case{Cluster: namespaceObjects(), Note: fmt.Sprintf("pin to %s by %s", node, trigger),
 		Request: request(r, admissionv1.Create, "", "v1", "Pod", "pods", "shop", pod.Name, pod, nil)}
-	expected := pod.DeepCopy()
-	expected.Spec.Affinity = daemonutil.ReplaceDaemonSetPodNodeNameNodeAffinity(expected.Spec.Affinity, node)
-	daemonutil.AddOrUpdateDaemonPodTolerations(&expected.Spec)
-	expected.Spec.NodeName = ""
-	raw, err := json.Marshal(expected)
-	if err != nil {
-		return nil, err
+	c.Reference = func(cl client.Client) (Outcome, error) {
+		mutated, err := kruiseChain(&Case{Chain: podChain, Request: c.Request}, cl)
+		if err != nil || !mutated.Allowed {
+			return mutated, err
+		}
+		expected := &corev1.Pod{}
+		if err := json.Unmarshal(mutated.Object, expected); err != nil {
+			return Outcome{}, err
+		}
+		expected.Spec.Affinity = daemonutil.ReplaceDaemonSetPodNodeNameNodeAffinity(expected.Spec.Affinity, node)
+		daemonutil.AddOrUpdateDaemonPodTolerations(&expected.Spec)
+		expected.Spec.NodeName = ""
+		mutated.Object, err = json.Marshal(expected)
+		return mutated, err
 	}
-	c.Reference = func() (Outcome, error) { return Outcome{Allowed: true, Code: 200, Object: raw}, nil }
 	return c, nil
 }
 

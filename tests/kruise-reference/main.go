@@ -24,6 +24,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -44,9 +45,9 @@ type Case struct {
 	// workloads, whose defaulting webhooks stay with Kruise (we serve their validation only).
 	DecisionOnly bool
 	Note         string // what the generator chose, for the report
-	// Reference, when set, is the expected outcome from upstream code other than a Kruise webhook
-	// (the DaemonSet stamp); Chain is then empty.
-	Reference func() (Outcome, error)
+	// Reference, when set, is the expected outcome from upstream code beside Kruise's webhooks (the
+	// DaemonSet stamp); Chain is then empty.
+	Reference func(client.Client) (Outcome, error)
 }
 
 type hook struct {
@@ -172,7 +173,7 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, err er
 	began := time.Now()
 	var kruise Outcome
 	if c.Reference != nil {
-		kruise, err = c.Reference()
+		kruise, err = c.Reference(cl)
 	} else {
 		kruise, err = kruiseChain(c, cl)
 	}

@@ -18,13 +18,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
-// oursGates are the feature gates kruise-admission takes; a case's other gates are Kruise's alone.
-var oursGates = map[string]bool{
-	"InPlaceWorkloadVerticalScaling":            true,
-	"SidecarSetPatchPodMetadataDefaultsAllowed": true,
-	"ResourcesDeletionProtection":               true,
-}
-
 type ours struct {
 	binary string
 	work   string // a scratch folder, rewritten per case
@@ -90,13 +83,12 @@ func (o ours) decide(c *Case, now time.Time) (Outcome, error) {
 	return out, err
 }
 
-// oursGateFlag spells the case's gates that kruise-admission knows as a --feature-gates value.
+// oursGateFlag spells the case's gates as a --feature-gates value (kruise-admission takes every
+// gate name Kruise has, with Kruise's defaults).
 func oursGateFlag(gates map[string]bool) string {
 	var parts []string
 	for name, value := range gates {
-		if oursGates[name] {
-			parts = append(parts, fmt.Sprintf("%s=%t", name, value))
-		}
+		parts = append(parts, fmt.Sprintf("%s=%t", name, value))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")

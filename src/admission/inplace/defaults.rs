@@ -2,8 +2,8 @@
 //!
 //! - [`pod_spec`]: Kruise's validators default the pod template before checking it
 //!   (docs/workloads.md#3-5-template-defaults: `SetDefaultPodSpec`), so a template without `restartPolicy` or
-//!   `imagePullPolicy` is judged as Kruise judges it. Note `imagePullPolicy: Always` for every image,
-//!   Kruise's choice for in-place updates.
+//!   `imagePullPolicy` is judged as Kruise judges it. Note `imagePullPolicy: Always` for every
+//!   container's image, Kruise's choice for in-place updates (init containers follow the tag).
 //! - [`cloneset`], [`statefulset`], [`daemonset`]: the strategy defaults Kruise's mutating
 //!   webhooks (`mcloneset`, `mstatefulset`, `mdaemonset`) write before its validators run. This
 //!   binary does not serve those mutating webhooks, so the validators fill the same values in
@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::admission::sidecarset_rules::defaults::{self as core_defaults, Probes};
 use crate::api::workloads::{
     CloneSet, CloneSetRollingUpdate, DaemonSet, DaemonSetRollingUpdate, IntOrString, StatefulSet,
     StatefulSetRollingUpdate,
@@ -34,7 +35,11 @@ fn objects_in<'a>(
     map.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
 }
 
-/// Kruise's `SetDefaultPodSpec` on a template's pod spec (a non-object spec is left alone).
+/// Kruise's `SetDefaultPodSpec` on a template's pod spec (a non-object spec is left alone): the
+/// PodSpec defaults, `SetDefaults_Container` and the per-field defaults for init containers and
+/// containers (containers first get `imagePullPolicy: Always`, Kruise's choice for in-place
+/// updates; init containers follow the image tag), and `SetDefaultPodVolumes`. Ephemeral containers
+/// are not defaulted (Kruise neither).
 pub fn pod_spec(spec: &mut Value) {
     let Some(spec) = spec.as_object_mut() else { return };
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
@@ -42,58 +47,15 @@ pub fn pod_spec(spec: &mut Value) {
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "schedulerName", json!("default-scheduler"));
-    for key in ["initContainers", "containers", "ephemeralContainers"] {
-        for container in objects_in(spec, key) {
-            container_defaults(container);
-        }
+    for container in objects_in(spec, "initContainers") {
+        core_defaults::core_container(container, Probes::All);
+    }
+    for container in objects_in(spec, "containers") {
+        set_default(container, "imagePullPolicy", json!("Always"));
+        core_defaults::core_container(container, Probes::All);
     }
     for volume in objects_in(spec, "volumes") {
-        volume_defaults(volume);
-    }
-}
-
-fn container_defaults(c: &mut Map<String, Value>) {
-    set_default(c, "imagePullPolicy", json!("Always"));
-    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-    set_default(c, "terminationMessagePolicy", json!("File"));
-    for port in objects_in(c, "ports") {
-        set_default(port, "protocol", json!("TCP"));
-    }
-    for env in objects_in(c, "env") {
-        if let Some(field_ref) =
-            env.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")).and_then(Value::as_object_mut)
-        {
-            set_default(field_ref, "apiVersion", json!("v1"));
-        }
-    }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {
-            set_default(p, "timeoutSeconds", json!(1));
-            set_default(p, "periodSeconds", json!(10));
-            set_default(p, "successThreshold", json!(1));
-            set_default(p, "failureThreshold", json!(3));
-            if let Some(http) = p.get_mut("httpGet").and_then(Value::as_object_mut) {
-                set_default(http, "path", json!("/"));
-                set_default(http, "scheme", json!("HTTP"));
-            }
-        }
-    }
-}
-
-const VOLUME_SOURCES_WITH_MODE: [&str; 4] = ["secret", "configMap", "downwardAPI", "projected"];
-
-fn volume_defaults(v: &mut Map<String, Value>) {
-    // A volume that names no source is an emptyDir.
-    if v.keys().all(|k| k == "name") {
-        v.insert("emptyDir".into(), json!({}));
-    }
-    for source in VOLUME_SOURCES_WITH_MODE {
-        if let Some(s) = v.get_mut(source).and_then(Value::as_object_mut) {
-            set_default(s, "defaultMode", json!(420));
-        }
-    }
-    if let Some(host_path) = v.get_mut("hostPath").and_then(Value::as_object_mut) {
-        set_default(host_path, "type", json!(""));
+        core_defaults::volume(volume);
     }
 }
 
