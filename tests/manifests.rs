@@ -595,11 +595,13 @@ fn helm() -> PathBuf {
 
 /// `$<variable>`, else `name` on PATH; a test that asked for a tool it cannot find fails.
 fn tool(variable: &str, name: &str) -> PathBuf {
-    std::env::var_os(variable).map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH")
-            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
-    })
-    .unwrap_or_else(|| panic!("{name} is not found: set {variable}=/path/to/{name} or put it on PATH"))
+    std::env::var_os(variable)
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH")
+                .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
+        })
+        .unwrap_or_else(|| panic!("{name} is not found: set {variable}=/path/to/{name} or put it on PATH"))
 }
 
 /// `helm template` of the chart, as it exits.

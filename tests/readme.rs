@@ -1,8 +1,8 @@
 //! The docs cannot drift from the binary: the ```console examples of `README.md`, `CONTRIBUTING.md` and
 //! `docs/*.md` run against the built `kruise-admission` from the repository root and must print what
 //! they show (`...` on its own line and `[..]` in a line elide output; see the trycmd crate), every
-//! flag `serve` accepts is in the flag table of `docs/cli.md`, and the code map of `CONTRIBUTING.md`
-//! matches `src/`. Links and anchors are checked in `tests/doc_links.rs`.
+//! flag `serve` accepts is in the flag table of `docs/cli.md`, the README's capability table names
+//! exactly the paths the server routes, and the code map of `CONTRIBUTING.md` matches `src/`. Links and anchors are checked in `tests/doc_links.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -161,4 +161,28 @@ fn collect_metric_names(dir: &Path, names: &mut std::collections::BTreeSet<Strin
             }
         }
     }
+}
+
+/// The README's capability table claims only what is served: every path it names is a path of the
+/// server's routing table (`admission::webhooks::WEBHOOKS`), and every routed path is named there.
+#[test]
+fn the_readme_capability_table_names_exactly_the_served_paths() {
+    let readme = read("README.md");
+    let section = readme.split("\n## Capabilities").nth(1).expect("a Capabilities section in README.md");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let named: std::collections::BTreeSet<&str> = section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .flat_map(|row| row.split('`').skip(1).step_by(2))
+        .filter(|code| code.starts_with('/'))
+        .collect();
+    let served: std::collections::BTreeSet<&str> =
+        kruise_admission::admission::webhooks::WEBHOOKS.iter().map(|w| w.path).collect();
+    let not_served: Vec<&&str> = named.difference(&served).collect();
+    assert!(
+        not_served.is_empty(),
+        "README.md's capability table names paths the server does not serve: {not_served:?}"
+    );
+    let unnamed: Vec<&&str> = served.difference(&named).collect();
+    assert!(unnamed.is_empty(), "README.md's capability table leaves out served paths: {unnamed:?}");
 }
