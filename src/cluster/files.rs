@@ -86,14 +86,14 @@ pub fn object_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// metadata.name cannot be addressed; they are skipped and reported in the returned warnings.
 pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
     let (objects, warnings) = load_objects(dir)?;
-    Ok((Snapshot::from_objects(objects), warnings))
+    Ok((Snapshot::from_objects(objects.into_iter().map(|(_, object)| object)), warnings))
 }
 
-/// The addressable objects below `dir` (a folder, or one file) in load order, and warnings for
-/// the skipped ones and for SidecarSets with unknown fields or fields Kruise refuses together
-/// (`api::sidecarset_fields`: nothing checked their schema). `dry-run --with` layers such lists
-/// over the `--cluster-dir` objects.
-pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> {
+/// The addressable objects below `dir` (a folder, or one file) in load order, each with its file,
+/// and warnings for the skipped ones and for SidecarSets with unknown fields or fields Kruise
+/// refuses together (`api::sidecarset_fields`: nothing checked their schema). `dry-run` and
+/// `inject` admit them (`cli::cluster_folder`), and layer `--with` lists over them.
+pub fn load_objects(dir: &Path) -> Result<(Vec<(PathBuf, Value)>, Vec<String>), LoadError> {
     let files = if dir.is_dir() { object_files(dir)? } else { vec![dir.to_path_buf()] };
     let mut objects = Vec::new();
     let mut warnings = Vec::new();
@@ -116,7 +116,7 @@ pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> 
                     warnings.push(format!("{}: SidecarSet {name}: {finding}", path.display()));
                 }
             }
-            objects.push(doc);
+            objects.push((path.clone(), doc));
         }
     }
     Ok((objects, warnings))
