@@ -21,7 +21,7 @@ use crate::admission::webhooks::{self, Capability};
 use crate::admission::{Clock, Inputs, Random, Settings};
 use crate::api::sidecarset::{GROUP, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, KIND};
 use crate::api::tree::Json;
-use crate::cluster::files::load_objects;
+use crate::cluster::files::{Loaded, load_objects};
 use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
 
 /// What the decisions of one run read besides the cluster.
@@ -84,7 +84,7 @@ impl<'a> Deciding<'a> {
 }
 
 /// The objects of a file or folder, each with its file; their load warnings on stderr.
-fn read(command: &str, flag: &str, path: &PathBuf) -> Result<Vec<(PathBuf, Value)>, String> {
+fn read(command: &str, flag: &str, path: &Path) -> Result<Vec<Loaded>, String> {
     let (loaded, warnings) = load_objects(path).map_err(|e| format!("cannot load {flag}: {e}"))?;
     for w in warnings {
         eprintln!("{command}: warning: {w}");

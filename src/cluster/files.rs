@@ -15,6 +15,9 @@ pub enum LoadError {
     Read { path: PathBuf, message: String },
 }
 
+/// An object of a cluster folder and the file it came from.
+pub type Loaded = (PathBuf, Value);
+
 /// Parse a file's text into objects: JSON (one value) or YAML (one or more `---` documents).
 /// `List` kinds (`v1/List`, `*List`) are expanded into their items; empty documents are dropped.
 /// Errors name the document index so a person can find the bad one.
@@ -93,7 +96,7 @@ pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
 /// and warnings for the skipped ones and for SidecarSets with unknown fields or fields Kruise
 /// refuses together (`api::sidecarset_fields`: nothing checked their schema). `dry-run` and
 /// `inject` admit them (`cli::cluster_folder`), and layer `--with` lists over them.
-pub fn load_objects(dir: &Path) -> Result<(Vec<(PathBuf, Value)>, Vec<String>), LoadError> {
+pub fn load_objects(dir: &Path) -> Result<(Vec<Loaded>, Vec<String>), LoadError> {
     let files = if dir.is_dir() { object_files(dir)? } else { vec![dir.to_path_buf()] };
     let mut objects = Vec::new();
     let mut warnings = Vec::new();
