@@ -185,6 +185,9 @@ fn the_readme_capability_table_names_exactly_the_served_paths() {
     );
     let unnamed: Vec<&&str> = served.difference(&named).collect();
     assert!(unnamed.is_empty(), "README.md's capability table leaves out served paths: {unnamed:?}");
+    // And the first screen counts them.
+    let claim = format!("It takes over {} of Kruise's webhook paths", served.len());
+    assert!(readme.contains(&claim), "README.md's first screen does not say \"{claim}\"");
 }
 
 /// The console examples paste into a shell and run: a command that goes on over `> ` lines ends
