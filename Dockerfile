@@ -50,7 +50,7 @@ WORKDIR /etc/kruise-admission
 VOLUME ["/etc/kruise-admission/tls"]
 EXPOSE 9443 8080
 ENTRYPOINT ["/usr/local/bin/kruise-admission"]
-CMD ["serve", "--cert-dir=/etc/kruise-admission/tls", "--cluster-dir=/etc/kruise-admission/cluster"]
+CMD ["serve", "--cert-dir=/etc/kruise-admission/tls", "--cluster-dir=/etc/kruise-admission/cluster", "--listen=0.0.0.0:9443"]
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.source="https://github.com/kruise-admission/kruise-admission" \

@@ -105,6 +105,11 @@ PY
 )
 uid=${process[0]} gid=${process[1]} cwd=${process[2]} entrypoint=${process[3]}
 default_args=("${process[@]:4}")
+# The run below listens on loopback ports of its own: the image's --listen is left out of its arguments.
+run_args=()
+for arg in "${default_args[@]}"; do
+    [[ $arg == --listen=* ]] || run_args+=("$arg")
+done
 [ "$uid:$gid" = "$IMAGE_USER" ] || fail "the image runs as $uid:$gid, image.env says $IMAGE_USER"
 manifest="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' "$layout/index.json")"
 layer_bytes="$(python3 -c 'import json, sys; print(sum(l["size"] for l in json.load(open(sys.argv[1]))["layers"]))' "$layout/blobs/sha256/$manifest")"
@@ -151,8 +156,8 @@ read -r port metrics_port < <(python3 -c 'import socket
 s = [socket.socket() for _ in range(2)]
 [x.bind(("127.0.0.1", 0)) for x in s]
 print(*[x.getsockname()[1] for x in s])')
-say "$entrypoint ${default_args[*]} --listen=127.0.0.1:$port --metrics-listen=127.0.0.1:$metrics_port"
-timeout 120 "${runner[@]}" "${default_args[@]}" --listen="127.0.0.1:$port" --metrics-listen="127.0.0.1:$metrics_port" \
+say "$entrypoint ${run_args[*]} --listen=127.0.0.1:$port --metrics-listen=127.0.0.1:$metrics_port"
+timeout 120 "${runner[@]}" "${run_args[@]}" --listen="127.0.0.1:$port" --metrics-listen="127.0.0.1:$metrics_port" \
     --log-format=text 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 100); do

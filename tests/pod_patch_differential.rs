@@ -72,6 +72,7 @@ fn select_everything(objects: &[Value]) -> Vec<Value> {
 fn fixture_worlds() -> Vec<World> {
     let (examples, _) =
         load_objects(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster")).expect("examples");
+    let examples: Vec<_> = examples.into_iter().map(|(_, object)| object).collect();
     vec![
         World { snapshot: Snapshot::default(), label: "empty" },
         World { snapshot: Snapshot::from_objects(examples.clone()), label: "examples" },

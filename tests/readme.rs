@@ -1,8 +1,8 @@
 //! The docs cannot drift from the binary: the ```console examples of `README.md`, `CONTRIBUTING.md` and
 //! `docs/*.md` run against the built `kruise-admission` from the repository root and must print what
 //! they show (`...` on its own line and `[..]` in a line elide output; see the trycmd crate), every
-//! flag `serve` accepts is in the flag table of `docs/cli.md`, and the code map of `CONTRIBUTING.md`
-//! matches `src/`. Links and anchors are checked in `tests/doc_links.rs`.
+//! flag `serve` accepts is in the flag table of `docs/cli.md`, the README's capability table names
+//! exactly the paths the server routes, and the code map of `CONTRIBUTING.md` matches `src/`. Links and anchors are checked in `tests/doc_links.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -160,5 +160,86 @@ fn collect_metric_names(dir: &Path, names: &mut std::collections::BTreeSet<Strin
                 }
             }
         }
+    }
+}
+
+/// The README's capability table claims only what is served: every path it names is a path of the
+/// server's routing table (`admission::webhooks::WEBHOOKS`), and every routed path is named there.
+#[test]
+fn the_readme_capability_table_names_exactly_the_served_paths() {
+    let readme = read("README.md");
+    let section = readme.split("\n## Capabilities").nth(1).expect("a Capabilities section in README.md");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let named: std::collections::BTreeSet<&str> = section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .flat_map(|row| row.split('`').skip(1).step_by(2))
+        .filter(|code| code.starts_with('/'))
+        .collect();
+    let served: std::collections::BTreeSet<&str> =
+        kruise_admission::admission::webhooks::WEBHOOKS.iter().map(|w| w.path).collect();
+    let not_served: Vec<&&str> = named.difference(&served).collect();
+    assert!(
+        not_served.is_empty(),
+        "README.md's capability table names paths the server does not serve: {not_served:?}"
+    );
+    let unnamed: Vec<&&str> = served.difference(&named).collect();
+    assert!(unnamed.is_empty(), "README.md's capability table leaves out served paths: {unnamed:?}");
+    // And the first screen counts them.
+    let claim = format!("It takes over {} of Kruise's webhook paths", served.len());
+    assert!(readme.contains(&claim), "README.md's first screen does not say \"{claim}\"");
+}
+
+/// The console examples paste into a shell and run: a command that goes on over `> ` lines ends
+/// each of its lines but the last with ` \` (trycmd joins them, a shell needs the backslash).
+#[test]
+fn multi_line_console_commands_continue_with_a_backslash() {
+    let mut problems = Vec::new();
+    for file in documents_with_examples() {
+        let text = read(file.to_str().expect("a UTF-8 path"));
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, pair) in lines.windows(2).enumerate() {
+            let continues = pair[1].starts_with("> ");
+            let command = pair[0].starts_with("$ ") || pair[0].starts_with("> ");
+            if continues && command && !pair[0].ends_with(" \\") {
+                problems.push(format!("{}:{}: {}", file.display(), i + 1, pair[0]));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "console lines continued without a backslash:\n{}", problems.join("\n"));
+}
+
+/// docs/cli.md has a section for every subcommand the binary's `--help` lists, and both its
+/// `manifests` synopsis and the top-level `--help` name every kind `manifests` prints.
+#[test]
+fn the_cli_reference_and_the_help_name_every_subcommand_and_every_manifests_kind() {
+    use clap::ValueEnum as _;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let commands = help.split("Commands:\n").nth(1).expect("a Commands section in --help");
+    let commands: Vec<&str> = commands
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 6, "{help}");
+    let cli = read("docs/cli.md");
+    let missing: Vec<&&str> = commands.iter().filter(|c| !cli.contains(&format!("\n## `{c}`"))).collect();
+    assert!(missing.is_empty(), "subcommands without a section in docs/cli.md: {missing:?}");
+
+    let kinds: Vec<String> = kruise_admission::cli::manifests::What::value_variants()
+        .iter()
+        .filter_map(|w| w.to_possible_value().map(|v| v.get_name().to_owned()))
+        .collect();
+    let synopsis = cli.lines().find(|l| l.starts_with("kruise-admission manifests <")).expect("the synopsis");
+    let manifests_help =
+        help.lines().find(|l| l.trim_start().starts_with("manifests")).expect("manifests in --help");
+    for kind in &kinds {
+        assert!(synopsis.contains(kind.as_str()), "{kind} is not in the synopsis of docs/cli.md: {synopsis}");
+        assert!(manifests_help.contains(kind.as_str()), "{kind} is not in --help: {manifests_help}");
     }
 }

@@ -22,8 +22,8 @@ fn cluster() -> &'static Snapshot {
     static CLUSTER: OnceLock<Snapshot> = OnceLock::new();
     CLUSTER.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
-        let (mut objects, _) =
-            files::load_objects(&dir).unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
+        let (objects, _) = files::load_objects(&dir).unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
+        let mut objects: Vec<Value> = objects.into_iter().map(|(_, o)| o).collect();
         for namespace in ["default", "shop"] {
             for (name, phase) in [("web-0", "Running"), ("web-1", "Pending"), ("job-0", "Succeeded")] {
                 objects.push(json!({

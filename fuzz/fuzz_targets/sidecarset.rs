@@ -26,7 +26,11 @@ fn base_objects() -> &'static [Value] {
     OBJECTS.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
         let (objects, _) = files::load_objects(&dir).unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
-        objects.into_iter().filter(|o| o.get("kind").and_then(Value::as_str) != Some("SidecarSet")).collect()
+        objects
+            .into_iter()
+            .map(|(_, o)| o)
+            .filter(|o| o.get("kind").and_then(Value::as_str) != Some("SidecarSet"))
+            .collect()
     })
 }
 

@@ -9,6 +9,7 @@ use super::draft::Draft;
 use super::patch::{diff_draft, diff_json};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::{Inputs, inplace, pod, protection, sidecarset_rules};
+use crate::api::tree::Json;
 use crate::cluster::{Answers, Query};
 
 // The table's entry types live in `route.rs`; callers name them through the table.
@@ -279,6 +280,30 @@ pub fn queries(webhook: &Webhook, request: &AdmissionRequest, inputs: &Inputs) -
 pub fn run_offline(webhook: &Webhook, request: &AdmissionRequest<'_>, inputs: &Inputs) -> Outcome<'static> {
     let answers = Answers::from_snapshot(inputs.cluster, &queries(webhook, request, inputs));
     run(webhook, request, &Inputs { answers: &answers, ..*inputs }).into_owned()
+}
+
+/// The calls the API server makes for one request, offline ([`run_offline`] each): the webhooks of
+/// `chain` in order (mutating ones first, as [`matching`] orders them), each mutating webhook seeing
+/// the previous one's object and validating ones the final object; a mutating denial ends the
+/// chain, validating webhooks all run (the API server calls them in parallel). `request.object`
+/// ends as the object after the mutating calls; `each` sees every call's decision.
+pub fn run_chain_offline(
+    chain: &[&Webhook],
+    request: &mut AdmissionRequest<'_>,
+    inputs: &Inputs,
+    mut each: impl FnMut(&Webhook, &AdmissionRequest<'_>, Decision<'static>),
+) {
+    for webhook in chain {
+        let outcome = run_offline(webhook, request, inputs);
+        if let Some(mutated) = outcome.mutated {
+            request.object = Some(Json::from(mutated));
+        }
+        let stop = !outcome.decision.allowed && webhook.kind() == WebhookKind::Mutating;
+        each(webhook, request, outcome.decision);
+        if stop {
+            break;
+        }
+    }
 }
 
 /// Run `webhook` on `request`. Pure: everything it reads is in `inputs`.

@@ -14,18 +14,17 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::agreement;
+use super::cluster_folder;
 use super::inputs::{self, Case, Classifier, Skipped};
 use super::line_diff::Style;
 use super::report::{self, Call, ReviewResult, Table, Totals};
 use super::settings::DecisionArgs;
 use crate::admission::patch::{PatchOp, diff_json};
-use crate::admission::review::{self, AdmissionRequest, Decision, Operation, decode_review};
-use crate::admission::sidecarset_rules::validate::folder_conflicts;
+use crate::admission::review::{self, AdmissionRequest, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
 use crate::api::tree::Json;
-use crate::cluster::files::load_objects;
-use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
+use crate::cluster::{Answers, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -91,9 +90,10 @@ pub(crate) fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
 
 /// Run `dry-run`. Exit status: 0 when every input is allowed, 1 when any is denied (an unusable
 /// review counts as denied, as `serve` refuses it), 2 when an input, a `--with` file or the cluster
-/// folder cannot be read or the flags do not fit together (2 wins over 1). With `--compare --with`
-/// the status is that of the run with the `--with` objects; with `--compare --stored` it is 1 unless
-/// every Pod CREATE agrees with its stored Pod.
+/// folder cannot be read, a folder or `--with` object would be refused, or the flags do not fit
+/// together (2 wins over 1). With `--compare --with` the status is that of the run with the `--with`
+/// objects; with `--compare --stored` it is 1 unless every Pod CREATE agrees with its stored Pod. A
+/// closed standard output ends it quietly with 0.
 pub fn run(args: Args) -> ExitCode {
     match replay(&args) {
         Ok(code) => code,
@@ -108,11 +108,6 @@ pub fn run(args: Args) -> ExitCode {
 fn replay(args: &Args) -> Result<ExitCode, String> {
     check_flags(args)?;
     let stored = args.stored.as_deref().map(load_stored).transpose()?;
-    let objects = load_cluster(args)?;
-    let base = Snapshot::from_objects(objects.folder.clone());
-    for conflict in folder_conflicts(&base) {
-        eprintln!("dry-run: warning: --cluster-dir: {conflict}");
-    }
     let clock: Box<dyn Clock> = match args.now {
         Some(now) => Box::new(FixedClock(now)),
         None => Box::new(SystemClock),
@@ -121,8 +116,11 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
     // percentage partition decides the same way on both.
     let (random, base_random) = (SeededRandom::new(args.seed), SeededRandom::new(args.seed));
     let settings = args.decisions.settings()?;
+    let loading = SeededRandom::new(args.seed);
+    let deciding = cluster_folder::Deciding { clock: clock.as_ref(), random: &loading, settings: &settings };
+    let cluster = cluster_folder::load("dry-run", args.cluster_dir.as_ref(), &args.with, &deciding)?;
     let base_env = Env {
-        cluster: &base,
+        cluster: &cluster.folder,
         clock: clock.as_ref(),
         random: &base_random,
         settings: &settings,
@@ -131,8 +129,7 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
         // against it.
         keep_input: (args.output == Output::Diff && !args.compare) || stored.is_some(),
     };
-    let with = admit_with(&base_env, objects)?;
-    let env = Env { cluster: with.as_ref().unwrap_or(&base), random: &random, ..base_env };
+    let env = Env { cluster: cluster.current(), random: &random, ..base_env };
     let base_env = (args.compare && stored.is_none()).then_some(base_env);
 
     let stdout = std::io::stdout();
@@ -156,7 +153,12 @@ fn replay(args: &Args) -> Result<ExitCode, String> {
         Some(report) => !report.all_agree(),
         None => printer.totals.denied > 0,
     };
-    printer.finish().map_err(|e| format!("cannot write output: {e}"))?;
+    match printer.finish() {
+        // The reader went away (`dry-run … | head`): stop quietly, as Unix tools do.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(format!("cannot write output: {e}")),
+        Ok(()) => {}
+    }
     Ok(if unreadable {
         ExitCode::from(2)
     } else if denied {
@@ -195,48 +197,6 @@ fn load_stored(path: &Path) -> Result<Vec<Value>, String> {
         );
     }
     Ok(pods)
-}
-
-/// The objects `dry-run` decides against.
-struct ClusterObjects {
-    /// `--cluster-dir`'s.
-    folder: Vec<Value>,
-    /// Each `--with` object, with the file it came from.
-    with: Vec<(String, Value)>,
-}
-
-/// Load `--cluster-dir` and every `--with` (warnings on stderr).
-fn load_cluster(args: &Args) -> Result<ClusterObjects, String> {
-    let mut objects = ClusterObjects { folder: Vec::new(), with: Vec::new() };
-    let layers =
-        args.cluster_dir.iter().map(|d| ("--cluster-dir", d)).chain(args.with.iter().map(|f| ("--with", f)));
-    for (flag, path) in layers {
-        let (loaded, warnings) = load_objects(path).map_err(|e| format!("cannot load {flag}: {e}"))?;
-        for w in warnings {
-            eprintln!("dry-run: warning: {w}");
-        }
-        if flag == "--with" {
-            objects.with.extend(loaded.into_iter().map(|o| (path.display().to_string(), o)));
-        } else {
-            objects.folder.extend(loaded);
-        }
-    }
-    Ok(objects)
-}
-
-/// The cluster with the `--with` objects as it would hold them after `kubectl apply`: each goes
-/// through the webhooks of its kind against the folder's objects (`env.cluster`; so, e.g., a
-/// SidecarSet gets its defaults and hash annotations), then replaces the folder's object of the same
-/// key. `None` without `--with` objects.
-fn admit_with(env: &Env, objects: ClusterObjects) -> Result<Option<Snapshot>, String> {
-    let ClusterObjects { folder: mut objects, with } = objects;
-    if with.is_empty() {
-        return Ok(None);
-    }
-    for (file, object) in with {
-        objects.push(apply(env, object, &file).map_err(|m| format!("--with {file}: {m}"))?);
-    }
-    Ok(Some(Snapshot::from_objects(objects)))
 }
 
 /// The inputs' walk: each document decided and printed as it is read.
@@ -442,29 +402,6 @@ impl Progress {
     }
 }
 
-/// `object` admitted as `kubectl apply` would send it: an UPDATE of the object of the same key in
-/// `env.cluster`, else a CREATE. The admitted object, or why it would be refused.
-fn apply(env: &Env, object: Value, file: &str) -> Result<Value, String> {
-    let existing = match (TypeKey::of(&object), ObjectKey::of(&object)) {
-        (Some(t), Some(k)) => {
-            env.cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o))
-        }
-        _ => None,
-    };
-    let mut request = inputs::bare_object(object, file);
-    if let Some(old) = existing {
-        request.operation = Operation::Update;
-        request.old_object = Some(Json::from(old));
-    }
-    let subject = format!("{} {}", request.kind.kind, request.display_name());
-    let result = request_one(env, request);
-    if result.allowed {
-        Ok(result.object)
-    } else {
-        Err(format!("{subject} would be refused ({}): {}", result.status.0, result.status.1))
-    }
-}
-
 /// What every decision reads, fixed for the whole run.
 #[derive(Clone, Copy)]
 struct Env<'a> {
@@ -549,27 +486,31 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         responses: Vec::new(),
         pod_create,
     };
-    for webhook in matching {
-        let decision = call(env, webhook, &mut current);
+    result.warnings.extend(cluster_folder::unknown_namespace(&current, env.cluster, env.settings));
+    // `run_offline` answers each webhook's lookups from the snapshot itself.
+    let no_answers = Answers::default();
+    let inputs = Inputs {
+        cluster: env.cluster,
+        answers: &no_answers,
+        clock: env.clock,
+        random: env.random,
+        settings: env.settings,
+    };
+    webhooks::run_chain_offline(matching, &mut current, &inputs, |webhook, request, decision| {
         if env.responses {
             result.responses.push(review_text(review::review_response(
-                current.version,
-                &current.uid,
+                request.version,
+                &request.uid,
                 &decision,
             )));
         }
         result.warnings.extend(decision.warnings.iter().cloned());
         if !decision.allowed && result.allowed {
             result.allowed = false;
-            let status = decision.status.as_ref();
-            result.status =
-                (status.map_or(403, |s| s.code), status.map(|s| s.message.clone()).unwrap_or_default());
+            result.status = cluster_folder::status(&decision);
         }
         result.calls.push(Call { path: webhook.path, allowed: decision.allowed, patch: decision.patch });
-        if !decision.allowed && webhook.kind() == WebhookKind::Mutating {
-            break;
-        }
-    }
+    });
     if result.allowed {
         // Only mutating calls change the object: with at most one non-empty patch, that patch is
         // the whole patch (the call saw the input unchanged), so the second diff is saved.
@@ -602,23 +543,6 @@ fn pod_namespace(request: &AdmissionRequest) -> String {
 
 /// Call one webhook as `serve` would, answering its lookups from the snapshot. A mutating
 /// webhook's result becomes `request.object` for the next one.
-fn call(env: &Env, webhook: &Webhook, request: &mut AdmissionRequest) -> Decision<'static> {
-    let no_answers = Answers::default();
-    let inputs = Inputs {
-        cluster: env.cluster,
-        answers: &no_answers,
-        clock: env.clock,
-        random: env.random,
-        settings: env.settings,
-    };
-    // Owned (`run_offline`'s outcome is): the next webhook's request replaces this one's object.
-    let outcome = webhooks::run_offline(webhook, request, &inputs);
-    if let Some(mutated) = outcome.mutated {
-        request.object = Some(Json::from(mutated));
-    }
-    outcome.decision
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,18 +16,17 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::cluster_folder;
 use super::dry_run::parse_rfc3339;
 use super::inputs::{self, bare_object};
 use super::report::yaml;
 use super::settings::DecisionArgs;
 use crate::admission::pod::launch_priority::BARRIER_ENV;
 use crate::admission::review::Decision;
-use crate::admission::sidecarset_rules::validate::folder_conflicts;
 use crate::admission::webhooks;
 use crate::admission::{FixedClock, Inputs, SeededRandom};
 use crate::api::json::object_entry;
-use crate::cluster::files::load_dir;
-use crate::cluster::{Answers, Snapshot};
+use crate::cluster::Answers;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -52,13 +51,19 @@ pub struct Args {
     /// reads. Without it no SidecarSet exists and manifests come out unchanged.
     #[arg(long, value_name = "DIR")]
     pub cluster_dir: Option<PathBuf>,
+    /// Objects (files or folders) layered over the `--cluster-dir` objects, as `kubectl apply`
+    /// would store them (a SidecarSet gets its defaults and hash annotations; one Kruise would
+    /// refuse is an error): a new SidecarSet, or a new version of one. Repeatable.
+    #[arg(long = "with", value_name = "FILE")]
+    pub with: Vec<PathBuf>,
     /// The time injection records (RFC 3339) where a template has no timestamp of its own for a
     /// SidecarSet. Without it, 1970-01-01T00:00:00Z, so the same input gives the same output.
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub now: Option<OffsetDateTime>,
-    /// The namespace of manifests that name none (what `kubectl apply` would use).
-    #[arg(short = 'n', long, value_name = "NS", default_value = "default")]
-    pub namespace: String,
+    /// The namespace of manifests that name none (what `kubectl apply` would use; default
+    /// `default`). A manifest that names another one is an error, as in kubectl.
+    #[arg(short = 'n', long, value_name = "NS")]
+    pub namespace: Option<String>,
     #[command(flatten)]
     pub decisions: DecisionArgs,
     /// Seed of the random source used for percentage partitions.
@@ -92,14 +97,11 @@ const SPEC_FIELDS: &[&str] = &["containers", "initContainers", "volumes", "image
 
 /// Run `inject`. Exit status: 0 when every manifest was processed, 1 when the webhook refused a
 /// template (that manifest is written unchanged and the reason goes to stderr), 2 when an input or
-/// the cluster folder cannot be read.
+/// the cluster folder cannot be read, a folder SidecarSet would be refused, or a manifest names
+/// another namespace than `--namespace`. A closed standard output ends it quietly with 0.
 pub fn run(args: Args) -> ExitCode {
-    let loaded = args
-        .decisions
-        .settings()
-        .and_then(|settings| Ok((settings, load_cluster(args.cluster_dir.as_ref())?)));
-    let (settings, snapshot) = match loaded {
-        Ok(loaded) => loaded,
+    let settings = match args.decisions.settings() {
+        Ok(settings) => settings,
         Err(message) => {
             eprintln!("inject: {message}");
             return ExitCode::from(2);
@@ -107,15 +109,23 @@ pub fn run(args: Args) -> ExitCode {
     };
     let clock = FixedClock(args.now.unwrap_or(DEFAULT_NOW));
     let random = SeededRandom::new(args.seed);
+    let deciding = cluster_folder::Deciding { clock: &clock, random: &random, settings: &settings };
+    let cluster = match cluster_folder::load("inject", args.cluster_dir.as_ref(), &args.with, &deciding) {
+        Ok(cluster) => cluster,
+        Err(message) => {
+            eprintln!("inject: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let injector = Injector {
         inputs: Inputs {
-            cluster: &snapshot,
+            cluster: cluster.current(),
             answers: &Answers::default(),
             clock: &clock,
             random: &random,
             settings: &settings,
         },
-        namespace: &args.namespace,
+        namespace: args.namespace.as_deref(),
     };
 
     let mut writer =
@@ -137,16 +147,12 @@ pub fn run(args: Args) -> ExitCode {
                     eprintln!("inject: {input}: {message}");
                     unreadable = true;
                 }
-                Err(FileError::Write(e)) => {
-                    eprintln!("inject: cannot write output: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(FileError::Write(e)) => return write_failed(&e),
             }
         }
     }
     if let Err(e) = writer.out.flush() {
-        eprintln!("inject: cannot write output: {e}");
-        return ExitCode::from(2);
+        return write_failed(&e);
     }
     if unreadable {
         ExitCode::from(2)
@@ -157,14 +163,14 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The `--cluster-dir` objects (warnings on stderr); an empty cluster without the flag.
-fn load_cluster(dir: Option<&PathBuf>) -> Result<Snapshot, String> {
-    let Some(dir) = dir else { return Ok(Snapshot::default()) };
-    let (snapshot, warnings) = load_dir(dir).map_err(|e| format!("cannot load --cluster-dir: {e}"))?;
-    for w in warnings.iter().chain(&folder_conflicts(&snapshot)) {
-        eprintln!("inject: warning: {w}");
+/// Standard output failed. A reader that went away (`inject … | head`) is not a failure: stop
+/// quietly, as Unix tools do; anything else is (status 2).
+fn write_failed(e: &std::io::Error) -> ExitCode {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return ExitCode::SUCCESS;
     }
-    Ok(snapshot)
+    eprintln!("inject: cannot write output: {e}");
+    ExitCode::from(2)
 }
 
 /// Why a file's manifests were not all written.
@@ -178,12 +184,30 @@ enum FileError {
 /// Inject every document of `input` and write it out: whether the webhook refused any.
 fn inject_file(injector: &Injector, input: &str, writer: &mut Writer<impl Write>) -> Result<bool, FileError> {
     let documents = inputs::read_text(input).and_then(|text| parse(&text)).map_err(FileError::Unreadable)?;
+    if let Some(namespace) = injector.namespace {
+        documents.iter().try_for_each(|d| same_namespace(d, namespace)).map_err(FileError::Unreadable)?;
+    }
     let mut refused = false;
     for (index, mut document) in documents.into_iter().enumerate() {
         refused |= !injector.object(&mut document, &format!("{input}#{index}"));
         writer.write(&document).map_err(FileError::Write)?;
     }
     Ok(refused)
+}
+
+/// kubectl's refusal of a manifest whose namespace is not the `--namespace` given (it never moves
+/// an object silently), for the object and the items of a List.
+fn same_namespace(object: &Value, namespace: &str) -> Result<(), String> {
+    if let Some(items) = object.get("items").and_then(Value::as_array) {
+        return items.iter().try_for_each(|item| same_namespace(item, namespace));
+    }
+    match object.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(own) if !own.is_empty() && own != namespace => Err(format!(
+            "the namespace from the provided object \"{own}\" does not match the namespace \"{namespace}\". \
+             You must pass '--namespace={own}' to perform this operation."
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Standard output in the chosen format: YAML documents separated by `---`, or JSON lines.
@@ -227,8 +251,9 @@ fn parse(text: &str) -> Result<Vec<Value>, String> {
 
 struct Injector<'a> {
     inputs: Inputs<'a>,
-    /// For manifests without a namespace.
-    namespace: &'a str,
+    /// `--namespace`: for manifests without a namespace (else `default`), and the only one a
+    /// manifest may name.
+    namespace: Option<&'a str>,
 }
 
 impl Injector<'_> {
@@ -245,7 +270,8 @@ impl Injector<'_> {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
-            .unwrap_or(self.namespace)
+            .or(self.namespace)
+            .unwrap_or("default")
             .to_owned();
         let what = format!(
             "{} {namespace}/{}",
@@ -259,6 +285,11 @@ impl Injector<'_> {
         let pod = if pointer.is_empty() { template.clone() } else { pod_of(template, &namespace) };
         let mut request = bare_object(pod, source);
         request.namespace = namespace;
+        if let Some(warning) =
+            cluster_folder::unknown_namespace(&request, self.inputs.cluster, self.inputs.settings)
+        {
+            eprintln!("inject: {source}: {what}: warning: {warning}");
+        }
         let (decision, mutated) = mutate_pod(&request, &self.inputs);
         for warning in &decision.warnings {
             eprintln!("inject: {source}: {what}: warning: {warning}");

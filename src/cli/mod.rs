@@ -3,6 +3,7 @@
 
 mod agreement;
 pub mod certs;
+mod cluster_folder;
 mod colour;
 pub mod connections;
 pub mod dry_run;

@@ -23,8 +23,9 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// HTTPS address for admission reviews.
-    #[arg(long, default_value = "0.0.0.0:9443")]
+    /// HTTPS address for admission reviews. Loopback by default (a laptop); the chart, the
+    /// manifests and the image pass `--listen=0.0.0.0:9443`.
+    #[arg(long, default_value = "127.0.0.1:9443")]
     pub listen: SocketAddr,
     /// Plain-HTTP address for /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -180,8 +181,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             _ => Some(args.live.client().await?),
         };
         // Self-managed files are written before the server loads them; the handle keeps them renewed.
-        let (cert, key, cert_sync) = serving_certificate(&args, client.as_ref()).await?;
+        let (cert, key, cert_sync, embedded_ca) = serving_certificate(&args, client.as_ref()).await?;
         let mut config = ServerConfig::new(cert, key, args.cluster_dir.clone());
+        // On a laptop (folder mode, the embedded certificate) the ready line says what to try.
+        if args.live.cluster_mode == ClusterMode::Folder {
+            config.try_with_ca = embedded_ca;
+        }
         config.cert_status = cert_sync.as_ref().map(CertHandle::status_view);
         config.listen = args.listen;
         config.metrics_listen = args.metrics_listen;
@@ -211,11 +216,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The certificate and key files to serve, by `--cert-mode`; for self-managed, also the handle
-/// of the background renewal (dropping it stops renewing).
+/// of the background renewal (dropping it stops renewing); for the embedded certificate, its CA.
 async fn serving_certificate(
     args: &ServeArgs,
     client: Option<&kube::Client>,
-) -> anyhow::Result<(PathBuf, PathBuf, Option<CertHandle>)> {
+) -> anyhow::Result<(PathBuf, PathBuf, Option<CertHandle>, Option<PathBuf>)> {
     match (args.live.cert_mode, client, &args.tls_cert_file, &args.tls_key_file) {
         (CertMode::SelfManaged, _, Some(_), _) => {
             anyhow::bail!(
@@ -231,9 +236,9 @@ async fn serving_certificate(
             let settings = CertSettings::from_options(&args.live, args.cert_dir.clone());
             let handle = CertManager::new(client, settings).start(Duration::from_secs(60)).await?;
             tracing::info!(secret = %args.live.cert_secret, namespace = %args.live.namespace, dir = %args.cert_dir.display(), "self-managed certificate in place");
-            Ok((args.cert_dir.join(TLS_CRT), args.cert_dir.join(TLS_KEY), Some(handle)))
+            Ok((args.cert_dir.join(TLS_CRT), args.cert_dir.join(TLS_KEY), Some(handle), None))
         }
-        (_, _, Some(cert), Some(key)) => Ok((cert.clone(), key.clone(), None)),
+        (_, _, Some(cert), Some(key)) => Ok((cert.clone(), key.clone(), None, None)),
         _ => {
             let (paths, report) = certs::ensure(&args.cert_dir, &args.dns_names)?;
             if let Some(why) = &report.ca_created {
@@ -242,7 +247,7 @@ async fn serving_certificate(
             if let Some(why) = &report.serving_issued {
                 tracing::info!(cert = %paths.cert.display(), reason = %why, "issued the embedded serving certificate");
             }
-            Ok((paths.cert, paths.key, None))
+            Ok((paths.cert, paths.key, None, Some(paths.ca_cert)))
         }
     }
 }

@@ -15,6 +15,9 @@ pub enum LoadError {
     Read { path: PathBuf, message: String },
 }
 
+/// An object of a cluster folder and the file it came from.
+pub type Loaded = (PathBuf, Value);
+
 /// Parse a file's text into objects: JSON (one value) or YAML (one or more `---` documents).
 /// `List` kinds (`v1/List`, `*List`) are expanded into their items; empty documents are dropped.
 /// Errors name the document index so a person can find the bad one.
@@ -86,14 +89,14 @@ pub fn object_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// metadata.name cannot be addressed; they are skipped and reported in the returned warnings.
 pub fn load_dir(dir: &Path) -> Result<(Snapshot, Vec<String>), LoadError> {
     let (objects, warnings) = load_objects(dir)?;
-    Ok((Snapshot::from_objects(objects), warnings))
+    Ok((Snapshot::from_objects(objects.into_iter().map(|(_, object)| object)), warnings))
 }
 
-/// The addressable objects below `dir` (a folder, or one file) in load order, and warnings for
-/// the skipped ones and for SidecarSets with unknown fields or fields Kruise refuses together
-/// (`api::sidecarset_fields`: nothing checked their schema). `dry-run --with` layers such lists
-/// over the `--cluster-dir` objects.
-pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> {
+/// The addressable objects below `dir` (a folder, or one file) in load order, each with its file,
+/// and warnings for the skipped ones and for SidecarSets with unknown fields or fields Kruise
+/// refuses together (`api::sidecarset_fields`: nothing checked their schema). `dry-run` and
+/// `inject` admit them (`cli::cluster_folder`), and layer `--with` lists over them.
+pub fn load_objects(dir: &Path) -> Result<(Vec<Loaded>, Vec<String>), LoadError> {
     let files = if dir.is_dir() { object_files(dir)? } else { vec![dir.to_path_buf()] };
     let mut objects = Vec::new();
     let mut warnings = Vec::new();
@@ -116,7 +119,7 @@ pub fn load_objects(dir: &Path) -> Result<(Vec<Value>, Vec<String>), LoadError> 
                     warnings.push(format!("{}: SidecarSet {name}: {finding}", path.display()));
                 }
             }
-            objects.push(doc);
+            objects.push((path.clone(), doc));
         }
     }
     Ok((objects, warnings))

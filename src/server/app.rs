@@ -612,7 +612,7 @@ fn count_unchecked(state: &AppState, webhook: &Webhook, request: &AdmissionReque
             && request.kind.kind == "Pod"
     });
     if let Some(pod) = pod
-        && matching::skipped_for_unknown_namespace(pod, &request.namespace, snapshot)
+        && !matching::skipped_for_unknown_namespace(pod, &request.namespace, snapshot).is_empty()
     {
         state.metrics.pod_namespace_unknown.with_label_values(&[webhook.name]).inc();
         if let Some(suppressed) = state.unknown_namespaces.note((), Instant::now()) {

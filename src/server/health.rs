@@ -68,8 +68,14 @@ const READINESS_LOG_INTERVAL: Duration = Duration::from_millis(200);
 /// Log readiness as `/readyz` answers it, so the log never claims more than the probe sees: the
 /// first state (`"kruise-admission ready to serve"` with both addresses, or `"not ready yet"` with
 /// the reason), then every change (`"not ready"` as a warning, `"ready to serve"` again).
-/// Shutting down is logged by the drain itself, not here. Runs until aborted.
-pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: SocketAddr) {
+/// Shutting down is logged by the drain itself, not here. With `try_it`, the ready line carries it
+/// (`try`). Runs until aborted.
+pub async fn log_readiness(
+    health: Arc<Health>,
+    https: SocketAddr,
+    metrics: SocketAddr,
+    try_it: Option<String>,
+) {
     let mut last: Option<Result<(), String>> = None;
     let mut ticker = tokio::time::interval(READINESS_LOG_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -87,9 +93,16 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
         };
         if changed {
             match (&last, &now) {
-                (_, Ok(())) => {
-                    tracing::info!(https = %https, metrics = %metrics, shadow = health.shadow, "kruise-admission ready to serve")
-                }
+                (_, Ok(())) => match &try_it {
+                    Some(command) => tracing::info!(
+                        https = %https, metrics = %metrics, shadow = health.shadow, r#try = %command,
+                        "kruise-admission ready to serve"
+                    ),
+                    None => tracing::info!(
+                        https = %https, metrics = %metrics, shadow = health.shadow,
+                        "kruise-admission ready to serve"
+                    ),
+                },
                 (None, Err(reason)) => {
                     tracing::info!(https = %https, metrics = %metrics, %reason, "not ready yet")
                 }
@@ -98,6 +111,23 @@ pub async fn log_readiness(health: Arc<Health>, https: SocketAddr, metrics: Sock
         }
         last = Some(now);
     }
+}
+
+/// The `curl` that sends the server listening on `https` a review (the repository's
+/// `examples/reviews/pod-target-node.json`, relative to the working directory as the embedded
+/// default's cluster folder is), trusting `ca`. The embedded certificate is for `localhost` and
+/// `127.0.0.1`, so an unspecified or loopback address is called `localhost`.
+pub fn try_command(ca: &std::path::Path, https: SocketAddr) -> String {
+    let host = if https.ip().is_unspecified() || https.ip().is_loopback() {
+        format!("localhost:{}", https.port())
+    } else {
+        https.to_string()
+    };
+    format!(
+        "curl --cacert {} -H 'Content-Type: application/json' --data @examples/reviews/pod-target-node.json \
+         https://{host}/mutate-pod",
+        ca.display()
+    )
 }
 
 /// Serve the probe and metrics port until `stop` resolves, through the same accept loop as the

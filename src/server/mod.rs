@@ -92,6 +92,9 @@ pub struct ServerConfig {
     pub shadow: bool,
     /// `--shadow` in live mode: how many Pod CREATE decisions wait for their stored Pod, and how long.
     pub agreement_limits: Limits,
+    /// The CA of the embedded certificate in folder mode: the ready line then names a `curl` that
+    /// sends the server a review with it (what to try next on a laptop).
+    pub try_with_ca: Option<PathBuf>,
 }
 
 /// The largest body kube-apiserver sends: an AdmissionReview carries `object` and, on UPDATE,
@@ -180,6 +183,7 @@ impl ServerConfig {
             webhooks: WEBHOOKS,
             shadow: false,
             agreement_limits: Limits::default(),
+            try_with_ca: None,
         }
     }
 }
@@ -380,8 +384,9 @@ impl Server {
             draining: false.into(),
             shadow: config.shadow,
         });
+        let try_it = config.try_with_ca.as_deref().map(|ca| health::try_command(ca, self.https_addr));
         let readiness =
-            tokio::spawn(health::log_readiness(health.clone(), self.https_addr, self.metrics_addr));
+            tokio::spawn(health::log_readiness(health.clone(), self.https_addr, self.metrics_addr, try_it));
         tasks.push(readiness.abort_handle());
         if let Some(limit) = config.memory_limit {
             let ready = health.clone();

@@ -43,16 +43,25 @@ impl<'a> PodTarget<'a> {
     }
 }
 
-/// Would a SidecarSet that selects namespaces by label be a candidate for `pod`, were its
-/// Namespace known? [`matches`] treats a Namespace missing from the snapshot as matching no
-/// namespaceSelector; in live mode that is a Namespace created moments ago, whose Pods then start
-/// without their sidecars. The server counts and warns about it (issue 30.5).
-pub fn skipped_for_unknown_namespace(pod: &Json<'_>, namespace: &str, cluster: &Snapshot) -> bool {
+/// The SidecarSets that select namespaces by label and would be candidates for `pod` were its
+/// Namespace known, in name order (none when it is known). [`matches`] treats a Namespace missing
+/// from the snapshot as matching no namespaceSelector; in live mode that is a Namespace created
+/// moments ago, whose Pods then start without their sidecars (the server counts and warns), and
+/// offline a Namespace the folder lacks (`dry-run` and `inject` warn, naming these).
+pub fn skipped_for_unknown_namespace<'c>(
+    pod: &Json<'_>,
+    namespace: &str,
+    cluster: &'c Snapshot,
+) -> Vec<&'c str> {
     if namespace.is_empty() || cluster.get("", "Namespace", "", namespace).is_some() {
-        return false;
+        return Vec::new();
     }
     let candidates = cluster.sidecarset_index().candidates(namespace, labels_of(pod));
-    candidates.iter().any(|set| set.spec.namespace_selector.is_some() && !set.is_paused())
+    candidates
+        .into_iter()
+        .filter(|set| set.spec.namespace_selector.is_some() && !set.is_paused())
+        .map(|set| set.name())
+        .collect()
 }
 
 /// Does `set` match the pod (docs/sidecarset.md#2-which-sidecarsets-match, rules 1–3)? `Err` only for an
@@ -104,12 +113,15 @@ mod tests {
         let known = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "known"}});
         let by_label =
             Snapshot::from_objects([set("a", json!({"matchLabels": {"team": "a"}})), known.clone()]);
-        assert!(skipped_for_unknown_namespace(&pod, "newborn", &by_label));
-        assert!(!skipped_for_unknown_namespace(&pod, "known", &by_label));
+        assert_eq!(skipped_for_unknown_namespace(&pod, "newborn", &by_label), ["a"]);
+        assert!(skipped_for_unknown_namespace(&pod, "known", &by_label).is_empty());
         let other = Json::from(json!({"metadata": {"labels": {"app": "db"}}}));
-        assert!(!skipped_for_unknown_namespace(&other, "newborn", &by_label), "no candidate");
+        assert!(skipped_for_unknown_namespace(&other, "newborn", &by_label).is_empty(), "no candidate");
         let everywhere = Snapshot::from_objects([set("a", Value::Null), known]);
-        assert!(!skipped_for_unknown_namespace(&pod, "newborn", &everywhere), "no namespaceSelector");
+        assert!(
+            skipped_for_unknown_namespace(&pod, "newborn", &everywhere).is_empty(),
+            "no namespaceSelector"
+        );
     }
 
     #[test]

@@ -97,6 +97,24 @@ fn namespace_to_selector(object: &mut Value) {
 /// Denials carry code 500, as Kruise's handler reports validation failures through its
 /// internal-error path (docs/sidecarset.md#9-6-response-codes); undecodable objects get 400.
 pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    validate_with(request, inputs, true)
+}
+
+/// A SidecarSet of a cluster folder, at load: what [`validate`] refuses but conflicts with the
+/// other SidecarSets. A folder cannot say which of a conflicting pair was written first (Kruise
+/// refuses the later one), so `validate::folder_conflicts` reports each pair from both sides.
+pub fn validate_in_folder(
+    request: &AdmissionRequest,
+    inputs: &Inputs,
+) -> Result<Vec<String>, AdmissionError> {
+    validate_with(request, inputs, false)
+}
+
+fn validate_with(
+    request: &AdmissionRequest,
+    inputs: &Inputs,
+    conflicts: bool,
+) -> Result<Vec<String>, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(Vec::new());
     }
@@ -115,7 +133,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         }
         _ => None,
     };
-    let ctx = validate::Context { old: old.as_ref(), inputs };
+    let ctx = validate::Context { old: old.as_ref(), inputs, conflicts };
     if let Some(message) = field_errors::aggregate(&validate::errors(&set, &ctx)) {
         return Err(AdmissionError::Internal(message));
     }

@@ -50,6 +50,9 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
 pub struct Context<'a> {
     pub old: Option<&'a SidecarSet>,
     pub inputs: &'a Inputs<'a>,
+    /// Check conflicts with the other SidecarSets (the webhook does; a cluster folder's load
+    /// reports them from both sides instead: [`folder_conflicts`]).
+    pub conflicts: bool,
 }
 
 /// All field errors for `set`, in Kruise's order. Conflicts with other SidecarSets are checked
@@ -61,7 +64,7 @@ pub fn errors(set: &SidecarSet, ctx: &Context) -> Vec<FieldError> {
     if let Some(old) = ctx.old {
         errs.extend(container_immutability(set, old));
     }
-    if errs.is_empty() {
+    if errs.is_empty() && ctx.conflicts {
         errs.extend(conflicts(set, ctx.inputs.cluster));
     }
     errs
