@@ -117,6 +117,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -124,9 +126,21 @@ pub fn init_logging(format: LogFormat) {
         .with_writer(std::io::stderr)
         .with_ansi(super::colour::wanted(&std::io::stderr()));
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.fmt_fields(escaped_fields()).try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).finish().with(outage_filter()).try_init(),
+        LogFormat::Text => builder.fmt_fields(escaped_fields()).finish().with(outage_filter()).try_init(),
     };
+}
+
+/// Drops the Kubernetes client library's ERROR lines ("failed with error client error
+/// (SendRequest)", one per failed request) while live mode knows the API server is down: its
+/// loops log the outage themselves, once when it starts (WARN, naming the cause), as a summary per
+/// minute, and once when it ends (INFO).
+fn outage_filter<S: tracing::Subscriber>() -> impl tracing_subscriber::Layer<S> {
+    tracing_subscriber::filter::filter_fn(|meta| {
+        !(*meta.level() == tracing::Level::ERROR
+            && meta.target().starts_with("kube_client")
+            && crate::cluster::live::outage::library_errors_expected())
+    })
 }
 
 /// `--log-format text`'s fields, `name=value` separated by spaces, the message bare (as
