@@ -385,7 +385,8 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
     }
 }
 
-/// The watches' timing from the settings.
+/// The watches' timing from the settings. The silence deadline is kept beyond the streams' own
+/// end, so a healthy quiet watch is never taken for a dead one.
 fn timing(settings: &LiveSettings) -> Timing {
     Timing {
         backoff_min: settings.backoff_min,
@@ -444,4 +445,22 @@ async fn discover_sidecarset(client: &kube::Client) -> Result<ApiResource, LiveE
         }
     }
     Err(missing())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The API server ends each stream after `watch_timeout` (a bookmark two seconds before when
+    /// it can); a stream silent past the deadline is dead, so the deadline must outlast the stream.
+    #[test]
+    fn the_silence_deadline_outlasts_the_watch_stream() {
+        let defaults = timing(&LiveSettings::default());
+        assert_eq!(defaults.watch_timeout_secs, 30);
+        assert_eq!(defaults.idle_timeout, Duration::from_secs(35));
+        // Noticed within a minute of the last event, even when no bookmark comes.
+        assert!(defaults.idle_timeout < Duration::from_secs(60));
+        let misconfigured = LiveSettings { idle_timeout: Duration::from_secs(10), ..LiveSettings::default() };
+        assert_eq!(timing(&misconfigured).idle_timeout, Duration::from_secs(32));
+    }
 }

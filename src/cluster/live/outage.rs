@@ -4,9 +4,8 @@
 //! - [`Backoff`]: one loop's retry delay, doubling up to a cap, spread by jitter.
 //! - [`FailureLog`]: what one failing loop says: a WARN naming the cause when it starts failing,
 //!   one summary per [`SUMMARY_INTERVAL`] while it fails, one INFO with the duration when it is
-//!   healthy again. The loops' own messages already carry the cause, so the client library's
-//!   ERROR lines for the same failures are dropped while an outage is known
-//!   ([`library_errors_expected`]).
+//!   healthy again. The loops' own messages carry the cause, so `serve`'s default log filter
+//!   leaves out the client library's ERROR line per failed request.
 //! - [`Recovery`]: shared by the loops of one client. A failure any request would meet (no
 //!   answer, credentials refused) marks the API server down; while it is, one cheap request
 //!   (`GET /readyz`, which every authenticated identity may read) probes it every
@@ -18,7 +17,7 @@
 //! The pure parts take the time and the random numbers as arguments, so their tests need neither.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
@@ -152,17 +151,6 @@ pub fn affects_every_request(kind: FailureKind) -> bool {
     matches!(kind, FailureKind::Unreachable | FailureKind::Unauthorized)
 }
 
-/// How many [`Recovery`]s see their API server down now (one per client; see
-/// [`library_errors_expected`]).
-static DOWN: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether the client library's own ERROR lines are about an outage the loops already report
-/// (their first WARN names the cause, their summaries count the attempts): the log subscriber
-/// drops them meanwhile, so an expected, temporary condition does not trip alerts on ERROR.
-pub fn library_errors_expected() -> bool {
-    DOWN.load(Ordering::Relaxed) > 0
-}
-
 /// Whether the API server of one client answers, shared by the loops that use the client.
 pub struct Recovery {
     down: AtomicBool,
@@ -181,14 +169,6 @@ impl Default for Recovery {
     }
 }
 
-impl Drop for Recovery {
-    fn drop(&mut self) {
-        if self.down.swap(false, Ordering::AcqRel) {
-            DOWN.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl Recovery {
     /// A new one, with its probe running on `client` every `probe_interval` while the API server
     /// is down, until the returned handle is dropped (or aborted).
@@ -203,15 +183,14 @@ impl Recovery {
 
     /// A request met `failure`.
     pub fn failed(&self, failure: &ApiFailure) {
-        if affects_every_request(failure.kind) && !self.down.swap(true, Ordering::AcqRel) {
-            DOWN.fetch_add(1, Ordering::Relaxed);
+        if affects_every_request(failure.kind) {
+            self.down.store(true, Ordering::Release);
         }
     }
 
     /// A request was answered: wake every loop waiting in its backoff, if the API server was down.
     pub fn answered(&self) {
         if self.down.swap(false, Ordering::AcqRel) {
-            DOWN.fetch_sub(1, Ordering::Relaxed);
             self.answered.send_modify(|n| *n += 1);
         }
     }
@@ -373,7 +352,7 @@ mod tests {
         let recovery = Arc::new(Recovery::default());
         let mut waiter = recovery.waiter();
         recovery.failed(&failure(FailureKind::Unreachable));
-        assert!(recovery.is_down() && library_errors_expected());
+        assert!(recovery.is_down());
         let mut backoff = Backoff::new(Duration::from_secs(30), Duration::from_secs(30));
         let started = Instant::now();
         let pause = tokio::spawn(async move {
