@@ -51,8 +51,11 @@ sed -i "s|https://127.0.0.1:$APISERVER_PORT|https://127.0.0.1:$PROXY_PORT|" "$WO
 
 saved_flags=("${EXTRA_SERVER_FLAGS[@]}")
 EXTRA_SERVER_FLAGS+=(--max-cache-staleness 15s)
+suite_server=$SERVER_PID
 start_server recovery "$R_PORT" "$R_METRICS" "$WORK/recovery.kubeconfig"
 R_PID=$SERVER_PID
+# SERVER_PID stays the suite's server, which later parts stop.
+SERVER_PID=$suite_server
 EXTRA_SERVER_FLAGS=("${saved_flags[@]}")
 wait_for 90 server_ready "$R_METRICS" || die "the recovery server did not turn ready (see $R_LOG)"
 
