@@ -142,6 +142,27 @@ impl CertError {
     }
 }
 
+/// A failed sync, at the start of a failure spell and once per interval while it lasts. An
+/// API server that does not answer is expected now and then and heals by itself: WARN; anything
+/// else (RBAC, a broken Secret) needs a person: ERROR.
+fn log_sync_failure(e: &CertError, failures: u64, retry_in: Duration) {
+    if e.kind.is_some_and(affects_every_request) {
+        tracing::warn!(
+            error = %e,
+            failures,
+            retry_in_s = retry_in.as_secs_f64(),
+            "self-managed certificate sync failed: the API server does not answer; keeping the certificate in use and retrying"
+        );
+    } else {
+        tracing::error!(
+            error = %e,
+            failures,
+            retry_in_s = retry_in.as_secs_f64(),
+            "self-managed certificate renewal failed; keeping the certificate in use and retrying"
+        );
+    }
+}
+
 /// The PEM material kept in the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Material {
@@ -404,23 +425,8 @@ impl CertManager {
                     let delay = retry + retry.mul_f64(rand::random::<f64>() * 0.2);
                     retry = (retry * 2).min(self.timing.retry_max);
                     let now = Instant::now().into_std();
-                    let line = failures.failed(now, now);
-                    let outage = e.kind.is_some_and(affects_every_request);
-                    match line {
-                        // Not reaching the API server is expected now and then and heals by itself.
-                        Some(Line::Started | Line::Ongoing { .. }) if outage => tracing::warn!(
-                            error = %e,
-                            failures = s.failures,
-                            retry_in_s = delay.as_secs_f64(),
-                            "self-managed certificate sync failed: the API server does not answer; keeping the certificate in use and retrying"
-                        ),
-                        Some(Line::Started | Line::Ongoing { .. }) => tracing::error!(
-                            error = %e,
-                            failures = s.failures,
-                            retry_in_s = delay.as_secs_f64(),
-                            "self-managed certificate renewal failed; keeping the certificate in use and retrying"
-                        ),
-                        Some(Line::Recovered { .. }) | None => {}
+                    if failures.failed(now, now).is_some() {
+                        log_sync_failure(&e, s.failures, delay);
                     }
                     s.last_error = Some(e.message);
                     failing = true;
