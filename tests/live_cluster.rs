@@ -20,8 +20,10 @@ fn settings() -> LiveSettings {
         coalesce: Duration::from_millis(20),
         backoff_min: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
+        watch_timeout: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(2),
+        probe_interval: Duration::from_millis(100),
     }
 }
 

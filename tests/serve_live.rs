@@ -29,8 +29,10 @@ fn live_source(api: &FakeApiServer, max_cache_staleness: Duration) -> LiveSource
         coalesce: Duration::from_millis(10),
         backoff_min: Duration::from_millis(50),
         backoff_max: Duration::from_millis(200),
+        watch_timeout: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(2),
+        probe_interval: Duration::from_millis(100),
     };
     LiveSource {
         client: api.client(),

@@ -117,9 +117,18 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is not a duration such as 25s, 500ms or 1m"))
 }
 
+/// The log filter without RUST_LOG: INFO, except the Kubernetes client library's line per failed
+/// request ("failed with error client error (SendRequest)", at ERROR) and per watch stream cut
+/// off ("eof in poll", WARN). Live mode reports each failure itself with what it was doing and
+/// what to fix: an outage as one WARN per watch when it starts, a summary per minute and an INFO
+/// when it ends; a failed lookup in the answer. The library's lines would only repeat it, one per
+/// request, at ERROR, for a condition that is expected now and then and heals by itself
+/// (docs/operations.md#api-server-faults).
+pub const DEFAULT_LOG_FILTER: &str = "info,kube_client::client=error,kube_client::client::builder=off";
+
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -279,6 +288,15 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_log_filter_parses_and_leaves_out_only_the_client_request_failures() {
+        let filter = tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG_FILTER).unwrap();
+        let text = filter.to_string();
+        for directive in ["kube_client::client::builder=off", "kube_client::client=error", "info"] {
+            assert!(text.contains(directive), "{text}");
+        }
+    }
 
     #[test]
     fn control_characters_are_escaped_and_nothing_else() {

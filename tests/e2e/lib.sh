@@ -18,6 +18,8 @@ check() {
     if "$@"; then pass "$name" "$ok"; else fail "$name" "$bad"; fi
 }
 die() { printf 'e2e: %s\n' "$*" >&2; exit 2; }
+# selected PART: PART is to run (E2E_ONLY is empty or names it).
+selected() { [ -z "${E2E_ONLY:-}" ] || [[ " $E2E_ONLY " == *" $1 "* ]]; }
 
 # wait_for SECONDS CMD...: run CMD every 0.2 s until it succeeds; false after SECONDS.
 wait_for() {
@@ -151,6 +153,17 @@ EOF
     # The API server's serving pair (names localhost and 127.0.0.1), from our own `certs` command.
     "$BIN" certs --out "$WORK/apiserver-tls" >/dev/null
     openssl genrsa -out "$WORK/sa.key" 2048 2>/dev/null
+    launch_apiserver
+    write_kubeconfig "$WORK/admin.kubeconfig" "$ADMIN_TOKEN"
+    write_kubeconfig "$WORK/sa.kubeconfig" "$SA_TOKEN"
+    wait_for 120 kc get --raw /readyz || die "kube-apiserver did not become ready (see $WORK/logs/kube-apiserver.log)"
+    # RBAC's bootstrap roles are written by a post-start hook; wait for one we rely on.
+    wait_for 60 kc get clusterrolebinding system:discovery || die "RBAC bootstrap roles missing"
+}
+
+# launch_apiserver: the kube-apiserver process of start_apiserver (same port, etcd, keys and
+# flags each time, so that it can be stopped and started again); sets APISERVER_PID.
+launch_apiserver() {
     # ServiceAccount admission is off: no controller-manager runs to create the service accounts
     # it would want for every pod. Everything else is the version's default admission chain.
     # The Service IP range is inside 127.0.0.0/8, so even the `kubernetes` Service's ClusterIP is
@@ -170,11 +183,7 @@ EOF
         --disable-admission-plugins ServiceAccount \
         --profiling=false \
         "${EXTRA_APISERVER_FLAGS[@]}"
-    write_kubeconfig "$WORK/admin.kubeconfig" "$ADMIN_TOKEN"
-    write_kubeconfig "$WORK/sa.kubeconfig" "$SA_TOKEN"
-    wait_for 120 kc get --raw /readyz || die "kube-apiserver did not become ready (see $WORK/logs/kube-apiserver.log)"
-    # RBAC's bootstrap roles are written by a post-start hook; wait for one we rely on.
-    wait_for 60 kc get clusterrolebinding system:discovery || die "RBAC bootstrap roles missing"
+    APISERVER_PID=$SPAWNED
 }
 
 # mkns NAME...: create namespaces with the label kube-apiserver >= 1.21 sets on every namespace
@@ -231,15 +240,16 @@ log_lines() { wc -l <"$1"; }
 # The apiserver's own metrics (as the admin).
 apiserver_metrics() { kc get --raw /metrics; }
 
-# start_server [NAME WEBHOOK-PORT METRICS-PORT]: `kruise-admission serve` in live mode with
-# self-managed certificates, as its service account; sets SERVER_PID. Without arguments it is the
-# suite's server (WEBHOOK_PORT, METRICS_PORT, log kruise-admission.log); a NAME starts another
-# replica (log kruise-admission-NAME.log) sharing the same Secret, as a rollout would.
+# start_server [NAME WEBHOOK-PORT METRICS-PORT [KUBECONFIG]]: `kruise-admission serve` in live
+# mode with self-managed certificates, as its service account (KUBECONFIG, default
+# sa.kubeconfig); sets SERVER_PID. Without arguments it is the suite's server (WEBHOOK_PORT,
+# METRICS_PORT, log kruise-admission.log); a NAME starts another replica (log
+# kruise-admission-NAME.log) sharing the same Secret, as a rollout would.
 start_server() {
-    local name=${1:-} port=${2:-$WEBHOOK_PORT} metrics=${3:-$METRICS_PORT}
+    local name=${1:-} port=${2:-$WEBHOOK_PORT} metrics=${3:-$METRICS_PORT} kubeconfig=${4:-$WORK/sa.kubeconfig}
     spawn "$WORK/logs/kruise-admission${name:+-$name}.log" "$BIN" serve \
         --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics" \
-        --cluster-mode live --cert-mode self-managed --kubeconfig "$WORK/sa.kubeconfig" \
+        --cluster-mode live --cert-mode self-managed --kubeconfig "$kubeconfig" \
         --cert-dir "$WORK/server-certs${name:+-$name}" --namespace kruise-admission --kruise-namespace kruise-system \
         --log-format json "${EXTRA_SERVER_FLAGS[@]}"
     SERVER_PID=$SPAWNED

@@ -18,6 +18,8 @@
 #     process, authenticated with the service-account token;
 #   - checks through the API server with kubectl (the client users have), printing PASS/FAIL per
 #     check and `N passed, M failed` at the end; exits non-zero on any failure;
+#   - live mode through API-server faults (tests/e2e/recovery.sh: token revoked, API server stopped,
+#     connections stalled);
 #   - last, shadow mode (tests/e2e/shadow.sh): the configurations of `manifests webhooks --shadow`
 #     in place of the enforcing ones, a server with --shadow, and the stored objects unchanged.
 #
@@ -28,6 +30,9 @@
 #        E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
 #        E2E_LATENCY_PODS (pods per webhook for the latency comparison, default 200; 0 skips it),
 #        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds per version, default 1800),
+#        E2E_ONLY (space-separated parts to run, named as their scripts: installs dry_run_server
+#        checks latency ca_bundle recovery shutdown client_auth shadow; default all; the cluster,
+#        the shipped RBAC and CRDs and the suite's server are set up either way),
 #        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
 #        KUBE_BINARIES_CACHE (see kube-binaries.sh), PYTHON (an interpreter with PyYAML).
 set -euo pipefail
@@ -132,11 +137,11 @@ echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) ($KUBE_APISE
 
 # --- installs with the defaults, without OpenKruise and with it --------------------------------------
 # shellcheck source=tests/e2e/installs.sh
-source "$E2E/installs.sh"
+selected installs && source "$E2E/installs.sh"
 
 # --- every install path, checked by the API server -------------------------------------------------
 # shellcheck source=tests/e2e/dry_run_server.sh
-source "$E2E/dry_run_server.sh"
+selected dry_run_server && source "$E2E/dry_run_server.sh"
 
 # --- what the kustomize base ships ------------------------------------------------------------------
 # Kustomize loads other kustomizations only by relative path.
@@ -278,17 +283,20 @@ else
 fi
 
 # --- checks through the API server -------------------------------------------------------------------
+# In order; E2E_ONLY picks some (the cluster and the server above are always set up).
 # shellcheck source=tests/e2e/checks.sh
-source "$E2E/checks.sh"
+selected checks && source "$E2E/checks.sh"
 # shellcheck source=tests/e2e/latency.sh
-source "$E2E/latency.sh"
+selected latency && source "$E2E/latency.sh"
 # shellcheck source=tests/e2e/ca_bundle.sh
-source "$E2E/ca_bundle.sh"
+selected ca_bundle && source "$E2E/ca_bundle.sh"
+# shellcheck source=tests/e2e/recovery.sh
+selected recovery && source "$E2E/recovery.sh"
 # shellcheck source=tests/e2e/shutdown.sh
-source "$E2E/shutdown.sh"
-client_auth_checks
+selected shutdown && source "$E2E/shutdown.sh"
+selected client_auth && client_auth_checks
 # shellcheck source=tests/e2e/shadow.sh
-source "$E2E/shadow.sh"
+selected shadow && source "$E2E/shadow.sh"
 
 [ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
 printf '\n%s: %d passed, %d failed\n' "$E2E_VERSION" "$PASSED" "$FAILED"

@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::api_error::{FailureKind, classify};
+use super::outage::{FailureLog, Line, Recovery, affects_every_request};
 use super::watch::{self, Kept, WatchCell, WatchSpec};
 use crate::tls_material::{
     CA_CRT, CA_KEY, CA_LIFETIME, Ca, IssueError, ParsedCert, SELF_MANAGED, TLS_CRT, TLS_KEY, key_matches,
@@ -138,6 +139,27 @@ impl CertError {
 
     fn is_permanent(&self) -> bool {
         matches!(self.kind, Some(FailureKind::Forbidden | FailureKind::Unauthorized | FailureKind::NotFound))
+    }
+}
+
+/// A failed sync, at the start of a failure spell and once per interval while it lasts. An
+/// API server that does not answer is expected now and then and heals by itself: WARN; anything
+/// else (RBAC, a broken Secret) needs a person: ERROR.
+fn log_sync_failure(e: &CertError, failures: u64, retry_in: Duration) {
+    if e.kind.is_some_and(affects_every_request) {
+        tracing::warn!(
+            error = %e,
+            failures,
+            retry_in_s = retry_in.as_secs_f64(),
+            "self-managed certificate sync failed: the API server does not answer; keeping the certificate in use and retrying"
+        );
+    } else {
+        tracing::error!(
+            error = %e,
+            failures,
+            retry_in_s = retry_in.as_secs_f64(),
+            "self-managed certificate renewal failed; keeping the certificate in use and retrying"
+        );
     }
 }
 
@@ -289,9 +311,11 @@ impl CertManager {
     /// live mode's list-then-watch loop; each change wakes the sync loop, which compares.
     fn watch_configurations(&self) -> (Drift, Vec<JoinHandle<()>>) {
         let changed = Arc::new(Notify::new());
-        let timing = super::timing(&super::LiveSettings::default());
+        let live = super::LiveSettings::default();
+        let timing = super::timing(&live);
+        let (recovery, probe) = Recovery::start(self.client.clone(), live.probe_interval);
         let mut cells = Vec::new();
-        let mut tasks = Vec::new();
+        let mut tasks = vec![probe];
         for (kind, names) in [
             ("MutatingWebhookConfiguration", &self.settings.mutating_configs),
             ("ValidatingWebhookConfiguration", &self.settings.validating_configs),
@@ -311,8 +335,13 @@ impl CertManager {
                 let cell = Arc::new(WatchCell::new(&spec));
                 cells.push(Arc::clone(&cell));
                 let changed = Arc::clone(&changed);
-                tasks
-                    .push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || changed.notify_one())));
+                tasks.push(tokio::spawn(watch::run(
+                    spec,
+                    cell,
+                    timing.clone(),
+                    recovery.waiter(),
+                    move || changed.notify_one(),
+                )));
             }
         }
         (Drift { cells, changed }, tasks)
@@ -331,6 +360,9 @@ impl CertManager {
         let mut retry = self.timing.retry_min;
         let mut pacing = RepairPacing::default();
         let mut failing = false;
+        // An API server outage fails every sync until it ends: a WARN when it starts, a summary
+        // per interval, an INFO at the end, as the watches log theirs.
+        let mut failures = FailureLog::default();
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {}
@@ -346,12 +378,17 @@ impl CertManager {
             match result {
                 Ok(outcome) => {
                     let repaired = if outcome.ca_bundle == bundle { outcome.configs_patched } else { 0 };
+                    let failed_for = match failures.recovered(Instant::now().into_std()) {
+                        Some(Line::Recovered { after, .. }) => Some(after.as_secs_f64()),
+                        _ => None,
+                    };
                     if outcome.secret_written || outcome.files_written || s.last_error.is_some() {
                         tracing::info!(
                             secret_written = outcome.secret_written,
                             files_written = outcome.files_written,
                             configs_patched = outcome.configs_patched,
                             not_after = %outcome.not_after,
+                            failed_for_s = failed_for,
                             "self-managed certificate synced"
                         );
                     }
@@ -387,12 +424,10 @@ impl CertManager {
                     s.failures += 1;
                     let delay = retry + retry.mul_f64(rand::random::<f64>() * 0.2);
                     retry = (retry * 2).min(self.timing.retry_max);
-                    tracing::error!(
-                        error = %e,
-                        failures = s.failures,
-                        retry_in_s = delay.as_secs_f64(),
-                        "self-managed certificate renewal failed; keeping the certificate in use and retrying"
-                    );
+                    let now = Instant::now().into_std();
+                    if failures.failed(now, now).is_some() {
+                        log_sync_failure(&e, s.failures, delay);
+                    }
                     s.last_error = Some(e.message);
                     failing = true;
                     next = Instant::now() + delay;

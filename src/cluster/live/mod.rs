@@ -12,6 +12,7 @@ pub mod api_error;
 pub mod certs;
 pub mod lookup;
 pub mod options;
+pub mod outage;
 pub mod pod_creations;
 mod watch;
 
@@ -29,6 +30,7 @@ pub use lookup::LiveLookups;
 pub use options::{CertMode, ClusterMode, LiveOptions};
 
 use api_error::{FailureKind, classify};
+use outage::Recovery;
 use watch::{Kept, Timing, WatchCell, WatchSpec};
 
 use crate::cluster::revisions::Revision;
@@ -62,10 +64,17 @@ pub struct LiveSettings {
     pub coalesce: Duration,
     pub backoff_min: Duration,
     pub backoff_max: Duration,
-    /// A watch that delivers nothing, not even a bookmark, for this long is reopened.
+    /// Each watch request asks the API server to end its stream after this (`timeoutSeconds`); it
+    /// sends a bookmark two seconds before when it can.
+    pub watch_timeout: Duration,
+    /// A watch that delivers nothing, not even a bookmark, for this long is failing since it last
+    /// delivered, and is reopened: the silence deadline. Longer than `watch_timeout`.
     pub idle_timeout: Duration,
     /// Bound on each list page and on opening a watch.
     pub request_timeout: Duration,
+    /// While the API server does not answer (or refuses our credentials), it is asked `/readyz`
+    /// this often, and every watch retries as soon as it answers (see [`outage`]).
+    pub probe_interval: Duration,
 }
 
 impl Default for LiveSettings {
@@ -76,8 +85,10 @@ impl Default for LiveSettings {
             coalesce: Duration::from_millis(50),
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(330),
-            request_timeout: Duration::from_secs(60),
+            watch_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(35),
+            request_timeout: Duration::from_secs(10),
+            probe_interval: Duration::from_secs(1),
         }
     }
 }
@@ -147,6 +158,7 @@ impl LiveCluster {
         publish: impl Fn(Arc<Snapshot>) + Send + Sync + 'static,
     ) -> Result<LiveCluster, LiveError> {
         let sidecarset = discover_sidecarset(&client).await?;
+        let client_for_probe = client.clone();
         let ns = settings.kruise_namespace.clone();
         let specs = vec![
             WatchSpec {
@@ -214,10 +226,11 @@ impl LiveCluster {
             built_at: std::sync::Mutex::new(None),
         });
         let timing = timing(&settings);
-        let mut tasks = Vec::new();
+        let (recovery, probe) = Recovery::start(client_for_probe, settings.probe_interval);
+        let mut tasks = vec![probe];
         for (spec, cell) in specs.into_iter().zip(shared.cells.iter().cloned()) {
             let shared = Arc::clone(&shared);
-            tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), move || {
+            tasks.push(tokio::spawn(watch::run(spec, cell, timing.clone(), recovery.waiter(), move || {
                 shared.dirty.notify_one()
             })));
         }
@@ -268,7 +281,7 @@ impl LiveCluster {
         }
         for cell in &self.shared.cells {
             let s = cell.lock();
-            if let Some(since) = s.failing_since
+            if let Some(since) = s.failures.failing_since()
                 && since.elapsed() > self.settings.max_cache_staleness
             {
                 let error = s.last_error.as_ref().map_or_else(String::new, |e| format!(": {e}"));
@@ -295,7 +308,7 @@ impl LiveCluster {
                     synced: s.listed,
                     reconnects: s.reconnects,
                     relists: s.relists,
-                    failing_for: s.failing_since.map(|t| t.elapsed()),
+                    failing_for: s.failures.failing_since().map(|t| t.elapsed()),
                     last_error: s.last_error.as_ref().map(ToString::to_string),
                     unreadable: s.unreadable,
                 }
@@ -372,15 +385,18 @@ async fn publish_changes(shared: Arc<Shared>, coalesce: Duration) {
     }
 }
 
-/// The watches' timing from the settings.
+/// The watches' timing from the settings. The silence deadline is kept beyond the streams' own
+/// end, so a healthy quiet watch is never taken for a dead one.
 fn timing(settings: &LiveSettings) -> Timing {
     Timing {
         backoff_min: settings.backoff_min,
         backoff_max: settings.backoff_max,
-        idle_timeout: settings.idle_timeout,
+        // A silence deadline no longer than the streams' own end would reopen healthy watches.
+        idle_timeout: settings.idle_timeout.max(settings.watch_timeout + Duration::from_secs(2)),
         request_timeout: settings.request_timeout,
-        // Like client-go's reflector: a few minutes, so streams are renewed regularly.
-        watch_timeout_secs: 290,
+        // Short (client-go's reflector asks 5 to 10 minutes), so that a stream silent past it
+        // is known dead within the silence deadline, even where no bookmark can come.
+        watch_timeout_secs: u32::try_from(settings.watch_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
     }
 }
 
@@ -429,4 +445,22 @@ async fn discover_sidecarset(client: &kube::Client) -> Result<ApiResource, LiveE
         }
     }
     Err(missing())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The API server ends each stream after `watch_timeout` (a bookmark two seconds before when
+    /// it can); a stream silent past the deadline is dead, so the deadline must outlast the stream.
+    #[test]
+    fn the_silence_deadline_outlasts_the_watch_stream() {
+        let defaults = timing(&LiveSettings::default());
+        assert_eq!(defaults.watch_timeout_secs, 30);
+        assert_eq!(defaults.idle_timeout, Duration::from_secs(35));
+        // Noticed within a minute of the last event, even when no bookmark comes.
+        assert!(defaults.idle_timeout < Duration::from_secs(60));
+        let misconfigured = LiveSettings { idle_timeout: Duration::from_secs(10), ..LiveSettings::default() };
+        assert_eq!(timing(&misconfigured).idle_timeout, Duration::from_secs(32));
+    }
 }

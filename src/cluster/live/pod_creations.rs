@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 
 use super::LiveSettings;
 use super::api_error::{ApiFailure, FailureKind, classify};
-use super::watch::{Backoff, Timing};
+use super::outage::Backoff;
+use super::watch::Timing;
 
 const RESOURCE: &str = "pods";
 
@@ -34,7 +35,7 @@ pub fn start(
 }
 
 async fn run(api: Api<DynamicObject>, timing: Timing, added: impl Fn(Value)) {
-    let mut backoff = Backoff::new(&timing);
+    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
     loop {
         let mut resource_version = match current_resource_version(&api, &timing).await {
             Ok(rv) => {

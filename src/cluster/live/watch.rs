@@ -21,6 +21,7 @@ use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
 use super::api_error::{ApiFailure, FailureKind, classify};
+use super::outage::{Backoff, FailureLog, Line, Waiter};
 use crate::cluster::revisions::Revision;
 use crate::cluster::{ObjectKey, TypeKey};
 
@@ -57,7 +58,9 @@ pub(super) struct WatchSpec {
 pub(super) struct Timing {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
-    /// A watch that delivers nothing (not even a bookmark) for this long is considered dead.
+    /// A watch that delivers nothing (not even a bookmark) for this long is considered dead: the
+    /// silence deadline, longer than `watch_timeout_secs` (after which the API server ends every
+    /// stream, sending a bookmark two seconds before when it can).
     pub idle_timeout: Duration,
     /// Bound on a list page or on opening a watch: an API server that accepts the connection
     /// and never answers must not leave the cache silently frozen.
@@ -80,8 +83,9 @@ pub(super) struct WatchState {
     pub listed: bool,
     pub reconnects: u64,
     pub relists: u64,
-    /// Since when the watch has been failing (cleared when a list or watch request succeeds).
-    pub failing_since: Option<Instant>,
+    /// The current failure spell, if any (ended when a list or watch request succeeds): since when
+    /// it has been failing, and what to log.
+    pub failures: FailureLog,
     pub last_error: Option<ApiFailure>,
     /// An optional resource that RBAC does not let us list: cached as empty (see
     /// [`WatchSpec::optional`]).
@@ -124,15 +128,34 @@ impl WatchCell {
             .collect()
     }
 
-    fn fail(&self, failure: ApiFailure) {
-        tracing::warn!(kind = %self.kind, error = %failure, "cluster watch failing");
+    /// An attempt failed; the failure began at `began` (earlier than now for a silent watch).
+    /// Logged as a failure spell: a WARN naming the cause at its start, a summary per interval.
+    fn fail(&self, failure: ApiFailure, began: Instant) {
         let mut s = self.lock();
-        s.failing_since.get_or_insert_with(Instant::now);
-        s.last_error = Some(failure);
+        let line = s.failures.failed(began, Instant::now());
+        s.last_error = Some(failure.clone());
+        drop(s);
+        match line {
+            Some(Line::Started) => {
+                tracing::warn!(kind = %self.kind, error = %failure, "cluster watch failing; retrying with backoff");
+            }
+            Some(Line::Ongoing { failing_for, attempts }) => tracing::warn!(
+                kind = %self.kind,
+                error = %failure,
+                failing_for_s = failing_for.as_secs(),
+                attempts,
+                "cluster watch still failing"
+            ),
+            Some(Line::Recovered { .. }) | None => {}
+        }
     }
 
+    /// A list or watch request succeeded: the end of a failure spell, if there was one.
     fn healthy(&self) {
-        self.lock().failing_since = None;
+        let line = self.lock().failures.recovered(Instant::now());
+        if let Some(Line::Recovered { after, attempts }) = line {
+            tracing::info!(kind = %self.kind, failed_for_s = after.as_secs_f64(), attempts, "cluster watch recovered");
+        }
     }
 
     /// A (re)list's result: a relist can drop, add or change anything, so every key on either
@@ -144,9 +167,9 @@ impl WatchCell {
         s.keys = objects.keys().cloned().collect();
         s.dirty.extend(objects.into_iter().map(|(k, v)| (k, Some(v))));
         s.listed = true;
-        s.failing_since = None;
         let was_unreadable = std::mem::take(&mut s.unreadable);
         drop(s);
+        self.healthy();
         if was_unreadable {
             tracing::info!(kind = %self.kind, "cluster watch readable again: its objects are cached");
         }
@@ -162,10 +185,11 @@ impl WatchCell {
         let keys = std::mem::take(&mut s.keys);
         s.dirty.extend(keys.into_iter().map(|k| (k, None)));
         s.listed = true;
-        s.failing_since = None;
         s.last_error = Some(failure);
         s.unreadable = true;
         drop(s);
+        // Cached as empty: not failing (readiness does not wait), said by the WARN below.
+        self.healthy();
         if let Some(error) = warn {
             tracing::warn!(kind = %self.kind, %error,
                 "UNREADABLE: no RBAC grant to list this optional resource; it is cached as empty, so \
@@ -185,75 +209,69 @@ impl WatchCell {
     }
 }
 
-/// Exponential backoff with jitter, shared by the loops that talk to the API server.
-pub(super) struct Backoff {
-    next: Duration,
-    timing: Timing,
-}
-
-impl Backoff {
-    pub(super) fn new(timing: &Timing) -> Self {
-        Backoff { next: timing.backoff_min, timing: timing.clone() }
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.next = self.timing.backoff_min;
-    }
-
-    pub(super) async fn wait(&mut self) {
-        // Jitter spreads replicas that lost the API server at the same moment.
-        let jitter = self.next.mul_f64(rand::random::<f64>() * 0.2);
-        tokio::time::sleep(self.next + jitter).await;
-        self.next = (self.next * 2).min(self.timing.backoff_max);
-    }
-}
-
 /// Why a watch ended.
 enum End {
-    /// Closed by the server (its timeout) or idle after `lasted`: re-watch from the last
+    /// Closed by the server (its timeout) after `lasted`: re-watch from the last
     /// resourceVersion.
-    Closed {
-        lasted: Duration,
-    },
+    Closed { lasted: Duration },
     /// 410: the resourceVersion is too old; relist.
     Gone,
-    Failed(ApiFailure),
+    /// Failing since `began`: when the request was made, or when a silent stream last delivered.
+    Failed { failure: ApiFailure, began: Instant },
+}
+
+impl End {
+    fn failed_now(failure: ApiFailure) -> End {
+        End::Failed { failure, began: Instant::now() }
+    }
 }
 
 /// Run forever: list, watch, re-watch, relist on 410. `changed` is called after every change to
-/// the cell's objects.
-pub(super) async fn run(spec: WatchSpec, cell: Arc<WatchCell>, timing: Timing, changed: impl Fn()) {
-    let mut backoff = Backoff::new(&timing);
+/// the cell's objects. `waiter` is this loop's part in the client's [`super::outage::Recovery`]:
+/// its backoff ends early once the API server answers anyone again.
+pub(super) async fn run(
+    spec: WatchSpec,
+    cell: Arc<WatchCell>,
+    timing: Timing,
+    mut waiter: Waiter,
+    changed: impl Fn(),
+) {
+    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
     loop {
-        let listed = tokio::time::timeout(timing.request_timeout, list(&spec))
-            .await
-            .unwrap_or_else(|_| Err(timed_out(&spec, "list", &timing)));
+        let listed = {
+            let _relist = waiter.recovery().relist_permit().await;
+            list(&spec, &timing).await
+        };
         let mut resource_version = match listed {
             Ok((objects, rv)) => {
+                waiter.answered();
                 cell.replace_all(objects);
                 changed();
                 backoff.reset();
                 rv
             }
             Err(failure) if spec.optional && failure.kind == FailureKind::Forbidden => {
+                waiter.answered();
                 cell.unreadable(failure);
                 changed();
-                backoff.wait().await;
+                waiter.pause(&mut backoff).await;
                 continue;
             }
             Err(failure) => {
-                cell.fail(failure);
-                backoff.wait().await;
+                waiter.failed(&failure);
+                cell.fail(failure, Instant::now());
+                waiter.pause(&mut backoff).await;
                 continue;
             }
         };
         // Watch until the resourceVersion expires, then relist.
         loop {
-            match watch(&spec, &cell, &timing, &mut resource_version, &changed).await {
+            match watch(&spec, &cell, &timing, &mut waiter, &mut resource_version, &changed).await {
                 End::Gone => break,
-                End::Failed(failure) => {
-                    cell.fail(failure);
-                    backoff.wait().await;
+                End::Failed { failure, began } => {
+                    waiter.failed(&failure);
+                    cell.fail(failure, began);
+                    waiter.pause(&mut backoff).await;
                 }
                 // A server that closes every stream at once must not turn this into a busy loop.
                 End::Closed { lasted } if lasted < Duration::from_secs(1) => backoff.wait().await,
@@ -271,6 +289,7 @@ async fn watch(
     spec: &WatchSpec,
     cell: &WatchCell,
     timing: &Timing,
+    waiter: &mut Waiter,
     resource_version: &mut String,
     changed: &impl Fn(),
 ) -> End {
@@ -283,19 +302,23 @@ async fn watch(
     let stream =
         match tokio::time::timeout(timing.request_timeout, spec.api.watch(&params, resource_version)).await {
             Ok(Ok(stream)) => stream,
-            Err(_) => return End::Failed(timed_out(spec, "watch", timing)),
+            Err(_) => return End::failed_now(timed_out(spec, "watch", timing)),
             Ok(Err(e)) => {
                 let failure = classify(&e, "watch", &spec.resource, spec.namespace.as_deref());
-                return if failure.kind == FailureKind::Gone { End::Gone } else { End::Failed(failure) };
+                return if failure.kind == FailureKind::Gone { End::Gone } else { End::failed_now(failure) };
             }
         };
+    waiter.answered();
     cell.healthy();
     let end = follow(spec, cell, timing, stream, resource_version, changed).await;
     cell.lock().reconnects += 1;
     end
 }
 
-/// Apply a watch stream's events to the cell until it ends.
+/// Apply a watch stream's events to the cell until it ends, or until it has been silent (not even
+/// a bookmark) for `idle_timeout`: the API server ends every stream after `watch_timeout_secs`,
+/// so a stream silent for longer is a connection that stopped delivering without closing. Dropping
+/// it closes that connection.
 async fn follow(
     spec: &WatchSpec,
     cell: &WatchCell,
@@ -305,15 +328,18 @@ async fn follow(
     changed: &impl Fn(),
 ) -> End {
     let opened = Instant::now();
+    let mut heard = opened;
     let mut stream = pin!(stream);
     loop {
         let event = match tokio::time::timeout(timing.idle_timeout, stream.next()).await {
-            Err(_) | Ok(None) => return End::Closed { lasted: opened.elapsed() },
+            Err(_) => return End::Failed { failure: silent(spec, timing), began: heard },
+            Ok(None) => return End::Closed { lasted: opened.elapsed() },
             Ok(Some(Err(e))) => {
-                return End::Failed(classify(&e, "watch", &spec.resource, spec.namespace.as_deref()));
+                return End::failed_now(classify(&e, "watch", &spec.resource, spec.namespace.as_deref()));
             }
             Ok(Some(Ok(event))) => event,
         };
+        heard = Instant::now();
         let (object, present) = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
             WatchEvent::Deleted(o) => (o, false),
@@ -323,7 +349,7 @@ async fn follow(
             }
             WatchEvent::Error(status) if status.code == 410 => return End::Gone,
             WatchEvent::Error(status) => {
-                return End::Failed(classify(
+                return End::failed_now(classify(
                     &kube::Error::Api(status),
                     "watch",
                     &spec.resource,
@@ -341,31 +367,47 @@ async fn follow(
     }
 }
 
-fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
-    let scope = spec
-        .namespace
-        .as_deref()
-        .map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"));
+/// A watch stream that stopped delivering without closing.
+fn silent(spec: &WatchSpec, timing: &Timing) -> ApiFailure {
     ApiFailure {
         kind: FailureKind::Unreachable,
         message: format!(
-            "{verb} {} {scope}: the API server did not answer within {}s",
+            "watch {} {}: no event or bookmark for {}s although the API server ends every watch after {}s; \
+             the connection stopped delivering without closing (a stalled proxy, load balancer or NAT); reconnecting",
             spec.resource,
+            scope(spec),
+            timing.idle_timeout.as_secs(),
+            timing.watch_timeout_secs
+        ),
+    }
+}
+
+fn scope(spec: &WatchSpec) -> String {
+    spec.namespace.as_deref().map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns:?}"))
+}
+
+fn timed_out(spec: &WatchSpec, verb: &str, timing: &Timing) -> ApiFailure {
+    ApiFailure {
+        kind: FailureKind::Unreachable,
+        message: format!(
+            "{verb} {} {}: the API server did not answer within {}s",
+            spec.resource,
+            scope(spec),
             timing.request_timeout.as_secs()
         ),
     }
 }
 
-/// The full list, page by page, and the resourceVersion to watch from.
-async fn list(spec: &WatchSpec) -> Result<(BTreeMap<ObjectKey, Kept>, String), ApiFailure> {
+/// The full list, page by page (each within `request_timeout`), and the resourceVersion to watch
+/// from.
+async fn list(spec: &WatchSpec, timing: &Timing) -> Result<(BTreeMap<ObjectKey, Kept>, String), ApiFailure> {
     let mut objects = BTreeMap::new();
     let mut params =
         ListParams { field_selector: spec.field_selector.clone(), limit: Some(500), ..ListParams::default() };
     loop {
-        let page = spec
-            .api
-            .list(&params)
+        let page = tokio::time::timeout(timing.request_timeout, spec.api.list(&params))
             .await
+            .map_err(|_| timed_out(spec, "list", timing))?
             .map_err(|e| classify(&e, "list", &spec.resource, spec.namespace.as_deref()))?;
         let continue_token = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         let resource_version = page.metadata.resource_version.clone().unwrap_or_default();
