@@ -57,6 +57,14 @@ var deviations = []deviation{
 		},
 	},
 	{
+		name: "statefulset-inplaceonly-anchored",
+		doc:  "The Advanced StatefulSet InPlaceOnly rule is anchored like CloneSet's",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "statefulset" && kruise.Allowed && !ours.Allowed &&
+				inPlaceOnlyNearImage.MatchString(ours.Message)
+		},
+	},
+	{
 		name: "invalid-selector-reported-once",
 		doc:  "An invalid `selector` is reported once",
 		matches: func(c *Case, kruise, ours Outcome) bool {
@@ -65,6 +73,10 @@ var deviations = []deviation{
 		},
 	},
 }
+
+// inPlaceOnlyNearImage: our InPlaceOnly refusal of a change under a path Kruise's unanchored pattern
+// takes for an image (`/containers/N/image` followed by more: imagePullPolicy).
+var inPlaceOnlyNearImage = regexp.MustCompile(`^invalid template modified with InPlaceOnly strategy: \w+ /containers/\d+/image\w+, currently only image update is allowed for InPlaceOnly$`)
 
 // hasDuplicateContainers: the stored pod has two containers (or init containers) of one name, which
 // the API server's validation then refuses.
