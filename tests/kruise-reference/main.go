@@ -58,21 +58,38 @@ type hook struct {
 func mutating(path string) hook   { return hook{path, true} }
 func validating(path string) hook { return hook{path, false} }
 
-// A family generates its cases from a random source.
+// A family generates its cases from a random source. reaches names what its cases must get Kruise
+// to do, each as text that Kruise's stored object then holds: a run of 200 cases or more that never
+// reaches one fails, so the generators cannot quietly stop exercising it.
 type family struct {
 	name     string
 	generate func(r *rand.Rand, index int) (*Case, error)
+	reaches  map[string]string
 }
 
 func families() []family {
 	return []family{
-		{"pod", genPodCase},
-		{"sidecarset", genSidecarSetCase},
-		{"cloneset", genCloneSetCase},
-		{"statefulset", genStatefulSetCase},
-		{"daemonset", genDaemonSetCase},
-		{"protection", genProtectionCase},
-		{"stamp", genStampCase},
+		{"pod", genPodCase, map[string]string{
+			"sidecar injected":          "kruise.io/sidecarset-injected-list",
+			"pinned revision injected":  "fluent-bit:1.9",
+			"hot upgrade":               "kruise.io/sidecarset-working-hotupgrade-container",
+			"patchPodMetadata":          "sidecar.example/injected",
+			"SidecarSet init container": `"name":"init-`,
+			"readiness gate":            "KruisePodReady",
+			"launch barrier":            "KRUISE_CONTAINER_BARRIER",
+		}},
+		{"sidecarset", genSidecarSetCase, map[string]string{
+			"hash annotations":  "kruise.io/sidecarset-hash-without-image",
+			"patchPodMetadata":  "patchPodMetadata",
+			"hot upgrade":       "HotUpgrade",
+			"resourcesPolicy":   "resourcesPolicy",
+			"namespaceSelector": "namespaceSelector",
+		}},
+		{"cloneset", genCloneSetCase, map[string]string{"InPlaceOnly": "InPlaceOnly"}},
+		{"statefulset", genStatefulSetCase, map[string]string{"InPlaceOnly": "InPlaceOnly"}},
+		{"daemonset", genDaemonSetCase, map[string]string{"InPlaceIfPossible": "InPlaceIfPossible", "surge": "maxSurge"}},
+		{"protection", genProtectionCase, nil},
+		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
 	}
 }
 
@@ -106,13 +123,17 @@ func main() {
 		}
 	}
 	fmt.Printf("kruise-reference: OpenKruise v1.9.1 against %s, seed %d, %d cases per family\n", *oursBinary, *seed, *cases)
-	unclassified := 0
+	unclassified, unreached := 0, 0
 	for _, fam := range families() {
 		if len(wanted) > 0 && !wanted[fam.name] {
 			continue
 		}
 		counts := map[string]int{}
 		outcomes := map[string]int{}
+		reached := map[string]int{}
+		for what := range fam.reaches {
+			reached[what] = 0
+		}
 		refusals := map[string]int{}
 		shown := 0
 		start := time.Now()
@@ -124,11 +145,16 @@ func main() {
 				fatal(fmt.Errorf("%s case %d: generating: %w", fam.name, i, err))
 			}
 			c.Family, c.Index = fam.name, i
-			class, detail, outcome, refusal, err := runCase(c, side)
+			class, detail, outcome, refusal, stored, err := runCase(c, side)
 			if err != nil {
 				fatal(fmt.Errorf("%s case %d (seed %d): %w", fam.name, i, *seed, err))
 			}
 			counts[class]++
+			for what, text := range fam.reaches {
+				if strings.Contains(string(stored), text) {
+					reached[what]++
+				}
+			}
 			outcomes[outcome]++
 			if refusal != "" {
 				refusals[refusal]++
@@ -144,6 +170,15 @@ func main() {
 		fmt.Printf("%-12s %5d cases in %5.1fs (Kruise %.1fs, ours %.1fs): %s\n", fam.name, *cases,
 			time.Since(start).Seconds(), kruiseTime.Seconds(), oursTime.Seconds(), summary(counts))
 		fmt.Printf("%-12s Kruise's answers: %s\n", "", summary(outcomes))
+		if len(reached) > 0 {
+			fmt.Printf("%-12s reached: %s\n", "", summary(reached))
+		}
+		for what, n := range reached {
+			if n == 0 && *cases >= 200 {
+				unreached++
+				fmt.Printf("  UNREACHED %s: no case got Kruise to do %q\n", fam.name, what)
+			}
+		}
 		if *reasons {
 			for _, line := range strings.Split(summary(refusals), ", ") {
 				fmt.Printf("%-12s   refused: %s\n", "", line)
@@ -156,19 +191,23 @@ func main() {
 		fmt.Printf("%d unclassified disagreements (replay: -seed %d)\n", unclassified, *seed)
 		os.Exit(1)
 	}
+	if unreached > 0 {
+		fmt.Printf("%d things the generators never reached (seed %d)\n", unreached, *seed)
+		os.Exit(1)
+	}
 	fmt.Println("no unclassified disagreements")
 }
 
 // runCase runs both sides and names the result: "agree", a deviation class, or unclassified; and
 // what Kruise answered (denied, allowed unchanged, allowed changed), to show what the cases reach.
-func runCase(c *Case, side ours) (class, detail, outcome, refusal string, err error) {
+func runCase(c *Case, side ours) (class, detail, outcome, refusal string, stored []byte, err error) {
 	now := time.Now()
 	if err := setGates(c.Gates); err != nil {
-		return "", "", "", "", err
+		return "", "", "", "", nil, err
 	}
 	cl, err := newClient(c.Cluster)
 	if err != nil {
-		return "", "", "", "", err
+		return "", "", "", "", nil, err
 	}
 	began := time.Now()
 	var kruise Outcome
@@ -179,13 +218,13 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, err er
 	}
 	kruiseTime += time.Since(began)
 	if err != nil {
-		return "", "", "", "", fmt.Errorf("Kruise's answer: %w", err)
+		return "", "", "", "", nil, fmt.Errorf("Kruise's answer: %w", err)
 	}
 	began = time.Now()
 	mine, err := side.decide(c, now)
 	oursTime += time.Since(began)
 	if err != nil {
-		return "", "", "", "", err
+		return "", "", "", "", nil, err
 	}
 	outcome = "denied"
 	if !kruise.Allowed {
@@ -200,19 +239,20 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, err er
 			outcome = "allowed changed"
 		}
 	}
+	stored = kruise.Object
 	if c.DecisionOnly {
 		kruise.Object, mine.Object = nil, nil
 	}
 	diff := difference(kruise, mine, generateNameOf(c.Request))
 	if diff == "" {
-		return "agree", "", outcome, refusal, nil
+		return "agree", "", outcome, refusal, stored, nil
 	}
 	for _, d := range deviations {
 		if d.matches(c, kruise, mine) {
-			return d.name, diff, outcome, refusal, nil
+			return d.name, diff, outcome, refusal, stored, nil
 		}
 	}
-	return unclassifiedClass, diff, outcome, refusal, nil
+	return unclassifiedClass, diff, outcome, refusal, stored, nil
 }
 
 const unclassifiedClass = "UNCLASSIFIED"
