@@ -79,16 +79,18 @@ e2e_cleanup() {
         pkill -P "$WATCHDOG" 2>/dev/null
         kill "$WATCHDOG" 2>/dev/null
     fi
+    # migration.sh works in a folder of $WORK (SUITE_WORK) while it runs.
+    local work=${SUITE_WORK:-${WORK:-}}
     # Exit 1 is failed checks (their reasons are printed); anything else stopped the suite itself.
-    if [ "$rc" -gt 1 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
-        printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$WORK" >&2
-        for f in "$WORK"/logs/*.log; do
+    if [ "$rc" -gt 1 ] && [ -n "$work" ] && [ -d "$work" ]; then
+        printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$work" >&2
+        for f in "$work"/logs/*.log "$work"/*/logs/*.log; do
             [ -f "$f" ] || continue
             printf -- '--- %s\n' "$f" >&2
             tail -n 15 "$f" >&2
         done
     fi
-    if [ -n "${WORK:-}" ] && [ "${E2E_KEEP:-0}" = 0 ]; then rm -rf "$WORK"; fi
+    if [ -n "$work" ] && [ "${E2E_KEEP:-0}" = 0 ]; then rm -rf "$work"; fi
     exit "$rc"
 }
 
