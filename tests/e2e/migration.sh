@@ -149,7 +149,7 @@ release() {
         kc get "$n" -o json | jq -e --arg ca "$(kc -n kruise-admission get secret kruise-admission-tls -o jsonpath="{.data.ca\\.crt}")" "all(.webhooks[]; .clientConfig.caBundle == \$ca)" >/dev/null || exit 1; done' \
         || { fail "release-$rev" "caBundle not in the configurations of $rev"; return 1; }
     [ -z "$REL_PID" ] || stop_pid "$REL_PID"
-    REL_PID=$pid REL_PREV=$out REL_METRICS=$metrics
+    REL_PID=$pid REL_PREV=$out REL_METRICS=$metrics REL_LOG=$WORK/logs/kruise-admission-$rev.log
     echo "release $rev: $(jq -r '[.[] | select(.kind | endswith("WebhookConfiguration")) | "\(.metadata.name): \([.webhooks[].name] | join(","))"] | join("; ")' "$out"); server: $(jq -r '[.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args[] | select(test("shadow|disable-capability|config-name"))] | join(" ")' "$out")"
 }
 # Helm values accumulate across upgrades (--reuse-values).
@@ -263,10 +263,10 @@ sleep 3
 # --- after the switch: Kruise's SidecarSet controller on the Pods we injected --------------------
 say "after the switch: Kruise's SidecarSet controller counts and upgrades the Pods kruise-admission injected"
 for i in 1 2 3; do
-    kc create -f - -o name >/dev/null <<<"$(pod_json mig-after "upgrade-$i" upgrade=yes app=web)"
+    kc create -f - -o name >/dev/null <<<"$(pod_json mig-after "upgrade-$i" upgrade=yes app=web)" || true
 done
 injected=$(kc -n mig-after get pods -o json | jq -c '[.items[] | [.metadata.name, [.spec.containers[].name], .metadata.annotations["kruise.io/sidecarset-injected-list"]]]')
-reviewed=$(server_reviews 0 "$WORK/logs/kruise-admission-step2.log" | jq -c 'select(.object != null and (.object | startswith("mig-after/")))' | wc -l)
+reviewed=$(server_reviews 0 "$REL_LOG" | jq -c 'select(.path == "/mutate-pod" and (.object | startswith("mig-after/")))' | wc -l)
 check migration-after-switch-injected "Pods created with only kruise-admission's Pod webhook registered ($reviewed reviews in its log): $injected" \
     "$injected; reviews $reviewed" eval '[ "$(jq "[.[] | select((.[1] | sort) == [\"app\", \"log-agent\", \"upgrade-agent\"])] | length" <<<"$injected")" = 3 ] && [ "$reviewed" -ge 3 ]'
 # As a kubelet would: Running, Ready, every container started with its image.
