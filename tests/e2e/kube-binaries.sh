@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kube-apiserver and etcd for the end-to-end suite, built from Go modules pinned in this repository.
+# kube-apiserver and etcd for the end-to-end suite, and OpenKruise's kruise-manager, built from Go modules
+# pinned in this repository.
 #
 #   tests/e2e/kube-binaries.sh [VERSION]       build (or reuse) kube-apiserver VERSION and etcd;
 #                                              prints their paths, kube-apiserver first
