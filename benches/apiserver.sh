@@ -93,7 +93,6 @@ mkdir -p "$WORK/cluster"
 if [ "$KRUISE" = 1 ]; then
     # shellcheck source=tests/e2e/kruise_manager.sh
     source "$E2E/kruise_manager.sh"
-    apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
     say "kruise-manager: its CRDs and webhook configurations, $SIDECARSETS SidecarSets ($SELECTING selecting the pod)"
     { read -r KRUISE_MANAGER; read -r KRUISE_SRC; } < <(bash "$E2E/kube-binaries.sh" kruise-manager)
     kruise_manager_install "$KRUISE_SRC"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # OpenKruise's kruise-manager (v1.9.1, built by `tests/e2e/kube-binaries.sh kruise-manager`) as a
-# process of the end-to-end suite (sourced by migration.sh). Needs lib.sh's helpers, $WORK, $PYTHON
-# and a running API server ($APISERVER_PORT, $WORK/admin.kubeconfig).
+# process of the end-to-end suite (sourced by migration.sh and benches/apiserver.sh). Needs lib.sh's
+# helpers, $WORK, $PYTHON and a running API server ($APISERVER_PORT, $WORK/admin.kubeconfig).
 #
 # Nothing it opens listens beyond loopback. Its webhook server binds 0.0.0.0 (hard-coded in
 # Kruise), its metrics, probe and pprof listeners default to all addresses, and the machines that
@@ -10,12 +10,11 @@
 # unix sockets in $WORK (a path is reachable from any network namespace):
 #   kruise-manager -> 127.0.0.1:$APISERVER_PORT (in its namespace) -> apiserver.sock -> the API server
 #   the API server -> 127.0.0.1:$KM_WEBHOOK_PORT (host, loopback) -> webhook.sock -> kruise-manager
-# The relays set TCP_NODELAY (`nodelay`): without it a response written in two pieces waits for the
-# peer's delayed ACK, and every call through the API server took 40 ms more. Both sides use the same
-# port numbers, so the URLs kruise-manager writes into its webhook
+# Both sides use the same port numbers, so the URLs kruise-manager writes into its webhook
 # configurations and CRDs (https://127.0.0.1:$KM_WEBHOOK_PORT/...) and the admin kubeconfig are
-# right on both sides of the relays. Its metrics and probes are read inside its namespace
-# (`km_curl`).
+# right on both sides of the relays. The relays set TCP_NODELAY (`nodelay`): without it a response
+# written in two pieces waits for the peer's delayed ACK, 40 ms more on every call through the API
+# server. Its metrics and probes are read inside its namespace (`km_curl`).
 
 # kruise_manager_install SOURCE-DIR: Kruise's CRDs (its config/crd kustomize build, conversion
 # webhooks included), its webhook configurations (config/webhook with the `kruise-` prefix of its
@@ -28,7 +27,8 @@ kruise_manager_install() {
     kc label --overwrite namespace kruise-system control-plane=openkruise >/dev/null
     kc -n kruise-system create configmap kruise-configuration >/dev/null
     # Server-side: some of Kruise's CRDs are too big for client-side apply's annotation.
-    kubectl kustomize "$src/config/crd" 2>/dev/null | kc apply --server-side -f - >/dev/null
+    kubectl kustomize "$src/config/crd" 2>/dev/null >"$WORK/kruise-crds.yaml"
+    kc apply --server-side -f "$WORK/kruise-crds.yaml" >/dev/null
     mkdir -p "$dir"
     # Kustomize loads another kustomization only by relative path.
     rel=$("$PYTHON" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$src/config/webhook" "$dir")
@@ -37,7 +37,7 @@ kruise_manager_install() {
         | jq '[.[] | select(.kind | endswith("WebhookConfiguration")) | .metadata.annotations.template = ""]' >"$WORK/kruise-webhooks.json"
     apply_json "$WORK/kruise-webhooks.json"
     local crd
-    for crd in $(kubectl kustomize "$src/config/crd" 2>/dev/null | yaml_to_json | jq -r '.[].metadata.name'); do
+    for crd in $(yaml_to_json <"$WORK/kruise-crds.yaml" | jq -r '.[].metadata.name'); do
         established "$crd" || die "Kruise's CRD $crd not established"
     done
 }

@@ -256,6 +256,9 @@ server_reviews() {
         | jq -c 'select(type == "object") | (.fields // .) | select(.message == "admission review")' 2>/dev/null
 }
 
+# apply_json FILE: kubectl apply a JSON array of objects.
+apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
+
 # YAML (multi-document) on stdin -> a JSON array of the objects on stdout.
 yaml_to_json() {
     "$PYTHON" -c 'import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))'

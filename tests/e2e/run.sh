@@ -178,8 +178,6 @@ else
 fi
 echo "RBAC from $RBAC_FROM: $(jq -r '[.[] | .kind + "/" + .metadata.name] | join(", ")' "$WORK/rbac.json")"
 
-# apply_json FILE: kubectl apply a JSON array of objects.
-apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
 
 say "CRDs next to an existing OpenKruise (issue 16 point 6)"
 # Kruise's SidecarSet CRD is already there: installing the base (everything but the webhook
