@@ -295,7 +295,7 @@ if kruise:
               f"| {d[('kruise', '1')]:.0f} | {d[('ours', conc)]:.0f} | {d[('kruise', conc)]:.0f} |")
     rss = {k: (int(a) / 1024, int(b) / 1024) for k, a, b in (line.split() for line in open(f"{out}/rss.txt"))}
     print("\nmedians of the per-round ratios ours / kruise-manager: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in vs.items())
-          + f"; webhook CPU per create {cpu_med['ours'][2] / cpu_med['kruise'][2]:.2f}"
+          + "; webhook CPU per create " + (f"{cpu_med['ours'][2] / cpu_med['kruise'][2]:.2f}" if cpu_med['kruise'][2] else "n/a")
           + f" ({cpu_med['ours'][2]:.3f} / {cpu_med['kruise'][2]:.3f} ms)")
     print(f"RSS at the end (peak): ours {rss['ours'][0]:.0f} MiB ({rss['ours'][1]:.0f}), kruise-manager {rss['kruise'][0]:.0f} MiB ({rss['kruise'][1]:.0f})")
 print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
