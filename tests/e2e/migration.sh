@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The migration runbook (docs/MIGRATING.md) against OpenKruise's own kruise-manager v1.9.1 (sourced by
 # run.sh last). A cluster of its own: a fresh etcd and kube-apiserver (the earlier checks' webhooks,
-# CRDs and objects would be in the way), with the audit policy of MIGRATING.md §3, Kruise's CRDs and
+# CRDs and objects would be in the way; their processes are stopped first, so this file stays last),
+# with the audit policy of MIGRATING.md §3, Kruise's CRDs and
 # webhook configurations from its pinned module, and kruise-manager itself (tests/e2e/kruise_manager.sh:
 # in a network namespace of its own, nothing listening beyond loopback).
 #
