@@ -15,6 +15,15 @@
 #   - then BURST creates from CONCURRENCY connections at once: Pod creates per second, and the CPU
 #     time kube-apiserver, etcd and the namespace's webhook process spent per create meanwhile
 #     (/proc/PID/stat), which says whose work a webhook's cost to the creation rate is.
+# With KRUISE=1, OpenKruise's kruise-manager v1.9.1 (tests/e2e/kube-binaries.sh kruise-manager, in a
+# network namespace of its own as the end-to-end suite runs it: tests/e2e/kruise_manager.sh) joins as
+#   kruise  kruise-manager's own /mutate-pod (mpod.kb.io, its template narrowed to this namespace)
+# with SIDECARSETS SidecarSets in the API, SELECTING of them selecting the latency pod (ours reads the
+# same SidecarSets, as Kruise stored them, from its folder); its controllers run throughout, as in a
+# cluster (its SidecarSet controller updates their status on every create, in every namespace). Then
+# each round also sends the same AdmissionReview directly over TLS (h2load, REVIEWS requests on one
+# connection and on CONCURRENCY), to ours and to kruise-manager inside its namespace, and the report
+# adds the ratios ours / kruise-manager and the RSS of both.
 # It prints (and writes to OUT/apiserver.md) each round's figures, the medians of the per-round
 # ratios ours / patch floor, ours / allow floor and creates/s ours / none and ours / injected, and
 # the CPU per create of each process in the bursts. The measurement and the
@@ -22,6 +31,7 @@
 #
 # Usage: benches/apiserver.sh   (about a minute per round after the builds)
 # Knobs: ROUNDS=6 PODS=100 BURST=400 CONCURRENCY=8 OUT=<cargo target dir>/apiserver
+#        KRUISE=1 SIDECARSETS=10 SELECTING=1 REVIEWS=2000 (kruise-manager rounds; needs root and socat)
 #        E2E_VERSION (default: the newest of tests/e2e/kube/VERSIONS) BIN=path (else cargo builds
 #        this tree's release binary) H2LOAD=path E2E_KEEP=1 (keep OUT/work: logs, etcd data)
 # Needs: Go, curl, openssl, jq, python3, kubectl (PATH, or .ci/manifests-check.sh's tools folder).
@@ -39,6 +49,10 @@ BURST=${BURST:-400}
 CONCURRENCY=${CONCURRENCY:-8}
 E2E_VERSION=${E2E_VERSION:-$(grep -m1 '^v' "$E2E/kube/VERSIONS")}
 E2E_KEEP=${E2E_KEEP:-0}
+KRUISE=${KRUISE:-0}
+SIDECARSETS=${SIDECARSETS:-10}
+SELECTING=${SELECTING:-1}
+REVIEWS=${REVIEWS:-2000}
 EXTRA_APISERVER_FLAGS=()
 # shellcheck source=tests/e2e/lib.sh
 source "$E2E/lib.sh"
@@ -74,20 +88,50 @@ APISERVER_PID=$SPAWNED
 echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) on https://127.0.0.1:$APISERVER_PORT"
 
 # --- the webhooks ------------------------------------------------------------------------------------
-say "ours (folder mode, one SidecarSet), the patch floor and the allow floor"
+declare -A WEBHOOK_PID=()
 mkdir -p "$WORK/cluster"
-jq -n '{apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-lat"},
-    spec: {selector: {matchLabels: {"e2e-sidecar": "e2e-lat"}},
-           containers: [{name: "e2e-lat-agent", image: "busybox:1.36", command: ["sleep", "3600"]}]}}' \
-    >"$WORK/cluster/sidecarset.json"
+if [ "$KRUISE" = 1 ]; then
+    # shellcheck source=tests/e2e/kruise_manager.sh
+    source "$E2E/kruise_manager.sh"
+    say "kruise-manager: its CRDs and webhook configurations, $SIDECARSETS SidecarSets ($SELECTING selecting the pod)"
+    { read -r KRUISE_MANAGER; read -r KRUISE_SRC; } < <(bash "$E2E/kube-binaries.sh" kruise-manager)
+    kruise_manager_install "$KRUISE_SRC"
+    # Kruise's Pod webhook for the kruise namespace only (its template: the entries it keeps, §5 of
+    # docs/MIGRATING.md).
+    kc get mutatingwebhookconfiguration kruise-mutating-webhook-configuration -o json \
+        | jq '.metadata.annotations.template = (.webhooks | map(if .name == "mpod.kb.io"
+            then .namespaceSelector = {matchLabels: {"e2e-floor": "kruise"}} else . end) | tojson)' | kc replace -f - >/dev/null
+    start_kruise_manager
+    WEBHOOK_PID[kruise]=$KM_PID
+    wait_for 120 km_ready || die "kruise-manager did not become ready (see $WORK/logs/kruise-manager.log)"
+    jq -n --argjson n "$SIDECARSETS" --argjson sel "$SELECTING" '{apiVersion: "v1", kind: "List", items: [range($n) as $i | {
+        apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-lat-\($i)"},
+        spec: {selector: {matchLabels: (if $i < $sel then {"e2e-sidecar": "e2e-lat"} else {"e2e-sidecar": "other-\($i)"} end)},
+               containers: [{name: "agent-\($i)", image: "busybox:1.36", command: ["sleep", "3600"]}]}}]}' \
+        | kc create -f - >/dev/null
+    # Ours reads them as Kruise stored them (its defaults and hashes), with the revisions it wrote.
+    wait_for 60 eval '[ "$(kc -n kruise-system get controllerrevisions -l kruise.io/sidecarset-name -o name | wc -l)" -ge "$SIDECARSETS" ]' || true
+    kc get sidecarsets -o json >"$WORK/cluster/sidecarsets.json"
+    kc -n kruise-system get controllerrevisions -l kruise.io/sidecarset-name -o json >"$WORK/cluster/revisions.json"
+    kc get namespaces -o json >"$WORK/cluster/namespaces.json"
+    say "ours (folder mode, Kruise's $SIDECARSETS SidecarSets), the patch floor and the allow floor"
+else
+    say "ours (folder mode, one SidecarSet), the patch floor and the allow floor"
+    jq -n '{apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-lat"},
+        spec: {selector: {matchLabels: {"e2e-sidecar": "e2e-lat"}},
+               containers: [{name: "e2e-lat-agent", image: "busybox:1.36", command: ["sleep", "3600"]}]}}' \
+        >"$WORK/cluster/sidecarset.json"
+fi
 PORT=$(free_port)
 METRICS_PORT=$(free_port)
 spawn "$WORK/logs/kruise-admission.log" "$BIN" serve --listen "127.0.0.1:$PORT" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" --cert-dir "$WORK/server-certs" --cluster-dir "$WORK/cluster"
-declare -A WEBHOOK_PID=([ours]=$SPAWNED)
+WEBHOOK_PID[ours]=$SPAWNED
 wait_for 60 server_ready || die "the server did not become ready (see $WORK/logs/kruise-admission.log)"
+KEYS=(ours patch allow none injected)
+[ "$KRUISE" = 1 ] && KEYS+=(kruise)
 mkns e2e-lat-none e2e-lat-injected
-for key in ours patch allow; do
+for key in ours patch allow $([ "$KRUISE" = 1 ] && echo kruise); do
     mkns "e2e-lat-$key"
     kc label namespace "e2e-lat-$key" "e2e-floor=$key" >/dev/null
 done
@@ -102,7 +146,6 @@ start_floor allow allow
 WEBHOOK_PID[allow]=$SPAWNED
 register_floor e2e-bench-allow "$FLOOR_PORT" allow
 
-KEYS=(ours patch allow none injected)
 # The pod each namespace's creates send, written once: the latency pod, and for "injected" the pod
 # with the sidecar already in it.
 for key in "${KEYS[@]}"; do
@@ -147,6 +190,25 @@ burst() {
     for i in 0 1 2; do echo $((after[i] - before[i])); done >"$OUT/cpu-$1-$2.txt"
 }
 
+# direct KEY ROUND (KRUISE=1, ours and kruise): the latency pod's AdmissionReview sent to the webhook
+# itself, REVIEWS times on one connection, then on CONCURRENCY (HTTP/1.1: Kruise's server and ours
+# alike); kruise-manager is asked inside its network namespace, with no relay in between.
+direct() {
+    local key=$1 r=$2 c url run=()
+    case $key in
+    ours) run=("$H2LOAD") url="https://127.0.0.1:$PORT/mutate-pod" ;;
+    kruise) run=("${KM_NS[@]}" "$H2LOAD") url="https://127.0.0.1:$KM_WEBHOOK_PORT/mutate-pod" ;;
+    *) return 0 ;;
+    esac
+    for c in 1 "$CONCURRENCY"; do
+        "${run[@]}" --h1 -n "$REVIEWS" -c "$c" -d "$WORK/latency-review.json" -H 'content-type: application/json' "$url" \
+            >"$OUT/direct-$key-c$c-$r.txt"
+        grep -q "status codes: $REVIEWS 2xx" "$OUT/direct-$key-c$c-$r.txt" \
+            || die "not every review to $key was answered 200: $(grep -E 'status codes|requests:' "$OUT/direct-$key-c$c-$r.txt" | tr '\n' ' ')"
+    done
+}
+then_burst() { burst "$1" "$2"; [ "$KRUISE" != 1 ] || direct "$1" "$2"; }
+
 say "warming up: 20 creates per namespace"
 for key in "${KEYS[@]}"; do creates "warm-$key" "$key" 20 -c 1 -m 1; done
 [ "$(latency_stored_pod e2e-lat-ours)" = "$(latency_stored_pod e2e-lat-patch)" ] \
@@ -154,17 +216,24 @@ for key in "${KEYS[@]}"; do creates "warm-$key" "$key" 20 -c 1 -m 1; done
 echo "the patch floor's pods equal ours (containers, volumes, labels, annotations)"
 
 say "$ROUNDS rounds: $PODS creates one at a time, then $BURST from $CONCURRENCY connections, per namespace"
-latency_rounds "$ROUNDS" sequential burst -- "${KEYS[@]}"
+latency_rounds "$ROUNDS" sequential then_burst -- "${KEYS[@]}"
+# The resident memory of each webhook process at the end (VmRSS) and at its peak (VmHWM), in KiB.
+for key in "${!WEBHOOK_PID[@]}"; do
+    awk -v k="$key" '$1 == "VmRSS:" {rss = $2} $1 == "VmHWM:" {hwm = $2} END {print k, rss, hwm}' "/proc/${WEBHOOK_PID[$key]}/status"
+done >"$OUT/rss.txt"
 
 # --- the report ----------------------------------------------------------------------------------------
 for r in $(seq "$ROUNDS"); do
-    for key in ours patch allow; do
-        latency_summary "$key.e2e.kruise-admission.dev" "$key" "$r" | jq -c --arg key "$key" --argjson r "$r" '. + {key: $key, round: $r}'
+    for key in ours patch allow $([ "$KRUISE" = 1 ] && echo kruise); do
+        webhook=$key.e2e.kruise-admission.dev
+        [ "$key" != kruise ] || webhook=mpod.kb.io
+        latency_summary "$webhook" "$key" "$r" | jq -c --arg key "$key" --argjson r "$r" '. + {key: $key, round: $r}'
     done
 done >"$OUT/histogram.jsonl"
-"$PYTHON" - "$OUT" "$ROUNDS" "$PODS" "$BURST" "$CONCURRENCY" "$(getconf CLK_TCK)" <<'EOF' | tee "$OUT/apiserver.md"
+"$PYTHON" - "$OUT" "$ROUNDS" "$PODS" "$BURST" "$CONCURRENCY" "$(getconf CLK_TCK)" "$KRUISE" "$SIDECARSETS" "$SELECTING" <<'EOF' | tee "$OUT/apiserver.md"
 import json, re, statistics, sys
 out, rounds, pods, burst, conc, tck = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6], int(sys.argv[6])
+kruise, sidecarsets, selecting = sys.argv[7] == "1", *sys.argv[8:10]
 mean = {(h["round"], h["key"]): h["mean_ms"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
 count = {(h["round"], h["key"]): h["count"] for h in map(json.loads, open(f"{out}/histogram.jsonl"))}
 def h2(name):
@@ -202,10 +271,33 @@ def cpu(key, r):
 print("\nCPU per create in the bursts (ms, median over the rounds):")
 print("| webhook | kube-apiserver | etcd | the webhook | total |")
 print("|---|---:|---:|---:|---:|")
-for key in ("ours", "patch", "allow", "none", "injected"):
+cpu_med = {}
+for key in ("ours", "patch", "allow", "none", "injected") + (("kruise",) if kruise else ()):
     per_round = [cpu(key, r) for r in range(1, rounds + 1)]
-    med = [statistics.median(column) for column in zip(*per_round)]
+    med = cpu_med[key] = [statistics.median(column) for column in zip(*per_round)]
     print(f"| {key} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {sum(med):.2f} |")
+if kruise:
+    # ours / kruise-manager, per round: the API server's mean call, creates/s in the bursts, and the
+    # direct review rates on one connection and on conc.
+    vs = {"call": [], "creates/s": [], "direct c=1": [], f"direct c={conc}": []}
+    print(f"\nagainst kruise-manager v1.9.1 ({sidecarsets} SidecarSets, {selecting} selecting the pod):")
+    print(f"| round | call: ours | kruise-manager | ours / kruise | creates/s: ours | kruise | reviews/s c=1: ours | kruise | c={conc}: ours | kruise |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in range(1, rounds + 1):
+        o, k = mean[(r, "ours")], mean[(r, "kruise")]
+        co, ck = h2(f"burst-ours-{r}")[0], h2(f"burst-kruise-{r}")[0]
+        d = {(key, c): h2(f"direct-{key}-c{c}-{r}")[0] for key in ("ours", "kruise") for c in ("1", conc)}
+        vs["call"].append(o / k)
+        vs["creates/s"].append(co / ck)
+        vs["direct c=1"].append(d[("ours", "1")] / d[("kruise", "1")])
+        vs[f"direct c={conc}"].append(d[("ours", conc)] / d[("kruise", conc)])
+        print(f"| {r} | {o:.2f} ms | {k:.2f} ms | {o / k:.2f} | {co:.0f} | {ck:.0f} | {d[('ours', '1')]:.0f} "
+              f"| {d[('kruise', '1')]:.0f} | {d[('ours', conc)]:.0f} | {d[('kruise', conc)]:.0f} |")
+    rss = {k: (int(a) / 1024, int(b) / 1024) for k, a, b in (line.split() for line in open(f"{out}/rss.txt"))}
+    print("\nmedians of the per-round ratios ours / kruise-manager: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in vs.items())
+          + "; webhook CPU per create " + (f"{cpu_med['ours'][2] / cpu_med['kruise'][2]:.2f}" if cpu_med['kruise'][2] else "n/a")
+          + f" ({cpu_med['ours'][2]:.3f} / {cpu_med['kruise'][2]:.3f} ms)")
+    print(f"RSS at the end (peak): ours {rss['ours'][0]:.0f} MiB ({rss['ours'][1]:.0f}), kruise-manager {rss['kruise'][0]:.0f} MiB ({rss['kruise'][1]:.0f})")
 print(f"\n{rounds} rounds; per round and namespace {pods} creates one at a time, then {burst} from {conc} connections")
 EOF
 echo "kube-apiserver $E2E_VERSION, Go floor $(go env GOVERSION), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)" \

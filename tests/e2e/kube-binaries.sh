@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kube-apiserver and etcd for the end-to-end suite, built from Go modules pinned in this repository.
+# kube-apiserver and etcd for the end-to-end suite, and OpenKruise's kruise-manager, built from Go modules
+# pinned in this repository.
 #
 #   tests/e2e/kube-binaries.sh [VERSION]       build (or reuse) kube-apiserver VERSION and etcd;
 #                                              prints their paths, kube-apiserver first
@@ -7,6 +8,11 @@
 #                                              go.sum) from upstream's go.mod; commit the result
 #   tests/e2e/kube-binaries.sh --cached VERSION
 #                                              exit 0 if both binaries for VERSION are already built
+#   tests/e2e/kube-binaries.sh kruise-manager  build (or reuse) OpenKruise's kruise-manager; prints its
+#                                              path, then the source directory of its module (whose
+#                                              config/crd is the CRDs' kustomize build)
+#   tests/e2e/kube-binaries.sh --cached kruise-manager
+#                                              exit 0 if kruise-manager is already built
 #
 # VERSION defaults to the newest version the suite runs on in CI: the first of tests/e2e/kube/VERSIONS.
 #
@@ -15,7 +21,8 @@
 # at v0.0.0 with local replaces, and Go ignores a dependency's replaces) with the matching v0.Y.Z,
 # and names k8s.io/kubernetes/cmd/kube-apiserver as a `tool`, so that `go mod tidy` keeps exactly
 # what it builds. etcd's main package is the root of go.etcd.io/etcd/server/v3, built the same way
-# from tests/e2e/kube/etcd/. Only the Go module proxy is used; no code generation is needed (the
+# from tests/e2e/kube/etcd/, and OpenKruise's kruise-manager (the root of github.com/openkruise/kruise,
+# with Kruise's replace block repeated) from tests/e2e/kruise-manager/. Only the Go module proxy is used; no code generation is needed (the
 # generated OpenAPI is committed upstream).
 #
 # The binaries are cached outside the work tree, by version, under KUBE_BINARIES_CACHE (default
@@ -115,9 +122,29 @@ binaries() {
     echo "$CACHE/etcd-$(etcd_version)"
 }
 
+# The pinned Kruise version, read from its module (the binary's cache name carries it).
+KRUISE_MODULE=$E2E/kruise-manager
+kruise_version() { awk '$1 == "github.com/openkruise/kruise" {print $2; exit}' "$KRUISE_MODULE/go.mod"; }
+
+kruise_manager() {
+    local version out
+    version=$(kruise_version)
+    out=$CACHE/kruise-manager-$version
+    # The root package of github.com/openkruise/kruise is kruise-manager's main.
+    build "kruise-manager $version" "$KRUISE_MODULE" github.com/openkruise/kruise "$out"
+    echo "$out"
+    (cd "$KRUISE_MODULE" && go mod download -json "github.com/openkruise/kruise@$version" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+}
+
 cached() {
-    local version=$1 bin
-    for bin in "$CACHE/kube-apiserver-$version:$MODULES/kube-apiserver-$version" "$CACHE/etcd-$(etcd_version):$MODULES/etcd"; do
+    local version=$1 bin pairs
+    if [ "$version" = kruise-manager ]; then
+        pairs=("$CACHE/kruise-manager-$(kruise_version):$KRUISE_MODULE")
+    else
+        pairs=("$CACHE/kube-apiserver-$version:$MODULES/kube-apiserver-$version" "$CACHE/etcd-$(etcd_version):$MODULES/etcd")
+    fi
+    for bin in "${pairs[@]}"; do
         [ -x "${bin%%:*}" ] && [ -d "${bin#*:}" ] && [ "$(cat "${bin%%:*}.pin" 2>/dev/null)" = "$(pin_hash "${bin#*:}")" ] || return 1
     done
 }
@@ -125,6 +152,7 @@ cached() {
 case "${1:-}" in
 --pin) pin "${2:?--pin VERSION}" ;;
 --cached) cached "${2:-$DEFAULT_VERSION}" ;;
+kruise-manager) kruise_manager ;;
 -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
 *) binaries "${1:-$DEFAULT_VERSION}" ;;
 esac

@@ -81,16 +81,18 @@ e2e_cleanup() {
         pkill -P "$WATCHDOG" 2>/dev/null
         kill "$WATCHDOG" 2>/dev/null
     fi
+    # migration.sh works in a folder of $WORK (SUITE_WORK) while it runs.
+    local work=${SUITE_WORK:-${WORK:-}}
     # Exit 1 is failed checks (their reasons are printed); anything else stopped the suite itself.
-    if [ "$rc" -gt 1 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
-        printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$WORK" >&2
-        for f in "$WORK"/logs/*.log; do
+    if [ "$rc" -gt 1 ] && [ -n "$work" ] && [ -d "$work" ]; then
+        printf '\nlogs (last lines; E2E_KEEP=1 keeps %s):\n' "$work" >&2
+        for f in "$work"/logs/*.log "$work"/*/logs/*.log; do
             [ -f "$f" ] || continue
             printf -- '--- %s\n' "$f" >&2
             tail -n 15 "$f" >&2
         done
     fi
-    if [ -n "${WORK:-}" ] && [ "${E2E_KEEP:-0}" = 0 ]; then rm -rf "$WORK"; fi
+    if [ -n "$work" ] && [ "${E2E_KEEP:-0}" = 0 ]; then rm -rf "$work"; fi
     exit "$rc"
 }
 
@@ -263,6 +265,9 @@ server_reviews() {
     tail -n +"$((${1:-0} + 1))" "${2:-$WORK/logs/kruise-admission.log}" \
         | jq -c 'select(type == "object") | (.fields // .) | select(.message == "admission review")' 2>/dev/null
 }
+
+# apply_json FILE: kubectl apply a JSON array of objects.
+apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
 
 # YAML (multi-document) on stdin -> a JSON array of the objects on stdout.
 yaml_to_json() {

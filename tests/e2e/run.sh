@@ -22,16 +22,20 @@
 #     connections stalled);
 #   - last, shadow mode (tests/e2e/shadow.sh): the configurations of `manifests webhooks --shadow`
 #     in place of the enforcing ones, a server with --shadow, and the stored objects unchanged.
+#   - then the migration runbook (tests/e2e/migration.sh): docs/MIGRATING.md executed against
+#     OpenKruise's kruise-manager v1.9.1 (built by kube-binaries.sh kruise-manager) in a fresh
+#     cluster, shadow, the switch and the rollback, with Pods created throughout.
 #
 # Needs: Go (the machine's; tests/e2e/kube-binaries.sh), kubectl, helm (both from
 # .ci/manifests-check.sh's tools folder when not on PATH), cargo, curl, openssl, python3 with
-# PyYAML, jq (apt-get as root when jq or PyYAML is missing).
+# PyYAML, jq, socat (apt-get as root when one is missing), root for unshare/nsenter (migration.sh).
 # Knobs: E2E_VERSIONS (space-separated Kubernetes versions, e.g. "v1.34.4 v1.37.2"),
 #        E2E_PROFILE (cargo profile of the server, default release; dev is quicker to build),
 #        E2E_LATENCY_PODS (pods per webhook for the latency comparison, default 200; 0 skips it),
+#        E2E_MIGRATION_PODS (the migration's random Pod mix, default 200), E2E_MIGRATION_SEED,
 #        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds per version, default 1800),
 #        E2E_ONLY (space-separated parts to run, named as their scripts: installs dry_run_server
-#        checks latency ca_bundle recovery shutdown client_auth shadow; default all; the cluster,
+#        checks latency ca_bundle recovery shutdown client_auth shadow migration; default all; the cluster,
 #        the shipped RBAC and CRDs and the suite's server are set up either way),
 #        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
 #        KUBE_BINARIES_CACHE (see kube-binaries.sh), PYTHON (an interpreter with PyYAML).
@@ -92,10 +96,10 @@ PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$ROOT/target/manifests-tools}
 for tool in kubectl helm; do
     command -v $tool >/dev/null || die "$tool is needed (.ci/manifests-check.sh unpacks one into target/manifests-tools)"
 done
-if ! command -v jq >/dev/null || ! "$PYTHON" -c 'import yaml' 2>/dev/null; then
-    command -v apt-get >/dev/null || die "jq and PyYAML are needed"
+if ! command -v jq >/dev/null || ! command -v socat >/dev/null || ! "$PYTHON" -c 'import yaml' 2>/dev/null; then
+    command -v apt-get >/dev/null || die "jq, socat and PyYAML are needed"
     apt-get update -qq >/dev/null || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq python3-yaml >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq socat python3-yaml >/dev/null
     "$PYTHON" -c 'import yaml' 2>/dev/null || PYTHON=/usr/bin/python3
 fi
 command -v go >/dev/null || die "Go is needed (kube-apiserver, etcd and the floor webhooks are built with it)"
@@ -179,8 +183,6 @@ else
 fi
 echo "RBAC from $RBAC_FROM: $(jq -r '[.[] | .kind + "/" + .metadata.name] | join(", ")' "$WORK/rbac.json")"
 
-# apply_json FILE: kubectl apply a JSON array of objects.
-apply_json() { jq '{apiVersion: "v1", kind: "List", items: .}' "$1" | kc apply -f - >/dev/null; }
 
 say "CRDs next to an existing OpenKruise (issue 16 point 6)"
 # Kruise's SidecarSet CRD is already there: installing the base (everything but the webhook
@@ -297,6 +299,8 @@ selected shutdown && source "$E2E/shutdown.sh"
 selected client_auth && client_auth_checks
 # shellcheck source=tests/e2e/shadow.sh
 selected shadow && source "$E2E/shadow.sh"
+# shellcheck source=tests/e2e/migration.sh
+selected migration && source "$E2E/migration.sh"
 
 [ "$FAILED" -eq 0 ] || printf '\nfailed: %s\n' "${FAILURES[*]}"
 printf '\n%s: %d passed, %d failed\n' "$E2E_VERSION" "$PASSED" "$FAILED"
