@@ -18,11 +18,16 @@ use time::macros::datetime;
 
 const NOW: &str = "2026-07-02T09:56:09Z";
 
+// With its hash annotations, as a cluster stores it: `serve --cluster-dir` reads a folder's
+// SidecarSets as they are, while dry-run fills in the hashes a hand-written one lacks.
 const SIDECARSET: &str = "\
 apiVersion: apps.kruise.io/v1beta1
 kind: SidecarSet
 metadata:
   name: logger
+  annotations:
+    kruise.io/sidecarset-hash: 4c6v69ff
+    kruise.io/sidecarset-hash-without-image: 2f7x99
 spec:
   selector:
     matchLabels:

@@ -27,6 +27,15 @@ var deviations = []deviation{
 		},
 	},
 	{
+		name: "merge-patch-error-names-its-source",
+		doc:  "**A MergePatchJson that cannot merge**",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "pod" && !kruise.Allowed && !ours.Allowed && kruise.Code == ours.Code &&
+				(kruise.Message == "Invalid JSON Patch" || kruise.Message == "Invalid JSON Document") &&
+				strings.HasPrefix(ours.Message, "SidecarSet ") && strings.HasSuffix(ours.Message, ": "+kruise.Message)
+		},
+	},
+	{
 		name: "crd-cascading-without-gate",
 		doc:  "**CRD `Cascading` works.**",
 		matches: func(c *Case, kruise, ours Outcome) bool {

@@ -46,16 +46,42 @@ pub fn apply(set: &SidecarSet, annotations: &mut Object<'_>) -> Result<(), Strin
     Ok(())
 }
 
-/// The merged value, compact with sorted keys. When the merge changes nothing (the same JSON
-/// value), the existing text is kept as it is: Kruise would re-serialise it, but then a webhook
-/// re-invoked on its own output (a verbatim first patch) would patch again.
+/// evanphx/json-patch's `MergePatch` (v4, which Kruise calls): an existing value that is not JSON, or
+/// `null`, is "Invalid JSON Document"; a patch that is not JSON, `null` or a scalar is "Invalid JSON
+/// Patch"; two objects merge as RFC 7386 says; otherwise (an array patch, or an existing value that
+/// is not an object) the result is the patch, with its objects' null members dropped. The result is
+/// compact with sorted keys. When the merge changes nothing (the same JSON value), the existing text
+/// is kept as it is: Kruise would re-serialise it, but then a webhook re-invoked on its own output (a
+/// verbatim first patch) would patch again.
 fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
-    let original: Value =
-        serde_json::from_str(existing).map_err(|e| format!("the existing value is not JSON ({e})"))?;
-    let patch: Value = serde_json::from_str(patch).map_err(|e| format!("the patch is not JSON ({e})"))?;
-    let mut target = original.clone();
-    json_patch::merge(&mut target, &patch); // RFC 7386
-    if target == original { Ok(existing.to_owned()) } else { Ok(go_json::sorted_compact(&target)) }
+    const BAD_DOCUMENT: &str = "Invalid JSON Document";
+    const BAD_PATCH: &str = "Invalid JSON Patch";
+    let original: Value = serde_json::from_str(existing).map_err(|_| BAD_DOCUMENT.to_owned())?;
+    if original.is_null() {
+        return Err(BAD_DOCUMENT.into());
+    }
+    let patch: Value = serde_json::from_str(patch).map_err(|_| BAD_PATCH.to_owned())?;
+    let merged = match (&original, patch) {
+        (Value::Object(_), patch @ Value::Object(_)) => {
+            let mut target = original.clone();
+            json_patch::merge(&mut target, &patch); // RFC 7386
+            target
+        }
+        (_, patch @ (Value::Object(_) | Value::Array(_))) => without_null_members(patch),
+        _ => return Err(BAD_PATCH.into()),
+    };
+    if merged == original { Ok(existing.to_owned()) } else { Ok(go_json::sorted_compact(&merged)) }
+}
+
+/// `value` with every object's null members removed, at any depth (array elements stay, nulls too).
+fn without_null_members(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_null_members(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(without_null_members).collect()),
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -69,7 +95,21 @@ mod tests {
             r#"{"a":{"y":2},"b":true,"z":1}"#
         );
         assert_eq!(merge_json(r#"{"z": 1, "a": 2}"#, r#"{"a": 2}"#).unwrap(), r#"{"z": 1, "a": 2}"#);
-        assert!(merge_json("not json", "{}").is_err());
-        assert!(merge_json("{}", "{").is_err());
+        assert_eq!(merge_json("not json", "{}").unwrap_err(), "Invalid JSON Document");
+        assert_eq!(merge_json("null", "{}").unwrap_err(), "Invalid JSON Document");
+        assert_eq!(merge_json("{}", "{").unwrap_err(), "Invalid JSON Patch");
+    }
+
+    /// evanphx/json-patch's MergePatch, as Kruise runs it: a scalar or null patch is refused; an
+    /// array patch, or any patch over a value that is not an object, replaces it (null members
+    /// of its objects dropped).
+    #[test]
+    fn merges_what_evanphx_merges_and_refuses_what_it_refuses() {
+        for patch in ["true", "5", r#""s""#, "null"] {
+            assert_eq!(merge_json(r#"{"a":1}"#, patch).unwrap_err(), "Invalid JSON Patch", "{patch}");
+        }
+        assert_eq!(merge_json(r#"{"a":1}"#, r#"[1,null,{"b":null,"c":2}]"#).unwrap(), r#"[1,null,{"c":2}]"#);
+        assert_eq!(merge_json("true", r#"{"b":null,"c":{"d":null}}"#).unwrap(), r#"{"c":{}}"#);
+        assert_eq!(merge_json("[1]", r#"{"a":1}"#).unwrap(), r#"{"a":1}"#);
     }
 }
