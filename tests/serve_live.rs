@@ -192,6 +192,8 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
         "kruise_admission_cluster_watch_relists_total{kind=\"ConfigMap\"} 0",
         // Lookups (delete protection, CloneSet pods) ask the API server, not a folder.
         "kruise_admission_lookup_source{source=\"api-server\"} 1",
+        // The stand-in serves no PodUnavailableBudgets: /mutate-pod's related-pub step says it is skipped.
+        "kruise_admission_pod_step_skipped{step=\"related-pub\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
