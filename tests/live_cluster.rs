@@ -368,35 +368,10 @@ async fn a_list_that_never_answers_counts_as_a_failing_watch() {
     );
 }
 
-/// The stand-in with PodUnavailableBudgets served, and the workloads Kruise's controller finder reads.
-fn with_pubs() -> Vec<fake_apiserver::Resource> {
-    let mut resources = fake_apiserver::resources(&["v1alpha1", "v1beta1"]);
-    let r = |group, versions, kind, plural, custom| fake_apiserver::Resource {
-        group,
-        versions,
-        kind,
-        plural,
-        namespaced: true,
-        custom,
-    };
-    resources.push(r(
-        "policy.kruise.io",
-        vec!["v1alpha1"],
-        "PodUnavailableBudget",
-        "podunavailablebudgets",
-        true,
-    ));
-    resources.push(r("apps", vec!["v1"], "Deployment", "deployments", false));
-    resources.push(r("apps", vec!["v1"], "ReplicaSet", "replicasets", false));
-    resources.push(r("apps", vec!["v1"], "StatefulSet", "statefulsets", false));
-    resources.push(r("apps.kruise.io", vec!["v1beta1"], "StatefulSet", "statefulsets", true));
-    resources
-}
-
 #[tokio::test]
 async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_served() {
     use kruise_admission::cluster::controller_finder::{ControllerRef, find};
-    let server = FakeApiServer::start_with(with_pubs()).await;
+    let server = FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await;
     seed(&server);
     let template = json!({"metadata": {"labels": {"app": "shop"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}});
     server.apply(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "shop", "annotations": {"big": "x"}},
