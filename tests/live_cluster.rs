@@ -369,3 +369,58 @@ async fn a_list_that_never_answers_counts_as_a_failing_watch() {
         "the last snapshot is still served"
     );
 }
+
+#[tokio::test]
+async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_served() {
+    use kruise_admission::cluster::controller_finder::{ControllerRef, find};
+    let server = FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await;
+    seed(&server);
+    let template = json!({"metadata": {"labels": {"app": "shop"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}});
+    server.apply(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "shop", "annotations": {"big": "x"}},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "shop"}}, "template": template}}));
+    let deployment_uid =
+        server.get("apps", "deployments", "shop", "shop").unwrap()["metadata"]["uid"].clone();
+    server.apply(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "shop-1", "namespace": "shop",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop", "uid": deployment_uid, "controller": true}]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "shop"}}, "template": template}}));
+    server.apply(json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "db"}}, "template": template}}));
+    server.apply(json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget", "metadata": {"name": "shop", "namespace": "shop"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}, "maxUnavailable": 1}}));
+    let (live, target) = started(&server).await;
+    let snapshot = target.load();
+    assert!(snapshot.get("policy.kruise.io", "PodUnavailableBudget", "shop", "shop").is_some());
+    // Workloads are kept as far as the finder reads them: no template, no annotations.
+    let deployment = snapshot.get("apps", "Deployment", "shop", "shop").unwrap();
+    assert_eq!(deployment["spec"], json!({"replicas": 3, "selector": {"matchLabels": {"app": "shop"}}}));
+    assert!(deployment["metadata"].get("annotations").is_none(), "{deployment}");
+    let reference = ControllerRef { api_version: "apps/v1", kind: "ReplicaSet", name: "shop-1", uid: "" };
+    let found = find(&snapshot, "kruise-system", reference, "shop").unwrap().unwrap();
+    assert_eq!((found.kind.as_str(), found.name.as_str(), found.replicas), ("Deployment", "shop", 3));
+    let reference =
+        ControllerRef { api_version: "apps.kruise.io/v1beta1", kind: "StatefulSet", name: "db", uid: "" };
+    assert_eq!(find(&snapshot, "kruise-system", reference, "shop").unwrap().unwrap().replicas, 2);
+    let kinds: Vec<String> = live.stats().kinds.into_iter().map(|k| k.kind).collect();
+    for kind in [
+        "PodUnavailableBudget",
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "CloneSet",
+        "StatefulSet.apps.kruise.io",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    assert!(live.stats().skipped_steps.is_empty());
+}
+
+#[tokio::test]
+async fn without_pubs_the_related_pub_step_is_skipped_and_no_workload_is_watched() {
+    let server = FakeApiServer::start().await;
+    seed(&server);
+    let (live, _target) = started(&server).await;
+    let stats = live.stats();
+    assert_eq!(stats.skipped_steps, ["related-pub"]);
+    let kinds: Vec<String> = stats.kinds.into_iter().map(|k| k.kind).collect();
+    assert_eq!(kinds, ["SidecarSet", "Namespace", "ControllerRevision", "ConfigMap"]);
+}

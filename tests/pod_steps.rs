@@ -313,3 +313,93 @@ fn every_combination_is_idempotent_and_keeps_unknown_fields() {
     // 768 pods; some of each kind are changed, so the checks above are not vacuous.
     assert!(changed > 200, "{changed}");
 }
+
+/// A Deployment's ReplicaSet, a PUB naming the Deployment and one selecting `app: web` pods.
+const PUBS: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop, namespace: default, uid: d1}
+spec: {replicas: 3, selector: {matchLabels: {app: shop}}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: shop-7d4
+  namespace: default
+  uid: r1
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: shop, uid: d1, controller: true}]
+spec: {replicas: 3, selector: {matchLabels: {app: shop}}}
+---
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata: {name: shop-pub, namespace: default}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: shop}
+  maxUnavailable: 1
+---
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata: {name: web-pub, namespace: default}
+spec:
+  selector: {matchLabels: {app: web}}
+  maxUnavailable: 25%
+";
+
+/// A pod of the `shop` Deployment (through its ReplicaSet).
+fn shop_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "shop-7d4-x", "namespace": "default", "labels": {"app": "shop"}, "futureMetadata": 1,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "shop-7d4", "uid": "r1", "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+    })
+}
+
+#[test]
+fn the_related_pub_annotation_names_the_pub_by_target_ref_or_selector() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path());
+    std::fs::write(cluster.join("pubs.yaml"), PUBS).unwrap();
+    let related = |line: &Value| line["object"]["metadata"]["annotations"]["kruise.io/related-pub"].clone();
+    // The ReplicaSet's pod belongs to the Deployment the PUB names.
+    let line = decided(&cluster, &[], &shop_pod());
+    assert_eq!(related(&line), json!("shop-pub"), "{line}");
+    assert_eq!(apply(&shop_pod(), &line["patch"]), line["object"]);
+    assert_eq!(line["object"]["metadata"]["futureMetadata"], json!(1));
+    assert_idempotent(&cluster, &[], &line["object"]);
+    // The web pod is selected (and gets its sidecar too; the annotation comes after injection's).
+    let line = decided(&cluster, &[], &cloneset_pod());
+    assert_eq!(related(&line), json!("web-pub"), "{line}");
+    assert_idempotent(&cluster, &[], &line["object"]);
+    // Both PUB gates off: no annotation.
+    let off = decided(&cluster, &["--feature-gates=PodUnavailableBudgetDeleteGate=false"], &shop_pod());
+    assert_eq!(off["patch"], json!([]));
+    let update = "--feature-gates=PodUnavailableBudgetDeleteGate=false,PodUnavailableBudgetUpdateGate=true";
+    assert_eq!(related(&decided(&cluster, &[update], &shop_pod())), json!("shop-pub"));
+}
+
+#[tokio::test]
+async fn serve_annotates_the_related_pub_as_dry_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = cluster(dir.path());
+    std::fs::write(cluster_dir.join("pubs.yaml"), PUBS).unwrap();
+    let server = TestServer::start_with(|config| {
+        config.cluster_dir = cluster_dir.clone();
+        config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
+    })
+    .await;
+    let client = server.client();
+    for pod in [shop_pod(), cloneset_pod()] {
+        let review = review(&pod);
+        let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
+        assert_eq!(offline.len(), 1);
+        assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
+        for proto in BOTH {
+            let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
+            assert_eq!(reply.status, 200);
+            let online: Value = serde_json::from_slice(&reply.body).unwrap();
+            assert_eq!(online, offline[0], "over {proto:?}");
+        }
+    }
+    server.stop().await.expect("clean stop");
+}

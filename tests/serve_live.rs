@@ -194,6 +194,8 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
         "kruise_admission_cluster_watch_relists_total{kind=\"ConfigMap\"} 0",
         // Lookups (delete protection, CloneSet pods) ask the API server, not a folder.
         "kruise_admission_lookup_source{source=\"api-server\"} 1",
+        // The stand-in serves no PodUnavailableBudgets: /mutate-pod's related-pub step says it is skipped.
+        "kruise_admission_pod_step_skipped{step=\"related-pub\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
@@ -453,4 +455,44 @@ async fn a_namespace_label_added_in_the_api_server_changes_injection_within_a_se
     })
     .await;
     server.stop().await.unwrap();
+}
+
+/// Where PodUnavailableBudgets are served, `/mutate-pod` names the one guarding the pod, read from
+/// the watches: a PUB created in the API server is on the next pods within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_mode_annotates_the_related_pub_from_the_watches() {
+    let api = FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await;
+    seed(&api);
+    let server = TestServer::start_with(|c| c.live = Some(live_source(&api, Duration::from_secs(60)))).await;
+    wait_for("readiness after the sync", Duration::from_secs(5), async || {
+        readyz(&server).await.0 == StatusCode::OK
+    })
+    .await;
+    let client = server.client();
+    let related = |reply: &Value| -> Option<Value> {
+        let patch = reply["response"]["patch"].as_str()?;
+        let ops: Value =
+            serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap())
+                .unwrap();
+        ops.as_array()?.iter().find_map(|op| match op["path"].as_str()? {
+            "/metadata/annotations" => op["value"].get("kruise.io/related-pub").cloned(),
+            "/metadata/annotations/kruise.io~1related-pub" => Some(op["value"].clone()),
+            _ => None,
+        })
+    };
+    let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p1")).await.json();
+    assert_eq!(related(&reply), None, "no PUB yet: {reply}");
+    api.apply(json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+        "metadata": {"name": "web", "namespace": "shop"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}}));
+    wait_for("the PUB to reach the snapshot", Duration::from_secs(1), async || {
+        let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", pod_create("p2")).await.json();
+        related(&reply) == Some(json!("web"))
+    })
+    .await;
+    let (_, metrics) = http_get(server.metrics, "/metrics").await;
+    assert!(!metrics.contains("kruise_admission_pod_step_skipped{"), "{metrics}");
+    assert!(
+        metrics.contains("kruise_admission_cluster_watch_synced{kind=\"PodUnavailableBudget\"} 1"),
+        "{metrics}"
+    );
 }

@@ -9,11 +9,13 @@
 
 pub mod launch_priority;
 pub mod readiness_gate;
+pub mod related_pub;
 
 use super::draft::{Draft, Node};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::{Inputs, daemon, injection};
 use crate::api::tree::Json;
+use crate::cluster::controller_finder::group_of;
 
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
@@ -39,7 +41,8 @@ pub fn mutate<'a>(
     // 4. Container launch priority (containerLaunchPriorityInitialization), after injection so
     //    that sidecars take part.
     launch_priority::initialize(pod, inputs)?;
-    // 5. The kruise.io/related-pub annotation (pubMutatingPod): not implemented yet.
+    // 5. The kruise.io/related-pub annotation (pubMutatingPod), read by Kruise's PUB controller.
+    related_pub::annotate(request, pod, inputs)?;
     // 6. PersistentPodState (persistentPodStateMutatingPod): not implemented yet.
     // 7. EnhancedLivenessProbe and PodProbeMarker on serverless (alpha gates, off by default): not implemented yet.
     // Ours: DaemonSet-style node pinning and tolerations.
@@ -65,20 +68,28 @@ fn check_is_pod(pod: &Json<'_>) -> Result<(), AdmissionError> {
     }
 }
 
-/// The API group of the pod's controller (`metav1.GetControllerOf`: the first owner reference
-/// with `controller: true`), parsed as `schema.ParseGroupVersion` parses its `apiVersion`: `""`
-/// for `v1`, and for a value with two slashes, which Go fails to parse and Kruise ignores.
-fn controller_group<'d>(pod: &'d Draft<'_>) -> Option<&'d str> {
+/// The pod's controller reference (`metav1.GetControllerOf`: the first owner reference with
+/// `controller: true`), as the pod stands after the previous steps. Missing strings read as empty.
+struct OwnerRef<'d> {
+    api_version: &'d str,
+    kind: &'d str,
+    name: &'d str,
+}
+
+fn controller_ref<'d>(pod: &'d Draft<'_>) -> Option<OwnerRef<'d>> {
     let owners = Node::Draft(pod).get("metadata")?.get("ownerReferences")?.items();
     let controller = owners
         .into_iter()
         .find(|o| o.get("controller").and_then(Node::value).and_then(Json::as_bool) == Some(true))?;
-    let api_version = controller.get("apiVersion").and_then(Node::as_str).unwrap_or_default();
-    Some(match api_version.split_once('/') {
-        Some((_, version)) if version.contains('/') => "",
-        Some((group, _)) => group,
-        None => "",
-    })
+    let field = |key| controller.get(key).and_then(Node::as_str).unwrap_or_default();
+    Some(OwnerRef { api_version: field("apiVersion"), kind: field("kind"), name: field("name") })
+}
+
+/// The API group of the pod's controller, parsed as `schema.ParseGroupVersion` parses its
+/// `apiVersion`: `""` for `v1`, and for a value with two slashes, which Go fails to parse and
+/// Kruise ignores.
+fn controller_group<'d>(pod: &'d Draft<'_>) -> Option<&'d str> {
+    Some(group_of(controller_ref(pod)?.api_version).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! `files` builds snapshots from a folder (dry-run, the embedded default); the live mode builds them
 //! from API watches. Decisions never know which.
 
+pub mod controller_finder;
 pub mod files;
 pub mod live;
 pub mod query;

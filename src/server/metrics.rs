@@ -39,6 +39,8 @@ pub struct Metrics {
     /// `{kind}` 1: an optional kind (the Kruise namespace's) RBAC does not let us list, cached as
     /// empty (an install without OpenKruise's namespace, or without its Role).
     pub watch_unreadable: IntGaugeVec,
+    /// `{step}` 1: a `/mutate-pod` step live mode skips because its CRD is not served.
+    pub pod_step_skipped: IntGaugeVec,
     /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
     pub cert_renewal_failures: IntCounter,
     /// `--cert-mode self-managed`: webhook configurations whose caBundle was put back after
@@ -164,6 +166,11 @@ impl Metrics {
                 "Live mode: 1 when RBAC does not let the server list this optional kind (the Kruise namespace's ControllerRevisions or ConfigMap), which is then cached as empty",
                 &["kind"],
             )?,
+            pod_step_skipped: r.int_gauges(
+                "kruise_admission_pod_step_skipped",
+                "Live mode: 1 for a /mutate-pod step that is skipped because the API server does not serve its CRD (related-pub: PodUnavailableBudgets)",
+                &["step"],
+            )?,
             cert_renewal_failures: r.add(IntCounter::new(
                 "kruise_admission_certificate_renewal_failures_total",
                 "--cert-mode self-managed: certificate syncs or renewals that failed (each is logged with its reason and retried)",
@@ -258,6 +265,9 @@ impl Metrics {
             self.watch_failing_seconds
                 .with_label_values(&label)
                 .set(kind.failing_for.map_or(0.0, |d| d.as_secs_f64()));
+        }
+        for step in &stats.skipped_steps {
+            self.pod_step_skipped.with_label_values(&[step]).set(1);
         }
     }
 

@@ -71,6 +71,27 @@ pub fn resources(kruise_versions: &[&'static str]) -> Vec<Resource> {
     out
 }
 
+/// [`resources`] with Kruise's CloneSets at v1alpha1 and its other kinds at v1beta1, plus what
+/// `/mutate-pod`'s related-pub step watches: PodUnavailableBudgets and the workloads Kruise's
+/// controller finder reads.
+pub fn resources_with_pubs() -> Vec<Resource> {
+    let mut out = resources(&["v1alpha1", "v1beta1"]);
+    let r = |group, versions, kind, plural, custom| Resource {
+        group,
+        versions,
+        kind,
+        plural,
+        namespaced: true,
+        custom,
+    };
+    out.push(r("policy.kruise.io", vec!["v1alpha1"], "PodUnavailableBudget", "podunavailablebudgets", true));
+    out.push(r("apps", vec!["v1"], "Deployment", "deployments", false));
+    out.push(r("apps", vec!["v1"], "ReplicaSet", "replicasets", false));
+    out.push(r("apps", vec!["v1"], "StatefulSet", "statefulsets", false));
+    out.push(r("apps.kruise.io", vec!["v1beta1"], "StatefulSet", "statefulsets", true));
+    out
+}
+
 #[derive(Clone, Debug)]
 struct WatchEvent {
     rv: u64,

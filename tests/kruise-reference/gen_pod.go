@@ -10,13 +10,18 @@ import (
 	"math/rand"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	daemonutil "k8s.io/kubernetes/pkg/controller/daemon/util"
 	"k8s.io/utils/ptr"
 
+	appsv1alpha1 "github.com/openkruise/kruise/apis/apps/v1alpha1"
 	appsv1beta1 "github.com/openkruise/kruise/apis/apps/v1beta1"
+	policyv1alpha1 "github.com/openkruise/kruise/apis/policy/v1alpha1"
 	"github.com/openkruise/kruise/pkg/control/sidecarcontrol"
 	kruiseutil "github.com/openkruise/kruise/pkg/util"
 )
@@ -73,6 +78,7 @@ func genPodCase(r *rand.Rand, _ int) (*Case, error) {
 		pod.GenerateName = "solo-"
 	}
 	name = pod.Name
+	cluster = append(cluster, podUnavailableBudgets(r, ns, owner, pod.Labels)...)
 	launchPriority(r, pod)
 	if chance(r, 0.6) {
 		defaultPod(pod)
@@ -155,5 +161,99 @@ func launchPriority(r *rand.Rand, pod *corev1.Pod) {
 					corev1.EnvVar{Name: "KRUISE_CONTAINER_PRIORITY", Value: pick(r, "100", "0", "-5", "100", "high")})
 			}
 		}
+	}
+}
+
+// podUnavailableBudgets: sometimes the Pod's workload in the cluster (a ReplicaSet maybe controlled by a
+// Deployment, whose uid may not be the one the ReplicaSet records), and up to three PodUnavailableBudgets,
+// mostly in the Pod's namespace, that guard it by selector or by targetRef, or miss it: the inputs of
+// /mutate-pod's kruise.io/related-pub step and of Kruise's controller finder behind it.
+func podUnavailableBudgets(r *rand.Rand, ns string, owner [2]string, labels map[string]string) []map[string]any {
+	var out []map[string]any
+	meta := func(name, uid string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(uid)}
+	}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	replicas := ptr.To(int32(pick(r, 1, 3)))
+	if owner[1] != "" && chance(r, 0.7) {
+		tm := metav1.TypeMeta{APIVersion: owner[0], Kind: owner[1]}
+		var workload any
+		switch owner {
+		case [2]string{"apps.kruise.io/v1alpha1", "CloneSet"}:
+			workload = &appsv1alpha1.CloneSet{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid"), Spec: appsv1alpha1.CloneSetSpec{Replicas: replicas, Selector: selector}}
+		case [2]string{"apps.kruise.io/v1beta1", "StatefulSet"}:
+			workload = &appsv1beta1.StatefulSet{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid"), Spec: appsv1beta1.StatefulSetSpec{Replicas: replicas, Selector: selector}}
+		case [2]string{"apps/v1", "StatefulSet"}:
+			workload = &appsv1.StatefulSet{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid"), Spec: appsv1.StatefulSetSpec{Replicas: replicas, Selector: selector}}
+		case [2]string{"apps/v1", "ReplicaSet"}:
+			rs := &appsv1.ReplicaSet{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid"), Spec: appsv1.ReplicaSetSpec{Replicas: replicas, Selector: selector}}
+			if chance(r, 0.7) {
+				rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web-deploy", UID: "deploy-uid", Controller: ptr.To(true)}}
+				if chance(r, 0.8) {
+					out = append(out, toMap(&appsv1.Deployment{
+						TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+						ObjectMeta: meta("web-deploy", pick(r, "deploy-uid", "deploy-uid", "stale-uid")),
+						Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(int32(4)), Selector: selector},
+					}))
+				}
+			}
+			workload = rs
+		case [2]string{"batch/v1", "Job"}:
+			workload = &batchv1.Job{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid")}
+		case [2]string{"apps/v1", "DaemonSet"}:
+			workload = &appsv1.DaemonSet{TypeMeta: tm, ObjectMeta: meta("web", "owner-uid"), Spec: appsv1.DaemonSetSpec{Selector: selector}}
+		}
+		out = append(out, toMap(workload))
+	}
+	names := subset(r, 0.4, "pub-a", "pub-b", "pub-c")
+	for _, name := range names {
+		pub := &policyv1alpha1.PodUnavailableBudget{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "policy.kruise.io/v1alpha1", Kind: "PodUnavailableBudget"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       policyv1alpha1.PodUnavailableBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+		}
+		if chance(r, 0.15) {
+			pub.Namespace = pick(r, namespaces...)
+		}
+		byRef := chance(r, 0.5)
+		if !byRef || chance(r, 0.15) {
+			pub.Spec.Selector = pubSelector(r, labels)
+		}
+		if byRef {
+			apiVersion := owner[0]
+			if apiVersion == "" || chance(r, 0.3) {
+				apiVersion = pick(r, "apps/v1", "apps/v1beta1", "apps.kruise.io/v1alpha1", "apps.kruise.io/v1beta1", "batch/v1", "extensions/v1beta1")
+			}
+			kind := owner[1]
+			if kind == "" || chance(r, 0.3) {
+				kind = pick(r, "Deployment", "ReplicaSet", "StatefulSet", "CloneSet", "Job")
+			}
+			pub.Spec.TargetReference = &policyv1alpha1.TargetReference{APIVersion: apiVersion, Kind: kind, Name: pick(r, "web", "web", "web-deploy", "other")}
+		}
+		out = append(out, toMap(pub))
+	}
+	return out
+}
+
+// pubSelector: a PUB selector that may select the Pod's labels or not; empty or with an operator Go
+// cannot convert sometimes (both select nothing).
+func pubSelector(r *rand.Rand, labels map[string]string) *metav1.LabelSelector {
+	key := pick(r, podLabelKeys...)
+	value := pick(r, podLabelValues[key]...)
+	if v, ok := labels[key]; ok && chance(r, 0.6) {
+		value = v
+	}
+	switch {
+	case chance(r, 0.1):
+		return &metav1.LabelSelector{}
+	case chance(r, 0.5):
+		return &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+	default:
+		op := pick(r, metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist, "Is")
+		req := metav1.LabelSelectorRequirement{Key: key, Operator: op}
+		if op != metav1.LabelSelectorOpExists && op != metav1.LabelSelectorOpDoesNotExist {
+			req.Values = []string{value}
+		}
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req}}
 	}
 }

@@ -153,7 +153,7 @@ pub(crate) fn object_mut<'d, 'a>(
 }
 
 /// The pod's annotations, copied to be written (a few small strings, next to what injection adds).
-fn annotations_mut<'d, 'a>(pod: &'d mut Draft<'a>) -> Result<&'d mut Object<'a>, AdmissionError> {
+pub(crate) fn annotations_mut<'d, 'a>(pod: &'d mut Draft<'a>) -> Result<&'d mut Object<'a>, AdmissionError> {
     let metadata = object_mut(pod, "metadata", "the pod")?;
     metadata
         .value_mut("annotations")

@@ -118,6 +118,9 @@ pub struct LiveStats {
     pub kinds: Vec<KindStats>,
     /// When the current snapshot was built (`kruise_admission_cluster_snapshot_timestamp_seconds`).
     pub snapshot_built_at: Option<SystemTime>,
+    /// The `/mutate-pod` steps this cluster cannot run (their CRD is not served):
+    /// `kruise_admission_pod_step_skipped{step}`.
+    pub skipped_steps: Vec<&'static str>,
 }
 
 struct Shared {
@@ -134,6 +137,7 @@ struct Shared {
 pub struct LiveCluster {
     shared: Arc<Shared>,
     settings: LiveSettings,
+    skipped_steps: Vec<&'static str>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -159,8 +163,9 @@ impl LiveCluster {
     ) -> Result<LiveCluster, LiveError> {
         let sidecarset = discover_sidecarset(&client).await?;
         let client_for_probe = client.clone();
+        let (pod_step_specs, skipped_steps) = related_pub_specs(&client).await?;
         let ns = settings.kruise_namespace.clone();
-        let specs = vec![
+        let mut specs = vec![
             WatchSpec {
                 kind: "SidecarSet".into(),
                 api_version: sidecarset.api_version.clone(),
@@ -218,6 +223,7 @@ impl LiveCluster {
                 optional: true,
             },
         ];
+        specs.extend(pod_step_specs);
         let shared = Arc::new(Shared {
             publish: Box::new(publish),
             cells: specs.iter().map(|s| Arc::new(WatchCell::new(s))).collect(),
@@ -235,7 +241,7 @@ impl LiveCluster {
             })));
         }
         tasks.push(tokio::spawn(publish_changes(Arc::clone(&shared), settings.coalesce)));
-        Ok(LiveCluster { shared, settings, tasks })
+        Ok(LiveCluster { shared, settings, skipped_steps, tasks })
     }
 
     /// Every initial list is done and the first snapshot is published.
@@ -315,7 +321,7 @@ impl LiveCluster {
             })
             .collect();
         let snapshot_built_at = *self.shared.built_at.lock().unwrap_or_else(|e| e.into_inner());
-        LiveStats { kinds, snapshot_built_at }
+        LiveStats { kinds, snapshot_built_at, skipped_steps: self.skipped_steps.clone() }
     }
 
     /// The kinds still waiting for their first list, with their last error.
@@ -415,6 +421,102 @@ fn namespace_labels_only(value: Value) -> Value {
         }
     }
     serde_json::json!({"apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept})
+}
+
+/// The `/mutate-pod` step that reads PodUnavailableBudgets (`kruise.io/related-pub`), as
+/// [`LiveStats::skipped_steps`] names it.
+pub const RELATED_PUB_STEP: &str = "related-pub";
+
+/// The watches of `/mutate-pod`'s related-pub step: PodUnavailableBudgets and the workloads
+/// Kruise's controller finder reads (Deployments, ReplicaSets, both StatefulSets, CloneSets), kept
+/// as far as the finder reads them. Where PodUnavailableBudgets are not served, none of them is
+/// watched and the step is reported skipped (one WARN here, and the gauge), since without PUBs it
+/// annotates nothing. The watches are optional: a ClusterRole from before they existed leaves them
+/// empty (`kruise_admission_cluster_watch_unreadable`), it does not keep the server unready.
+async fn related_pub_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec<&'static str>), LiveError> {
+    use crate::admission::pod::related_pub::{PUB_GROUP, PUB_KIND};
+    let Some(pub_resource) = served(client, PUB_GROUP, "v1alpha1", PUB_KIND).await? else {
+        tracing::warn!(
+            step = RELATED_PUB_STEP,
+            "the API server does not serve PodUnavailableBudgets ({PUB_GROUP}/v1alpha1): /mutate-pod's kruise.io/related-pub step is skipped"
+        );
+        return Ok((Vec::new(), vec![RELATED_PUB_STEP]));
+    };
+    let mut specs = vec![cluster_wide(client, &pub_resource, |v| Kept::Object(Arc::new(v)))];
+    for (group, version, kind, plural) in [
+        ("apps", "v1", "Deployment", "deployments"),
+        ("apps", "v1", "ReplicaSet", "replicasets"),
+        ("apps", "v1", "StatefulSet", "statefulsets"),
+    ] {
+        let resource = ApiResource::from_gvk_with_plural(&gvk(group, version, kind), plural);
+        specs.push(cluster_wide(client, &resource, workload_fields_only));
+    }
+    // Kruise's own workloads, where their CRDs are installed.
+    for (version, kind) in [("v1alpha1", "CloneSet"), ("v1beta1", "StatefulSet")] {
+        if let Some(resource) = served(client, "apps.kruise.io", version, kind).await? {
+            specs.push(cluster_wide(client, &resource, workload_fields_only));
+        }
+    }
+    Ok((specs, Vec::new()))
+}
+
+/// A cluster-wide, optional watch of `resource` (see [`related_pub_specs`]). Kruise's StatefulSet
+/// is named `StatefulSet.apps.kruise.io` in stats and messages, beside the `apps` one.
+fn cluster_wide(client: &kube::Client, resource: &ApiResource, keep: fn(Value) -> Kept) -> WatchSpec {
+    let qualified = resource.group == "apps.kruise.io" && resource.kind == "StatefulSet";
+    WatchSpec {
+        kind: if qualified { format!("{}.{}", resource.kind, resource.group) } else { resource.kind.clone() },
+        api_version: resource.api_version.clone(),
+        resource: api_error::resource_name(&resource.group, &resource.plural),
+        namespace: None,
+        api: Api::all_with(client.clone(), resource),
+        field_selector: None,
+        keep,
+        optional: true,
+    }
+}
+
+/// `group/version` `kind`, if the API server serves it.
+async fn served(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Result<Option<ApiResource>, LiveError> {
+    match kube::discovery::pinned_kind(client, &gvk(group, version, kind)).await {
+        Ok((resource, _)) => Ok(Some(resource)),
+        Err(kube::Error::Discovery(_)) => Ok(None),
+        Err(e) => {
+            let failure = classify(&e, "discover", &format!("API {group}/{version}"), None);
+            match failure.kind {
+                FailureKind::NotFound => Ok(None),
+                _ => Err(LiveError::Api(failure.message)),
+            }
+        }
+    }
+}
+
+/// What the controller finder reads of a workload: its name, uid and owner references (a
+/// ReplicaSet's Deployment), `spec.replicas` and `spec.selector`. A Deployment's or CloneSet's pod
+/// template, often most of the object, is dropped.
+fn workload_fields_only(value: Value) -> Kept {
+    let meta = value.get("metadata");
+    let mut kept_meta = serde_json::Map::new();
+    for field in ["name", "namespace", "uid", "ownerReferences"] {
+        if let Some(v) = meta.and_then(|m| m.get(field)) {
+            kept_meta.insert(field.into(), v.clone());
+        }
+    }
+    let spec = value.get("spec");
+    let mut kept_spec = serde_json::Map::new();
+    for field in ["replicas", "selector"] {
+        if let Some(v) = spec.and_then(|s| s.get(field)) {
+            kept_spec.insert(field.into(), v.clone());
+        }
+    }
+    Kept::Object(Arc::new(serde_json::json!({
+        "apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept_meta, "spec": kept_spec,
+    })))
 }
 
 /// The SidecarSet resource the cluster serves: v1beta1 when available (Kruise 1.8+), else v1alpha1.

@@ -35,7 +35,8 @@ pub(super) enum Kept {
 
 /// How objects of one resource are fetched and what is kept of them.
 pub(super) struct WatchSpec {
-    /// Kind as shown in stats and messages (`SidecarSet`).
+    /// Kind as shown in stats and messages (`SidecarSet`), qualified with its group after a dot
+    /// where two watched kinds share a name (`StatefulSet.apps.kruise.io`).
     pub kind: String,
     pub api_version: String,
     /// RBAC name (`sidecarsets.apps.kruise.io`), for messages.
@@ -51,6 +52,13 @@ pub(super) struct WatchSpec {
     /// `kruise_admission_cluster_watch_unreadable`), and is retried with backoff, so a later grant is
     /// picked up.
     pub optional: bool,
+}
+
+impl WatchSpec {
+    /// The objects' kind: [`WatchSpec::kind`] without its group.
+    pub fn object_kind(&self) -> &str {
+        self.kind.split_once('.').map_or(self.kind.as_str(), |(kind, _)| kind)
+    }
 }
 
 /// Timing of the loops; tests shorten it.
@@ -103,7 +111,7 @@ impl WatchCell {
     pub fn new(spec: &WatchSpec) -> Self {
         WatchCell {
             kind: spec.kind.clone(),
-            type_key: TypeKey::from_api_version(&spec.api_version, &spec.kind),
+            type_key: TypeKey::from_api_version(&spec.api_version, spec.object_kind()),
             state: Mutex::new(WatchState::default()),
         }
     }
@@ -433,7 +441,7 @@ fn keyed(spec: &WatchSpec, object: DynamicObject) -> Option<(ObjectKey, Kept)> {
         meta.remove("managedFields");
     }
     map.insert("apiVersion".into(), Value::String(spec.api_version.clone()));
-    map.insert("kind".into(), Value::String(spec.kind.clone()));
+    map.insert("kind".into(), Value::String(spec.object_kind().to_owned()));
     let key = ObjectKey::of(&value)?;
     Some((key, (spec.keep)(value)))
 }
