@@ -77,6 +77,7 @@ func families() []family {
 			"SidecarSet init container": `"name":"init-`,
 			"readiness gate":            "KruisePodReady",
 			"launch barrier":            "KRUISE_CONTAINER_BARRIER",
+			"related PUB":               "kruise.io/related-pub",
 		}},
 		{"sidecarset", genSidecarSetCase, map[string]string{
 			"hash annotations":  "kruise.io/sidecarset-hash-without-image",
