@@ -76,9 +76,12 @@ fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
 /// `value` with every object's null members removed, at any depth (array elements stay, nulls too).
 fn without_null_members(value: Value) -> Value {
     match value {
-        Value::Object(map) => {
-            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_null_members(v))).collect())
-        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_null_members(v)))
+                .collect(),
+        ),
         Value::Array(items) => Value::Array(items.into_iter().map(without_null_members).collect()),
         other => other,
     }

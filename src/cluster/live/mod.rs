@@ -164,65 +164,7 @@ impl LiveCluster {
         let sidecarset = discover_sidecarset(&client).await?;
         let client_for_probe = client.clone();
         let (pod_step_specs, skipped_steps) = related_pub_specs(&client).await?;
-        let ns = settings.kruise_namespace.clone();
-        let mut specs = vec![
-            WatchSpec {
-                kind: "SidecarSet".into(),
-                api_version: sidecarset.api_version.clone(),
-                resource: api_error::resource_name(&sidecarset.group, &sidecarset.plural),
-                namespace: None,
-                api: Api::all_with(client.clone(), &sidecarset),
-                field_selector: None,
-                keep: |v| Kept::Object(Arc::new(v)),
-                optional: false,
-            },
-            WatchSpec {
-                kind: "Namespace".into(),
-                api_version: "v1".into(),
-                resource: "namespaces".into(),
-                namespace: None,
-                api: Api::all_with(
-                    client.clone(),
-                    &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces"),
-                ),
-                field_selector: None,
-                keep: |v| Kept::Object(Arc::new(namespace_labels_only(v))),
-                optional: false,
-            },
-            WatchSpec {
-                kind: "ControllerRevision".into(),
-                api_version: "apps/v1".into(),
-                resource: "controllerrevisions.apps".into(),
-                namespace: Some(ns.clone()),
-                api: Api::namespaced_with(
-                    client.clone(),
-                    &ns,
-                    &ApiResource::from_gvk_with_plural(
-                        &gvk("apps", "v1", "ControllerRevision"),
-                        "controllerrevisions",
-                    ),
-                ),
-                field_selector: None,
-                keep: |v| Kept::Revision(Arc::new(Revision::of(&v))),
-                // The Kruise namespace is read through a Role there, which an install without
-                // OpenKruise (no such namespace) cannot create.
-                optional: true,
-            },
-            WatchSpec {
-                kind: "ConfigMap".into(),
-                api_version: "v1".into(),
-                resource: "configmaps".into(),
-                namespace: Some(ns.clone()),
-                api: Api::namespaced_with(
-                    client,
-                    &ns,
-                    &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps"),
-                ),
-                field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
-                keep: |v| Kept::Object(Arc::new(v)),
-                optional: true,
-            },
-        ];
+        let mut specs = base_watches(&client, &sidecarset, &settings.kruise_namespace);
         specs.extend(pod_step_specs);
         let shared = Arc::new(Shared {
             publish: Box::new(publish),
@@ -344,6 +286,70 @@ impl LiveCluster {
             format!("waiting for {}", pending.join(", "))
         }
     }
+}
+
+/// The watches every live cluster has: SidecarSets, Namespaces (labels only), and in the Kruise
+/// namespace its ControllerRevisions and the `kruise-configuration` ConfigMap.
+fn base_watches(client: &kube::Client, sidecarset: &ApiResource, kruise_namespace: &str) -> Vec<WatchSpec> {
+    let ns = kruise_namespace.to_owned();
+    vec![
+        WatchSpec {
+            kind: "SidecarSet".into(),
+            api_version: sidecarset.api_version.clone(),
+            resource: api_error::resource_name(&sidecarset.group, &sidecarset.plural),
+            namespace: None,
+            api: Api::all_with(client.clone(), sidecarset),
+            field_selector: None,
+            keep: |v| Kept::Object(Arc::new(v)),
+            optional: false,
+        },
+        WatchSpec {
+            kind: "Namespace".into(),
+            api_version: "v1".into(),
+            resource: "namespaces".into(),
+            namespace: None,
+            api: Api::all_with(
+                client.clone(),
+                &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces"),
+            ),
+            field_selector: None,
+            keep: |v| Kept::Object(Arc::new(namespace_labels_only(v))),
+            optional: false,
+        },
+        WatchSpec {
+            kind: "ControllerRevision".into(),
+            api_version: "apps/v1".into(),
+            resource: "controllerrevisions.apps".into(),
+            namespace: Some(ns.clone()),
+            api: Api::namespaced_with(
+                client.clone(),
+                &ns,
+                &ApiResource::from_gvk_with_plural(
+                    &gvk("apps", "v1", "ControllerRevision"),
+                    "controllerrevisions",
+                ),
+            ),
+            field_selector: None,
+            keep: |v| Kept::Revision(Arc::new(Revision::of(&v))),
+            // The Kruise namespace is read through a Role there, which an install without
+            // OpenKruise (no such namespace) cannot create.
+            optional: true,
+        },
+        WatchSpec {
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: Some(ns.clone()),
+            api: Api::namespaced_with(
+                client.clone(),
+                &ns,
+                &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps"),
+            ),
+            field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
+            keep: |v| Kept::Object(Arc::new(v)),
+            optional: true,
+        },
+    ]
 }
 
 /// Publish a new snapshot after changes, folding bursts into one. Nothing is published until
