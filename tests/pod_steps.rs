@@ -18,24 +18,37 @@ use time::macros::datetime;
 
 const NOW: &str = "2026-07-02T09:56:09Z";
 
-// With its hash annotations, as a cluster stores it: `serve --cluster-dir` reads a folder's
-// SidecarSets as they are, while dry-run fills in the hashes a hand-written one lacks.
+// As the cluster stores it (defaults and hash annotations, what `dry-run -o patched` of the
+// hand-written SidecarSet prints): `serve --cluster-dir` reads a folder's SidecarSets as they are,
+// while dry-run admits a hand-written one first, so only a stored form is the same input to both.
 const SIDECARSET: &str = "\
 apiVersion: apps.kruise.io/v1beta1
 kind: SidecarSet
 metadata:
   name: logger
   annotations:
-    kruise.io/sidecarset-hash: 4c6v69ff
-    kruise.io/sidecarset-hash-without-image: 2f7x99
+    kruise.io/sidecarset-hash: v74454b9v25ccc9v27z654fzz4czxf8w67b2b4dc8458c4f54d649f7v4c6v69ff
+    kruise.io/sidecarset-hash-without-image: 54wdczcvf9fwd2bcvz4xw79dc4wzvb882244vbb4w2b6wwxv8b9zddf2752f7x99
 spec:
   selector:
     matchLabels:
       app: web
   containers:
-    - name: logger
-      image: busybox:1.36
-      podInjectPolicy: BeforeAppContainer
+  - name: logger
+    image: busybox:1.36
+    podInjectPolicy: BeforeAppContainer
+    upgradeStrategy:
+      upgradeType: ColdUpgrade
+    shareVolumePolicy:
+      type: disabled
+    imagePullPolicy: IfNotPresent
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+  updateStrategy:
+    type: RollingUpdate
+    maxUnavailable: 1
+    partition: 0
+  revisionHistoryLimit: 10
 ";
 
 /// A cluster folder: the `default` Namespace and a SidecarSet for `app: web` pods.
