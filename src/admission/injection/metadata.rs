@@ -67,24 +67,13 @@ fn merge_json(existing: &str, patch: &str) -> Result<String, String> {
             json_patch::merge(&mut target, &patch); // RFC 7386
             target
         }
-        (_, patch @ (Value::Object(_) | Value::Array(_))) => without_null_members(patch),
+        (_, mut patch @ (Value::Object(_) | Value::Array(_))) => {
+            go_json::drop_null_members(&mut patch);
+            patch
+        }
         _ => return Err(BAD_PATCH.into()),
     };
     if merged == original { Ok(existing.to_owned()) } else { Ok(go_json::sorted_compact(&merged)) }
-}
-
-/// `value` with every object's null members removed, at any depth (array elements stay, nulls too).
-fn without_null_members(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, without_null_members(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(without_null_members).collect()),
-        other => other,
-    }
 }
 
 #[cfg(test)]
