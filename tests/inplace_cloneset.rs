@@ -6,6 +6,7 @@ use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::Settings;
+use kruise_admission::admission::feature_gates::{FeatureGates, Gate};
 use kruise_admission::cluster::{ListFilter, Query};
 use serde_json::{Value, json};
 
@@ -283,7 +284,10 @@ fn the_new_strategy_decides_whether_the_check_runs() {
 #[test]
 fn vertical_scaling_option_admits_resizes_that_keep_the_qos_class() {
     let world = World {
-        settings: Settings { inplace_vertical_scaling: true, ..Settings::default() },
+        settings: Settings {
+            gates: FeatureGates::from_flags(&[(Gate::InPlaceWorkloadVerticalScaling, true)]),
+            ..Settings::default()
+        },
         ..World::default()
     };
     let base = cloneset("v1alpha1");

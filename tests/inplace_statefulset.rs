@@ -6,6 +6,7 @@ use crate::inplace_support;
 
 use inplace_support::{Expect, World, check, remove, review, run, set, with};
 use kruise_admission::admission::Settings;
+use kruise_admission::admission::feature_gates::{FeatureGates, Gate};
 use kruise_admission::admission::review::Decision;
 use serde_json::{Value, json};
 
@@ -174,7 +175,10 @@ fn spelling_out_a_default_is_not_a_change() {
 #[test]
 fn vertical_scaling_option() {
     let world = World {
-        settings: Settings { inplace_vertical_scaling: true, ..Settings::default() },
+        settings: Settings {
+            gates: FeatureGates::from_flags(&[(Gate::InPlaceWorkloadVerticalScaling, true)]),
+            ..Settings::default()
+        },
         ..World::default()
     };
     let base = sts("v1beta1");

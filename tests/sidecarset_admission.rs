@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use kruise_admission::admission::feature_gates::{FeatureGates, Gate};
 use kruise_admission::admission::review::{Decision, decode_review};
 use kruise_admission::admission::webhooks::{self, WEBHOOKS};
 use kruise_admission::admission::{FixedClock, Inputs, SeededRandom, Settings};
@@ -953,7 +954,8 @@ fn conflicts_with_other_sidecarsets() {
 #[test]
 fn the_feature_gate_admits_patches_without_a_whitelist() {
     let mut cluster = Cluster::new(vec![]);
-    cluster.settings.sidecarset_patch_pod_metadata_defaults_allowed = true;
+    cluster.settings.gates =
+        FeatureGates::from_flags(&[(Gate::SidecarSetPatchPodMetadataDefaultsAllowed, true)]);
     let object = with(|v| v["spec"]["patchPodMetadata"] = json!([{"annotations": {"a": "b"}}]));
     assert_eq!(cluster.create(&object), Ok(()));
 }

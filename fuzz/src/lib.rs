@@ -1,6 +1,7 @@
 //! What the fuzz targets share: one webhook call with every property the server relies on checked.
 //! A violated property panics, which libFuzzer reports as a crash with the input that caused it.
 
+use kruise_admission::admission::feature_gates::{FeatureGates, Gate};
 use kruise_admission::admission::patch::PatchOp;
 use kruise_admission::admission::review::{self, AdmissionRequest, Decision};
 use kruise_admission::admission::webhooks::{self, Webhook, WebhookKind};
@@ -20,8 +21,10 @@ pub fn clock() -> FixedClock {
 /// Settings varied by two bits of the input, so both sides of each switch are explored.
 pub fn settings(bits: u8) -> Settings {
     Settings {
-        inplace_vertical_scaling: bits & 1 != 0,
-        sidecarset_patch_pod_metadata_defaults_allowed: bits & 2 != 0,
+        gates: FeatureGates::from_flags(&[
+            (Gate::InPlaceWorkloadVerticalScaling, bits & 1 != 0),
+            (Gate::SidecarSetPatchPodMetadataDefaultsAllowed, bits & 2 != 0),
+        ]),
         ..Settings::default()
     }
 }

@@ -95,24 +95,29 @@ pub struct Settings {
     /// delete protection included, unlike Kruise's gate). A disabled capability's webhooks allow
     /// everything, so a configuration that still sends to them never blocks a request.
     pub disabled: Vec<Capability>,
-    /// `--inplace-vertical-scaling`: under InPlaceOnly, also admit cpu/memory request and limit
-    /// changes that keep the pod's QoS class (Kruise's `InPlaceWorkloadVerticalScaling`,
-    /// docs/workloads.md#2-5-vertical-scaling).
-    /// Off by default, as in Kruise.
-    pub inplace_vertical_scaling: bool,
-    /// Kruise feature gate `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit
-    /// SidecarSets with patchPodMetadata when `kruise-configuration` has no whitelist.
-    pub sidecarset_patch_pod_metadata_defaults_allowed: bool,
     /// `--sidecarset-policy`: what `vsidecarset` does with a SidecarSet that reaches every
     /// namespace and gives host access (a warning by default; [`sidecarset_rules::host_access`]).
     pub sidecarset_policy: sidecarset_rules::host_access::Policy,
-    /// Kruise's feature gates (`--feature-gates`), for the pod steps that Kruise switches with them.
+    /// Kruise's feature gates (`--feature-gates`, and the flags that are their aliases).
     pub gates: feature_gates::FeatureGates,
 }
 
 impl Settings {
     pub fn enabled(&self, capability: Capability) -> bool {
         !self.disabled.contains(&capability)
+    }
+
+    /// `InPlaceWorkloadVerticalScaling` (`--inplace-vertical-scaling`; off by default, as in Kruise):
+    /// under InPlaceOnly, also admit cpu/memory request and limit changes that keep the pod's QoS
+    /// class (docs/workloads.md#2-5-vertical-scaling).
+    pub fn inplace_vertical_scaling(&self) -> bool {
+        self.gates.enabled(feature_gates::Gate::InPlaceWorkloadVerticalScaling)
+    }
+
+    /// `SidecarSetPatchPodMetadataDefaultsAllowed` (default off): admit SidecarSets with
+    /// patchPodMetadata when `kruise-configuration` has no whitelist.
+    pub fn sidecarset_patch_pod_metadata_defaults_allowed(&self) -> bool {
+        self.gates.enabled(feature_gates::Gate::SidecarSetPatchPodMetadataDefaultsAllowed)
     }
 }
 
@@ -121,8 +126,6 @@ impl Default for Settings {
         Settings {
             kruise_namespace: "kruise-system".into(),
             disabled: Vec::new(),
-            inplace_vertical_scaling: false,
-            sidecarset_patch_pod_metadata_defaults_allowed: false,
             sidecarset_policy: sidecarset_rules::host_access::Policy::Warn,
             gates: feature_gates::FeatureGates::default(),
         }

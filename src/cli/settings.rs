@@ -141,9 +141,6 @@ impl DecisionArgs {
         Ok(Settings {
             kruise_namespace: self.kruise_namespace.clone(),
             disabled,
-            inplace_vertical_scaling: gates.enabled(Gate::InPlaceWorkloadVerticalScaling),
-            sidecarset_patch_pod_metadata_defaults_allowed: gates
-                .enabled(Gate::SidecarSetPatchPodMetadataDefaultsAllowed),
             sidecarset_policy: self.sidecarset_policy,
             gates,
         })
@@ -176,13 +173,13 @@ mod tests {
         let s = Cli::parse_from(["x"]).args.settings().unwrap();
         assert!(Capability::ALL.iter().all(|&c| s.enabled(c)));
         assert_eq!(s.kruise_namespace, "kruise-system");
-        assert!(!s.sidecarset_patch_pod_metadata_defaults_allowed);
+        assert!(!s.sidecarset_patch_pod_metadata_defaults_allowed());
         assert!(
             Cli::parse_from(["x", "--sidecarset-patch-pod-metadata-defaults-allowed"])
                 .args
                 .settings()
                 .unwrap()
-                .sidecarset_patch_pod_metadata_defaults_allowed
+                .sidecarset_patch_pod_metadata_defaults_allowed()
         );
         let s = Cli::parse_from([
             "x",
@@ -199,13 +196,13 @@ mod tests {
         assert!(!s.enabled(Capability::DeleteProtection));
         assert!(s.enabled(Capability::WorkloadRules));
         assert_eq!(s.kruise_namespace, "k");
-        assert!(!s.inplace_vertical_scaling);
+        assert!(!s.inplace_vertical_scaling());
         assert!(
             Cli::parse_from(["x", "--inplace-vertical-scaling"])
                 .args
                 .settings()
                 .unwrap()
-                .inplace_vertical_scaling
+                .inplace_vertical_scaling()
         );
     }
 
@@ -220,7 +217,7 @@ mod tests {
             "--feature-gates=InPlaceWorkloadVerticalScaling=true,SidecarSetPatchPodMetadataDefaultsAllowed=True",
         ])
         .unwrap();
-        assert!(s.inplace_vertical_scaling && s.sidecarset_patch_pod_metadata_defaults_allowed);
+        assert!(s.inplace_vertical_scaling() && s.sidecarset_patch_pod_metadata_defaults_allowed());
         assert!(s.enabled(Capability::DeleteProtection));
         let s = gates(&[
             "--feature-gates",
@@ -228,13 +225,13 @@ mod tests {
             "--feature-gates=InPlaceWorkloadVerticalScaling=1",
         ])
         .unwrap();
-        assert!(!s.enabled(Capability::DeleteProtection) && s.inplace_vertical_scaling);
+        assert!(!s.enabled(Capability::DeleteProtection) && s.inplace_vertical_scaling());
         // The last entry for a gate wins; an alias agreeing with it is fine.
         let s = gates(&[
             "--feature-gates=InPlaceWorkloadVerticalScaling=true,InPlaceWorkloadVerticalScaling=false",
         ])
         .unwrap();
-        assert!(!s.inplace_vertical_scaling);
+        assert!(!s.inplace_vertical_scaling());
         assert!(
             gates(&["--inplace-vertical-scaling", "--feature-gates=InPlaceWorkloadVerticalScaling=true"])
                 .is_ok()
@@ -261,7 +258,7 @@ mod tests {
         let s = gates(&["--feature-gates=PodWebhook=false,KruisePodReadinessGate=true"]).unwrap();
         assert!(!s.enabled(Capability::PodMutation) && !s.gates.enabled(Gate::KruisePodReadinessGate));
         let s = gates(&["--feature-gates=AllAlpha=true"]).unwrap();
-        assert!(s.inplace_vertical_scaling && s.sidecarset_patch_pod_metadata_defaults_allowed);
+        assert!(s.inplace_vertical_scaling() && s.sidecarset_patch_pod_metadata_defaults_allowed());
         assert!(
             gates(&["--feature-gates=InPlaceWorkloadVerticalScaling"]).unwrap_err().contains("not Name=true")
         );

@@ -183,7 +183,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
             && let Some(offence) = first_offending_change_defaulted(
                 &template_spec(old_value).to_value(),
                 &cs.spec.template.spec,
-                inputs.settings.inplace_vertical_scaling,
+                inputs.settings.inplace_vertical_scaling(),
             )
         {
             errors.push(field_errors::forbidden(

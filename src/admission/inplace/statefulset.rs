@@ -71,7 +71,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
         && let Some(offence) = first_offending_change_defaulted(
             &template_spec(old_value).to_value(),
             &sts.spec.template.spec,
-            inputs.settings.inplace_vertical_scaling,
+            inputs.settings.inplace_vertical_scaling(),
         )
     {
         return Err(AdmissionError::Invalid(format!(

@@ -574,7 +574,7 @@ fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
     if set.spec.patch_pod_metadata.is_empty() {
         return Ok(());
     }
-    let defaults_allowed = ctx.inputs.settings.sidecarset_patch_pod_metadata_defaults_allowed;
+    let defaults_allowed = ctx.inputs.settings.sidecarset_patch_pod_metadata_defaults_allowed();
     let config =
         ctx.inputs.cluster.get("", "ConfigMap", &ctx.inputs.settings.kruise_namespace, CONFIGURATION_NAME);
     let raw = config.and_then(|c| c.pointer(&format!("/data/{WHITELIST_KEY}"))).and_then(Value::as_str);
