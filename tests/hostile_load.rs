@@ -171,10 +171,13 @@ async fn a_small_body_is_served_by_a_budget_smaller_than_its_worst_case() {
 static SLOW_STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// A validator that blocks its thread for two seconds, like a pathological input would.
-fn slow(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+fn slow(
+    _: &AdmissionRequest,
+    _: &Inputs,
+) -> Result<kruise_admission::admission::writes::Effects, AdmissionError> {
     SLOW_STARTED.fetch_add(1, Ordering::SeqCst);
     std::thread::sleep(Duration::from_secs(2));
-    Ok(Vec::new())
+    Ok(Default::default())
 }
 
 /// The real `/mutate-pod` entry and a slow test webhook.

@@ -831,7 +831,10 @@ fn unprotected_kinds_are_not_sent_and_not_refused() {
         for (name, d) in env.decide_all(&request) {
             assert!(d.allowed, "{name} refused an unprotected {}", k.kind);
         }
-        assert_eq!(protection::check_delete(&request, &env.inputs(&Answers::default())), Ok(vec![]));
+        assert_eq!(
+            protection::check_delete(&request, &env.inputs(&Answers::default())),
+            Ok(Default::default())
+        );
     }
 }
 
@@ -887,7 +890,7 @@ fn recorded_deletes_of_unprotected_kinds_stay_allowed_even_when_labelled_always(
         }
         assert_eq!(
             protection::check_delete(&request, &env.inputs(&Answers::default())),
-            Ok(vec![]),
+            Ok(Default::default()),
             "{name}"
         );
     }

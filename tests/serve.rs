@@ -519,13 +519,20 @@ mod misbehaving {
     use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
     use kruise_admission::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Webhook};
 
-    fn panics(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn panics(
+        _: &AdmissionRequest,
+        _: &mut Draft<'_>,
+        _: &Inputs,
+    ) -> Result<kruise_admission::admission::writes::Effects, AdmissionError> {
         panic!("deliberate test panic")
     }
 
-    fn sleeps(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn sleeps(
+        _: &AdmissionRequest,
+        _: &Inputs,
+    ) -> Result<kruise_admission::admission::writes::Effects, AdmissionError> {
         std::thread::sleep(std::time::Duration::from_millis(3000));
-        Ok(Vec::new())
+        Ok(Default::default())
     }
 
     /// A table with a webhook that panics and one that is too slow.

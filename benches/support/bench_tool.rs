@@ -25,13 +25,14 @@ use kruise_admission::admission::review::{
 };
 use kruise_admission::admission::review_cost;
 use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
+use kruise_admission::admission::writes::Effects;
 use kruise_admission::admission::{Inputs, Settings, SystemClock, ThreadRandom};
 use kruise_admission::cli::serve::{LogFormat, init_logging};
 use kruise_admission::cluster::Answers;
 use kruise_admission::server::{Server, ServerConfig};
 
-fn allow(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
-    Ok(Vec::new())
+fn allow(_: &AdmissionRequest, _: &Inputs) -> Result<Effects, AdmissionError> {
+    Ok(Effects::default())
 }
 
 static FLOOR: &[Webhook] = &[Webhook {

@@ -17,6 +17,7 @@ pub mod route;
 pub mod shadow;
 pub mod sidecarset_rules;
 pub mod webhooks;
+pub mod writes;
 
 use time::OffsetDateTime;
 

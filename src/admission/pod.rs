@@ -13,6 +13,7 @@ pub mod related_pub;
 
 use super::draft::{Draft, Node};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::writes::Effects;
 use super::{Inputs, daemon, injection};
 use crate::api::tree::Json;
 use crate::cluster::controller_finder::group_of;
@@ -23,9 +24,9 @@ pub fn mutate<'a>(
     request: &AdmissionRequest,
     pod: &mut Draft<'a>,
     inputs: &Inputs<'a>,
-) -> Result<Vec<String>, AdmissionError> {
+) -> Result<Effects, AdmissionError> {
     if !request.sub_resource.is_empty() || request.operation != Operation::Create {
-        return Ok(Vec::new());
+        return Ok(Effects::default());
     }
     let Draft::Same(original) = *pod else {
         return Err(AdmissionError::Internal("pod mutations start from the request's pod, unchanged".into()));
@@ -47,7 +48,7 @@ pub fn mutate<'a>(
     // 7. EnhancedLivenessProbe and PodProbeMarker on serverless (alpha gates, off by default): not implemented yet.
     // Ours: DaemonSet-style node pinning and tolerations.
     daemon::stamp(pod, inputs, &mut warnings)?;
-    Ok(warnings)
+    Ok(Effects { warnings, writes: Vec::new() })
 }
 
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot

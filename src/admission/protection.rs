@@ -10,6 +10,7 @@
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
 use super::{Inputs, Settings};
+use crate::admission::writes::Effects;
 use crate::api::tree::Json;
 use crate::cluster::{Answers, Counted, ListFilter, Query};
 
@@ -59,13 +60,13 @@ pub fn queries(request: &AdmissionRequest, inputs: &Inputs) -> Vec<Query> {
 
 /// Allow or refuse the deletion `request` asks for. Every other operation is allowed: this only
 /// guards DELETE. Denials are [`AdmissionError::Forbidden`] (403) with Kruise's messages.
-pub fn check_delete(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+pub fn check_delete(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
     match plan(request, inputs.settings)? {
         Plan::Allow => {}
         Plan::NamespaceDependents(namespace) => check_namespace(&namespace, inputs.answers)?,
         Plan::CustomResources(crd) => check_custom_resources(&crd, inputs.answers)?,
     }
-    Ok(Vec::new())
+    Ok(Effects::default())
 }
 
 /// What is left to decide once the object itself has been read.

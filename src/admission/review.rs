@@ -16,6 +16,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Value, json};
 
 use super::patch::{self, PatchOp};
+use super::writes::StatusWrite;
 use crate::api::tree::{self, Json};
 
 /// The two AdmissionReview versions the apiserver may send. The response uses the request's version.
@@ -223,6 +224,8 @@ pub struct Decision<'a> {
     pub status: Option<Status>,
     pub patch: Vec<PatchOp<'a>>,
     pub warnings: Vec<String>,
+    /// The status writes the decision intends ([`super::writes`]); made only when it allows.
+    pub writes: Vec<StatusWrite>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,8 +254,14 @@ impl<'a> Decision<'a> {
 
     /// The decision with its patch's borrowed strings copied.
     pub fn into_owned(self) -> Decision<'static> {
-        let Decision { allowed, status, patch, warnings } = self;
-        Decision { allowed, status, patch: patch.into_iter().map(PatchOp::into_owned).collect(), warnings }
+        let Decision { allowed, status, patch, warnings, writes } = self;
+        Decision {
+            allowed,
+            status,
+            patch: patch.into_iter().map(PatchOp::into_owned).collect(),
+            warnings,
+            writes,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 use super::Inputs;
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::writes::Effects;
 use crate::cluster::Query;
 
 /// The metrics' `kind` label for a request whose kind no rule of its webhook names.
@@ -34,9 +35,9 @@ pub struct Rule {
 /// What the mutator writes into the draft may borrow from the cluster snapshot in `Inputs` as well
 /// as from the request (both outlive the decision).
 pub type Mutator =
-    for<'a> fn(&AdmissionRequest, &mut Draft<'a>, &Inputs<'a>) -> Result<Vec<String>, AdmissionError>;
+    for<'a> fn(&AdmissionRequest, &mut Draft<'a>, &Inputs<'a>) -> Result<Effects, AdmissionError>;
 /// A validator allows (with warnings) or refuses with an error.
-pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Vec<String>, AdmissionError>;
+pub type Validator = fn(&AdmissionRequest, &Inputs) -> Result<Effects, AdmissionError>;
 /// The live lookups a validator needs answered before it decides (none for most).
 pub type Queries = fn(&AdmissionRequest, &Inputs) -> Vec<Query>;
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::draft::Draft;
 use super::patch::{diff_draft, diff_json};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
+use super::writes::Effects;
 use super::{Inputs, inplace, pod, protection, sidecarset_rules};
 use crate::api::tree::Json;
 use crate::cluster::{Answers, Query};
@@ -29,18 +30,18 @@ fn workload_or_delete(
     request: &AdmissionRequest,
     inputs: &Inputs,
     validate: Validator,
-) -> Result<Vec<String>, AdmissionError> {
+) -> Result<Effects, AdmissionError> {
     match request.operation {
         Operation::Delete => protection::check_delete(request, inputs),
         _ => validate(request, inputs),
     }
 }
 
-fn validate_cloneset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+fn validate_cloneset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
     workload_or_delete(request, inputs, inplace::cloneset::validate)
 }
 
-fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
+fn validate_statefulset(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
     workload_or_delete(request, inputs, inplace::statefulset::validate)
 }
 
@@ -334,15 +335,18 @@ fn run_with<'a>(
             mutated: None,
         };
     }
-    let mut outcome = match webhook.handler {
-        Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
-        Handler::Validate(validate) => Outcome {
-            decision: Decision::from_result(
-                validate(request, inputs).map(|warnings| Decision { warnings, ..Decision::allow() }),
-            ),
-            mutated: None,
-        },
-    };
+    let mut outcome =
+        match webhook.handler {
+            Handler::Mutate(mutate) => run_mutator(mutate, request, inputs, want_object),
+            Handler::Validate(validate) => {
+                Outcome {
+                    decision: Decision::from_result(validate(request, inputs).map(
+                        |Effects { warnings, writes }| Decision { warnings, writes, ..Decision::allow() },
+                    )),
+                    mutated: None,
+                }
+            }
+        };
     if !request.decode_warnings.is_empty() {
         let mut warnings = request.decode_warnings.clone();
         warnings.append(&mut outcome.decision.warnings);
@@ -373,14 +377,14 @@ fn run_mutator<'a>(
     };
     let mut draft = Draft::Same(original);
     match mutate(request, &mut draft, inputs) {
-        Ok(warnings) => {
+        Ok(Effects { warnings, writes }) => {
             let (patch, mutated) = if want_object {
                 let object = draft.into_json();
                 (diff_json(original, &object), Some(object.into_value()))
             } else {
                 (diff_draft(original, draft), None)
             };
-            Outcome { decision: Decision { warnings, patch, ..Decision::allow() }, mutated }
+            Outcome { decision: Decision { warnings, patch, writes, ..Decision::allow() }, mutated }
         }
         Err(err) => Outcome { decision: Decision::deny(&err), mutated: None },
     }

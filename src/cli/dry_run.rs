@@ -22,6 +22,7 @@ use super::settings::DecisionArgs;
 use crate::admission::patch::{PatchOp, diff_json};
 use crate::admission::review::{self, AdmissionRequest, Operation, decode_review};
 use crate::admission::webhooks::{self, Webhook, WebhookKind};
+use crate::admission::writes::StatusWrite;
 use crate::admission::{Clock, FixedClock, Inputs, SeededRandom, Settings, SystemClock};
 use crate::api::tree::Json;
 use crate::cluster::{Answers, Snapshot};
@@ -436,6 +437,7 @@ fn review_one(env: &Env, document: Value) -> ReviewResult {
                 object: Value::Null,
                 calls: Vec::new(),
                 responses: vec![response],
+                writes: Vec::new(),
                 pod_create: None,
             };
         }
@@ -484,6 +486,7 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
         object: Value::Null,
         calls: Vec::new(),
         responses: Vec::new(),
+        writes: Vec::new(),
         pod_create,
     };
     result.warnings.extend(cluster_folder::unknown_namespace(&current, env.cluster, env.settings));
@@ -505,6 +508,11 @@ fn run_webhooks(env: &Env, request: AdmissionRequest, matching: &[&Webhook]) -> 
             )));
         }
         result.warnings.extend(decision.warnings.iter().cloned());
+        // Each call writes what it allowed, as `serve` would (a later call's refusal, like the
+        // API server's, does not undo it); a call that refuses writes nothing.
+        if decision.allowed {
+            result.writes.extend(decision.writes.iter().map(StatusWrite::to_json));
+        }
         if !decision.allowed && result.allowed {
             result.allowed = false;
             result.status = cluster_folder::status(&decision);
@@ -550,6 +558,7 @@ mod tests {
     use crate::admission::patch::PatchOp;
     use crate::admission::review::{AdmissionError, Operation, ReviewVersion};
     use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use crate::admission::writes::Effects;
     use serde_json::json;
 
     fn label(object: &Json, key: &str) -> Option<String> {
@@ -562,44 +571,36 @@ mod tests {
         labels.unwrap().insert(key.to_owned(), Json::from(value));
     }
 
-    fn first(
-        _: &AdmissionRequest,
-        object: &mut Draft<'_>,
-        _: &Inputs,
-    ) -> Result<Vec<String>, AdmissionError> {
+    fn first(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Effects, AdmissionError> {
         set_label(object.to_mut(), "a", "1".into());
-        Ok(vec!["first".into()])
+        Ok(vec!["first".into()].into())
     }
 
     /// Proves chaining: it can only write "12" if it saw `first`'s label.
-    fn second(
-        _: &AdmissionRequest,
-        object: &mut Draft<'_>,
-        _: &Inputs,
-    ) -> Result<Vec<String>, AdmissionError> {
+    fn second(_: &AdmissionRequest, object: &mut Draft<'_>, _: &Inputs) -> Result<Effects, AdmissionError> {
         let object = object.to_mut();
         let a = label(object, "a").unwrap_or_default();
         set_label(object, "b", format!("{a}2"));
-        Ok(vec!["second".into()])
+        Ok(vec!["second".into()].into())
     }
 
     fn refuse_mutation(
         _: &AdmissionRequest,
         _: &mut Draft<'_>,
         _: &Inputs,
-    ) -> Result<Vec<String>, AdmissionError> {
+    ) -> Result<Effects, AdmissionError> {
         Err(AdmissionError::Forbidden("mutation refused".into()))
     }
 
     /// Allows only the final object of the chain.
-    fn sees_final(request: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn sees_final(request: &AdmissionRequest, _: &Inputs) -> Result<Effects, AdmissionError> {
         match request.object.as_ref().and_then(|o| label(o, "b")) {
-            Some(b) if b == "12" => Ok(vec!["validated".into()]),
+            Some(b) if b == "12" => Ok(vec!["validated".into()].into()),
             other => Err(AdmissionError::Invalid(format!("expected label b=12, got {other:?}"))),
         }
     }
 
-    fn refuse_validation(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn refuse_validation(_: &AdmissionRequest, _: &Inputs) -> Result<Effects, AdmissionError> {
         Err(AdmissionError::Invalid("validation refused".into()))
     }
 

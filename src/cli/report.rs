@@ -36,6 +36,9 @@ pub(crate) struct ReviewResult {
     pub(crate) calls: Vec<Call>,
     /// Each response as `serve` would send it.
     pub(crate) responses: Vec<String>,
+    /// The status writes `serve` would make for the review ([`crate::admission::writes`]): those
+    /// of each call that allowed it.
+    pub(crate) writes: Vec<Value>,
     /// `(namespace, name)` of a Pod CREATE (name empty with generateName); `None` for any other
     /// request.
     pub(crate) pod_create: Option<(String, String)>,
@@ -58,6 +61,7 @@ impl ReviewResult {
             "patch": self.patch,
             "object": self.object,
             "webhooks": webhooks,
+            "writes": self.writes,
         })
         .to_string()
     }

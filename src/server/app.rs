@@ -816,21 +816,22 @@ mod tests {
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
     use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
+    use crate::admission::writes::Effects;
     use crate::cluster::Snapshot;
     use serde_json::Value;
     use tower::ServiceExt as _;
 
-    fn panics(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn panics(_: &AdmissionRequest, _: &mut Draft<'_>, _: &Inputs) -> Result<Effects, AdmissionError> {
         panic!("deliberate test panic")
     }
 
-    fn sleeps(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
+    fn sleeps(_: &AdmissionRequest, _: &Inputs) -> Result<Effects, AdmissionError> {
         std::thread::sleep(Duration::from_millis(3000));
-        Ok(Vec::new())
+        Ok(Effects::default())
     }
 
-    fn allows(_: &AdmissionRequest, _: &Inputs) -> Result<Vec<String>, AdmissionError> {
-        Ok(Vec::new())
+    fn allows(_: &AdmissionRequest, _: &Inputs) -> Result<Effects, AdmissionError> {
+        Ok(Effects::default())
     }
 
     static TEST_WEBHOOKS: &[Webhook] = &[

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::admission::writes::Effects;
 use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::tree::Json;
 use crate::api::workloads::{CloneSet, IntOrString, LabelSelector, PodRef};
@@ -163,8 +164,8 @@ impl<'a> PodSource<'a> {
     }
 }
 
-pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
-    let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
+    let Some((new_value, old_value)) = objects(request)? else { return Ok(Effects::default()) };
     let v1beta1 = version(request, new_value) == "v1beta1";
     let cs = decode_cloneset(new_value, v1beta1)?;
     let mut errors = Vec::new();
@@ -195,7 +196,7 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
     validate_spec(request, (new_value, &cs), old_value, v1beta1, inputs, &mut errors);
     match aggregate(&errors) {
         Some(message) => Err(AdmissionError::Invalid(message)),
-        None => Ok(Vec::new()),
+        None => Ok(Effects::default()),
     }
 }
 

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::admission::writes::Effects;
 use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::tree::Json;
 use crate::api::workloads::DaemonSet;
@@ -40,8 +41,8 @@ fn decode_daemonset(value: &Json, v1beta1: bool) -> Result<DaemonSet, AdmissionE
     Ok(ds)
 }
 
-pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
-    let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
+pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Effects, AdmissionError> {
+    let Some((new_value, old_value)) = objects(request)? else { return Ok(Effects::default()) };
     let v1beta1 = version(request, new_value) == "v1beta1";
     let ds = decode_daemonset(new_value, v1beta1)?;
     let mut errors = Vec::new();
@@ -58,7 +59,7 @@ pub fn validate(request: &AdmissionRequest, _inputs: &Inputs) -> Result<Vec<Stri
     }
     validate_spec(&ds, v1beta1, &mut errors);
     match aggregate(&errors) {
-        None => Ok(Vec::new()),
+        None => Ok(Effects::default()),
         Some(message) if old_value.is_some() => Err(AdmissionError::Invalid(message)),
         Some(message) => Err(AdmissionError::Internal(message)),
     }

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::admission::Inputs;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
+use crate::admission::writes::Effects;
 use crate::api::field_errors::{self, FieldError, aggregate};
 use crate::api::tree::Json;
 use crate::api::workloads::{INPLACE_UPDATE_READY, IntOrString, StatefulSet, StatefulSetRollingUpdate};
@@ -50,8 +51,8 @@ fn decode_statefulset(value: &Json) -> Result<StatefulSet, AdmissionError> {
     Ok(sts)
 }
 
-pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
-    let Some((new_value, old_value)) = objects(request)? else { return Ok(Vec::new()) };
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
+    let Some((new_value, old_value)) = objects(request)? else { return Ok(Effects::default()) };
     let sts = decode_statefulset(new_value)?;
     let mut errors = Vec::new();
     validate_spec(&sts, &mut errors);
@@ -78,13 +79,13 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<Strin
             "invalid template modified with InPlaceOnly strategy: {offence}, currently only image update is allowed for InPlaceOnly"
         )));
     }
-    Ok(Vec::new())
+    Ok(Effects::default())
 }
 
-fn into_result(errors: &[FieldError]) -> Result<Vec<String>, AdmissionError> {
+fn into_result(errors: &[FieldError]) -> Result<Effects, AdmissionError> {
     match aggregate(errors) {
         Some(message) => Err(AdmissionError::Invalid(message)),
-        None => Ok(Vec::new()),
+        None => Ok(Effects::default()),
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use super::Inputs;
 use super::draft::Draft;
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use crate::admission::writes::Effects;
 use crate::api::field_errors;
 use crate::api::json::object_entry;
 use crate::api::sidecarset::{
@@ -48,9 +49,9 @@ pub fn mutate(
     request: &AdmissionRequest,
     draft: &mut Draft<'_>,
     _inputs: &Inputs,
-) -> Result<Vec<String>, AdmissionError> {
+) -> Result<Effects, AdmissionError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
-        return Ok(Vec::new());
+        return Ok(Effects::default());
     }
     // A SidecarSet is small and its defaulting (written against `Value`) touches it all over: one
     // `Value` copy to change in place, which becomes the draft once done.
@@ -75,7 +76,7 @@ pub fn mutate(
     annotations.insert(HASH_ANNOTATION.into(), Value::String(hash));
     annotations.insert(HASH_WITHOUT_IMAGE_ANNOTATION.into(), Value::String(without_image));
     *draft = Draft::New(Json::from(object));
-    Ok(Vec::new())
+    Ok(Effects::default())
 }
 
 /// The v1alpha1→v1beta1 conversion of `spec.namespace` (docs/sidecarset.md#2-which-sidecarsets-match), done
@@ -96,8 +97,8 @@ fn namespace_to_selector(object: &mut Value) {
 /// `/validate-apps-kruise-io-sidecarset`: field rules, then conflicts with the other SidecarSets.
 /// Denials carry code 500, as Kruise's handler reports validation failures through its
 /// internal-error path (docs/sidecarset.md#9-6-response-codes); undecodable objects get 400.
-pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Vec<String>, AdmissionError> {
-    validate_with(request, inputs, true)
+pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
+    validate_with(request, inputs, true).map(Effects::from)
 }
 
 /// A SidecarSet of a cluster folder, at load: what [`validate`] refuses but conflicts with the
