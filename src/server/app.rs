@@ -815,7 +815,7 @@ mod tests {
     use crate::admission::SystemClock;
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
-    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
+    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope, SideEffects};
     use crate::admission::writes::Effects;
     use crate::cluster::Snapshot;
     use serde_json::Value;
@@ -843,6 +843,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Ignore,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::PodMutation,
         },
         Webhook {
@@ -853,6 +854,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
         Webhook {
@@ -863,6 +865,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
     ];
