@@ -109,3 +109,74 @@ fn same_quantity(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(resources: Value) -> Value {
+        json!({"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "app", "image": "nginx", "resources": resources}]}})
+    }
+
+    fn resized(old: &Value, new: &Value) -> bool {
+        can_resize_in_place(&Json::from(old), &Json::from(new))
+    }
+
+    #[test]
+    fn only_spec_changes_and_new_unavailable_labels_make_a_pod_unavailable() {
+        let old = pod(json!({}));
+        let changed = |f: &dyn Fn(&mut Value)| {
+            let mut new = old.clone();
+            f(&mut new);
+            makes_unavailable(&Json::from(&old), &Json::from(&new))
+        };
+        assert!(!changed(&|_| {}));
+        assert!(!changed(&|p| p["metadata"]["annotations"]["a"] = json!("b")));
+        assert!(changed(&|p| p["spec"]["containers"][0]["image"] = json!("nginx:2")));
+        assert!(changed(&|p| p["metadata"]["labels"] = json!({"unavailable-pod.kruise.io/a": "x"})));
+        let mut marked = old.clone();
+        marked["metadata"]["labels"] = json!({"unavailable-pod.kruise.io/a": "x"});
+        let mut more = marked.clone();
+        more["metadata"]["labels"]["unavailable-pod.kruise.io/b"] = json!("y");
+        assert!(!makes_unavailable(&Json::from(&marked), &Json::from(&more)), "only the first label counts");
+    }
+
+    #[test]
+    fn a_cpu_or_memory_change_keeping_the_qos_class_resizes_in_place() {
+        let old = pod(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}));
+        assert!(resized(&old, &pod(json!({"requests": {"cpu": "1000m"}, "limits": {"cpu": "3"}}))));
+        assert!(resized(
+            &old,
+            &pod(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}}))
+        ));
+        // Guaranteed to Burstable, another resource, or another change besides.
+        let guaranteed =
+            pod(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}));
+        assert!(!resized(
+            &guaranteed,
+            &pod(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}))
+        ));
+        assert!(!resized(
+            &old,
+            &pod(json!({"requests": {"cpu": "1", "ephemeral-storage": "1Gi"}, "limits": {"cpu": "2"}}))
+        ));
+        let mut image = pod(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "3"}}));
+        image["spec"]["containers"][0]["image"] = json!("nginx:2");
+        assert!(!resized(&old, &image));
+        // A resize policy that restarts the container, or a static pod.
+        let mut restart = pod(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "3"}}));
+        restart["spec"]["containers"][0]["resizePolicy"] =
+            json!([{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]);
+        assert!(!resized(&old, &restart));
+        let mut not_required = restart.clone();
+        not_required["spec"]["containers"][0]["resizePolicy"][0]["restartPolicy"] = json!("NotRequired");
+        assert!(!resized(&old, &not_required), "the policy is part of the spec: another change");
+        let mut static_pod = pod(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "3"}}));
+        static_pod["metadata"]["annotations"]["kubernetes.io/config.source"] = json!("file");
+        assert!(!resized(&old, &static_pod));
+        static_pod["metadata"]["annotations"]["kubernetes.io/config.source"] = json!("api");
+        assert!(resized(&old, &static_pod));
+    }
+}
