@@ -975,7 +975,7 @@ mod tests {
     use crate::admission::SystemClock;
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
-    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
+    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope, SideEffects};
     use crate::admission::writes::{Effects, OnFailure, StatusWrite};
     use crate::cluster::Snapshot;
     use crate::cluster::query::Target;
@@ -1037,6 +1037,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Ignore,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::PodMutation,
         },
         Webhook {
@@ -1047,6 +1048,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
         Webhook {
@@ -1057,6 +1059,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
         Webhook {
@@ -1066,6 +1069,7 @@ mod tests {
             handler: Handler::Validate(consumes),
             queries: None,
             failure_policy: FailurePolicy::Fail,
+            side_effects: SideEffects::NoneOnDryRun,
             scope: ObjectScope::All,
             capability: Capability::WorkloadRules,
         },
