@@ -1,60 +1,57 @@
 #!/usr/bin/env python3
-"""A TCP round-robin on 127.0.0.1 (tests/e2e/pod_budgets.sh): two replicas of ours behind one URL.
+"""An HTTPS round-robin on 127.0.0.1 (tests/e2e/pod_budgets.sh): two replicas of ours behind one URL.
 
-    round_robin.py LISTEN-PORT UPSTREAM-PORT...
+    round_robin.py LISTEN-PORT CERT KEY CA UPSTREAM-PORT...
 
-Each accepted connection goes to the next upstream port in turn, byte for byte (TLS passes
-through); an upstream that refuses is skipped for that connection. The API server keeps webhook
-connections alive, so it opens several at once under load and they alternate between replicas.
+Serves HTTPS with CERT/KEY (the replicas' own serving certificate, so the webhook configuration's
+caBundle verifies it) over HTTP/1.1 only, and sends each request to the next upstream in turn, over
+TLS verified with CA for `localhost`. Per request, not per connection: the API server would carry
+every call over one HTTP/2 connection, and a connection-level balancer would give it all to one
+replica. An upstream that cannot be reached is a 502.
 """
 
+import http.client
+import http.server
 import itertools
-import socket
+import ssl
 import sys
 import threading
 
-listen_port = int(sys.argv[1])
-upstreams = itertools.cycle([int(p) for p in sys.argv[2:]])
-count = len(sys.argv) - 2
+listen_port, cert, key, ca = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+upstreams = itertools.cycle([int(p) for p in sys.argv[5:]])
 turn = threading.Lock()
+client_context = ssl.create_default_context(cafile=ca)
 
 
-def pipe(src, dst):
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    for s in (src, dst):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+class Forward(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
 
-
-def serve(client):
-    for _ in range(count):
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         with turn:
             port = next(upstreams)
         try:
-            upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
-            upstream.settimeout(None)
-            break
-        except OSError:
-            continue
-    else:
-        client.close()
-        return
-    for s in (client, upstream):
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-    pipe(client, upstream)
+            upstream = http.client.HTTPSConnection("localhost", port, context=client_context, timeout=30)
+            upstream.request("POST", self.path, body=body, headers={"Content-Type": self.headers.get("Content-Type", "")})
+            response = upstream.getresponse()
+            data, status = response.read(), response.status
+            content_type = response.getheader("Content-Type", "application/json")
+            upstream.close()
+        except (OSError, http.client.HTTPException) as err:
+            data, status, content_type = f"upstream {port}: {err}".encode(), 502, "text/plain"
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
 
 
-listener = socket.socket()
-listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", listen_port))
-listener.listen(256)
-while True:
-    connection, _ = listener.accept()
-    threading.Thread(target=serve, args=(connection,), daemon=True).start()
+server = http.server.ThreadingHTTPServer(("127.0.0.1", listen_port), Forward)
+server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+server_context.load_cert_chain(cert, key)
+server_context.set_alpn_protocols(["http/1.1"])
+server.socket = server_context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
