@@ -74,6 +74,14 @@ var deviations = []deviation{
 		},
 	},
 	{
+		name: "custom-workload-whitelist-error-wording",
+		doc:  "**An unreadable custom-workload whitelist.**",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "pod" && !kruise.Allowed && !ours.Allowed && kruise.Code == 500 && ours.Code == 500 &&
+				strings.HasPrefix(ours.Message, "kruise-configuration PPS_Watch_Custom_Workload_WhiteList: ")
+		},
+	},
+	{
 		name: "invalid-selector-reported-once",
 		doc:  "An invalid `selector` is reported once",
 		matches: func(c *Case, kruise, ours Outcome) bool {

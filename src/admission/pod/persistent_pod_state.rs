@@ -30,7 +30,8 @@ pub const PPS_KIND: &str = "PersistentPodState";
 /// whitelisted kind; its PersistentPodState is the first, in name order, of the pod's namespace
 /// that is not being deleted and whose `targetRef` names the controller (group, not version; kind;
 /// name). Nothing happens unless that one records topology labels for the pod's name and one of
-/// them, or a preferred term, applies.
+/// them, or a preferred term, applies. A preferred term the pod has already is not added twice
+/// (docs/differences.md#pod-mutations).
 pub fn apply(request: &AdmissionRequest, pod: &mut Draft<'_>, inputs: &Inputs) -> Result<(), AdmissionError> {
     if request.resource.resource != "pods" {
         return Ok(());
@@ -88,8 +89,13 @@ pub fn apply(request: &AdmissionRequest, pod: &mut Draft<'_>, inputs: &Inputs) -
                     .into(),
             ));
         };
+        // Kruise appends on every call; a term the pod has already is not added again, so a
+        // re-invoked webhook (reinvocationPolicy IfNeeded) changes nothing.
+        let present: Vec<Value> = terms.iter().map(Json::to_value).collect();
         for term in preferred {
-            terms.push(Json::from(term));
+            if !present.contains(&term) {
+                terms.push(Json::from(term));
+            }
         }
     }
     Ok(())
@@ -261,6 +267,12 @@ mod tests {
         );
         assert_eq!(out["spec"]["nodeSelector"], Value::Null, "no required topology");
         assert_eq!(out["metadata"]["annotations"][INJECTED_ANNOTATION], json!("state"));
+        // Run again on its own result (a re-invoked webhook): nothing more is added.
+        let spec = json!({"preferredPersistentTopology": [
+            {"weight": 100, "preference": {"nodeTopologyKeys": ["zone", "host"]}},
+            {"weight": 10, "preference": {"nodeTopologyKeys": ["rack"]}},
+        ]});
+        assert_eq!(run(vec![pps("state", spec)], out.clone()), out);
         // Only a term without labels still marks the pod.
         let spec = json!({"preferredPersistentTopology": [{"weight": 5, "preference": {"nodeTopologyKeys": ["rack"]}}]});
         let out = run(vec![pps("state", spec)], sts_pod());
