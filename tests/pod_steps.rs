@@ -466,7 +466,10 @@ fn a_persistent_pod_state_steers_the_pod_and_the_probe_steps_follow_their_gates(
     let object = &line["object"];
     assert_eq!(apply(&db_pod(), &line["patch"]), *object);
     assert_eq!(object["metadata"]["annotations"]["kruise.io/injected-persistent-pod-state"], json!("db"));
-    assert_eq!(object["spec"]["nodeSelector"], json!({"disk": "ssd", "topology.kubernetes.io/zone": "zone-a"}));
+    assert_eq!(
+        object["spec"]["nodeSelector"],
+        json!({"disk": "ssd", "topology.kubernetes.io/zone": "zone-a"})
+    );
     assert_eq!(
         object["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
         json!([{"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}}])
@@ -482,7 +485,9 @@ fn a_persistent_pod_state_steers_the_pod_and_the_probe_steps_follow_their_gates(
     let annotations = &line["object"]["metadata"]["annotations"];
     assert_eq!(
         annotations["kruise.io/podprobe"],
-        json!(r#"[{"name":"idle","containerName":"db","probe":{"exec":{"command":["/idle.sh"]},"periodSeconds":5},"podConditionType":"game.io/idle"}]"#)
+        json!(
+            r#"[{"name":"idle","containerName":"db","probe":{"exec":{"command":["/idle.sh"]},"periodSeconds":5},"podConditionType":"game.io/idle"}]"#
+        )
     );
     assert_eq!(annotations["kruise.io/podprobemarker-list"], json!("db-idle"));
     assert!(annotations.get("apps.kruise.io/container-probe-context").is_none(), "{annotations}");

@@ -583,7 +583,9 @@ fn probe_marker_fields_only(value: Value) -> Kept {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|p| Value::Object(pick_members(Some(p), &["name", "containerName", "probe", "podConditionType"])))
+        .map(|p| {
+            Value::Object(pick_members(Some(p), &["name", "containerName", "probe", "podConditionType"]))
+        })
         .collect();
     let mut spec = pick_members(value.get("spec"), &["selector"]);
     spec.insert("probes".into(), Value::Array(probes));
