@@ -483,11 +483,14 @@ async fn related_pub_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec
 pub const PERSISTENT_POD_STATE_STEP: &str = "persistent-pod-state";
 pub const POD_PROBE_MARKER_STEP: &str = "pod-probe-marker";
 
+/// What a watch keeps of each object it receives.
+type KeepFn = fn(Value) -> Kept;
+
 /// The kinds of steps 6 and 7 (PodProbeMarker on serverless), each watched cluster-wide where
 /// served and kept as far as its step reads it; where one is not served, its step is skipped, with
 /// one WARN and the gauge, since without such objects the step changes nothing. Optional, as the
 /// related-pub watches are.
-const POD_STEP_KINDS: [(&str, &str, fn(Value) -> Kept); 2] = [
+const POD_STEP_KINDS: [(&str, &str, KeepFn); 2] = [
     ("PersistentPodState", PERSISTENT_POD_STATE_STEP, persistent_pod_state_fields_only),
     ("PodProbeMarker", POD_PROBE_MARKER_STEP, probe_marker_fields_only),
 ];
