@@ -24,6 +24,14 @@ func podSteps6And7(r *rand.Rand, ns string, owner [2]string, pod *corev1.Pod, ga
 	if owner[1] == "CloneSet" && chance(r, 0.5) {
 		pod.GenerateName, pod.Name = "", "web-0"
 	}
+	if chance(r, 0.2) { // what the recorded topology merges into
+		pod.Spec.NodeSelector = map[string]string{"disk": "ssd", pick(r, "topology.kubernetes.io/zone", "rack"): "old"}
+	}
+	if chance(r, 0.15) { // a weight the generated states never use: Kruise and we both append after it
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+			{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpExists}}}},
+		}}}
+	}
 	cluster = customWorkloadWhitelist(r, cluster)
 	if chance(r, 0.6) {
 		cluster = append(cluster, persistentPodStates(r, ns, owner)...)
