@@ -123,7 +123,7 @@ fn labels_of(pod: &Draft<'_>) -> BTreeMap<String, String> {
 
 /// `util.ValidatedLabelSelectorAsSelector` then `Matches`, with Kruise's "empty matches nothing":
 /// a missing, empty or unconvertible (unknown operator) selector selects no pod.
-pub(crate) fn selects(selector_value: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
+fn selects(selector_value: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
     let Some(value) = selector_value.filter(|v| !v.is_null()) else { return false };
     let Ok(parsed) = serde_json::from_value::<LabelSelector>(value.clone()) else { return false };
     !parsed.is_empty() && selector::matches(&parsed, labels) == Some(true)
