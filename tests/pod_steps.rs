@@ -1,5 +1,5 @@
-//! Kruise's `/mutate-pod` steps (the `KruisePodReady` readiness gate, container launch priority)
-//! through both edges, the real HTTPS server and `dry-run`: in Kruise's order (launch priority
+//! Kruise's `/mutate-pod` steps (the `KruisePodReady` readiness gate, container launch priority,
+//! the related PUB, PersistentPodState, the probe steps) through both edges, the real HTTPS server and `dry-run`: in Kruise's order (launch priority
 //! sees the injected sidecar), switched by Kruise's gates, idempotent, and keeping fields this
 //! binary does not know.
 
@@ -504,4 +504,28 @@ fn a_persistent_pod_state_steers_the_pod_and_the_probe_steps_follow_their_gates(
     // The PersistentPodState names the apps/v1 StatefulSet: not this one's.
     assert!(object["metadata"]["annotations"].get("kruise.io/injected-persistent-pod-state").is_none());
     assert_idempotent(&cluster, &[gates], object);
+}
+
+#[tokio::test]
+async fn serve_applies_the_persistent_pod_state_as_dry_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = cluster(dir.path());
+    std::fs::write(cluster_dir.join("states.yaml"), STATES).unwrap();
+    let server = TestServer::start_with(|config| {
+        config.cluster_dir = cluster_dir.clone();
+        config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
+    })
+    .await;
+    let client = server.client();
+    let review = review(&db_pod());
+    let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
+    assert_eq!(offline.len(), 1);
+    assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
+    for proto in BOTH {
+        let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
+        assert_eq!(reply.status, 200);
+        let online: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(online, offline[0], "over {proto:?}");
+    }
+    server.stop().await.expect("clean stop");
 }
