@@ -387,9 +387,15 @@ async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_serv
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "db"}}, "template": template}}));
     server.apply(json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget", "metadata": {"name": "shop", "namespace": "shop"},
         "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}, "maxUnavailable": 1}}));
+    server.apply(json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PersistentPodState", "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "db"}},
+        "status": {"podStates": {"db-0": {"nodeName": "n1", "nodeTopologyLabels": {"zone": "z1"}}}}}));
     let (live, target) = started(&server).await;
     let snapshot = target.load();
     assert!(snapshot.get("policy.kruise.io", "PodUnavailableBudget", "shop", "shop").is_some());
+    // PersistentPodStates are kept as far as step 6 reads them: no node name.
+    let state = snapshot.get("apps.kruise.io", "PersistentPodState", "shop", "db").unwrap();
+    assert_eq!(state["status"], json!({"podStates": {"db-0": {"nodeTopologyLabels": {"zone": "z1"}}}}));
     // Workloads are kept as far as the finder reads them: no template, no annotations.
     let deployment = snapshot.get("apps", "Deployment", "shop", "shop").unwrap();
     assert_eq!(deployment["spec"], json!({"replicas": 3, "selector": {"matchLabels": {"app": "shop"}}}));
@@ -408,6 +414,8 @@ async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_serv
         "StatefulSet",
         "CloneSet",
         "StatefulSet.apps.kruise.io",
+        "PersistentPodState",
+        "PodProbeMarker",
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
@@ -420,7 +428,8 @@ async fn without_pubs_the_related_pub_step_is_skipped_and_no_workload_is_watched
     seed(&server);
     let (live, _target) = started(&server).await;
     let stats = live.stats();
-    assert_eq!(stats.skipped_steps, ["related-pub"]);
+    // Nor are PersistentPodStates or PodProbeMarkers served: their steps are skipped too.
+    assert_eq!(stats.skipped_steps, ["related-pub", "persistent-pod-state", "pod-probe-marker"]);
     let kinds: Vec<String> = stats.kinds.into_iter().map(|k| k.kind).collect();
     assert_eq!(kinds, ["SidecarSet", "Namespace", "ControllerRevision", "ConfigMap"]);
 }

@@ -487,6 +487,9 @@ fn rbac_grants_exactly_what_the_server_calls() {
         "ClusterRole * apps/statefulsets  list,watch",
         "ClusterRole * apps.kruise.io/clonesets  list,watch",
         "ClusterRole * apps.kruise.io/statefulsets  list,watch",
+        // /mutate-pod's PersistentPodState step and PodProbeMarker on serverless pods.
+        "ClusterRole * apps.kruise.io/persistentpodstates  list,watch",
+        "ClusterRole * apps.kruise.io/podprobemarkers  list,watch",
         "Role kruise-ns apps/controllerrevisions  list,watch",
         // Listed and watched with the field selector metadata.name=kruise-configuration.
         r#"Role kruise-ns /configmaps ["kruise-configuration"] list,watch"#,

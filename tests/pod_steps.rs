@@ -1,5 +1,5 @@
-//! Kruise's `/mutate-pod` steps (the `KruisePodReady` readiness gate, container launch priority)
-//! through both edges, the real HTTPS server and `dry-run`: in Kruise's order (launch priority
+//! Kruise's `/mutate-pod` steps (the `KruisePodReady` readiness gate, container launch priority,
+//! the related PUB, PersistentPodState, the probe steps) through both edges, the real HTTPS server and `dry-run`: in Kruise's order (launch priority
 //! sees the injected sidecar), switched by Kruise's gates, idempotent, and keeping fields this
 //! binary does not know.
 
@@ -413,6 +413,119 @@ async fn serve_annotates_the_related_pub_as_dry_run_does() {
             let online: Value = serde_json::from_slice(&reply.body).unwrap();
             assert_eq!(online, offline[0], "over {proto:?}");
         }
+    }
+    server.stop().await.expect("clean stop");
+}
+
+/// A StatefulSet's PersistentPodState recording `db-0`'s zone and host, and a PodProbeMarker for
+/// `app: db` pods.
+const STATES: &str = "\
+apiVersion: apps.kruise.io/v1alpha1
+kind: PersistentPodState
+metadata: {name: db, namespace: default}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: StatefulSet, name: db}
+  requiredPersistentTopology: {nodeTopologyKeys: [topology.kubernetes.io/zone]}
+  preferredPersistentTopology:
+  - {weight: 100, preference: {nodeTopologyKeys: [kubernetes.io/hostname]}}
+status:
+  podStates:
+    db-0: {nodeName: node-1, nodeTopologyLabels: {topology.kubernetes.io/zone: zone-a, kubernetes.io/hostname: node-1}}
+---
+apiVersion: apps.kruise.io/v1alpha1
+kind: PodProbeMarker
+metadata: {name: db-idle, namespace: default}
+spec:
+  selector: {matchLabels: {app: db}}
+  probes:
+  - name: idle
+    containerName: db
+    podConditionType: game.io/idle
+    probe: {exec: {command: [/idle.sh]}, periodSeconds: 5}
+    markerPolicy: [{state: Succeeded, labels: {idle: 'true'}}]
+";
+
+/// A pod of the `db` StatefulSet, recreated under a name its PersistentPodState recorded.
+fn db_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"},
+                     "annotations": {"apps.kruise.io/using-enhanced-liveness": "true"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "s1", "controller": true}]},
+        "spec": {"nodeSelector": {"disk": "ssd"},
+                 "containers": [{"name": "db", "image": "postgres", "livenessProbe": {"tcpSocket": {"port": 5432}}}]},
+    })
+}
+
+#[test]
+fn a_persistent_pod_state_steers_the_pod_and_the_probe_steps_follow_their_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path());
+    std::fs::write(cluster.join("states.yaml"), STATES).unwrap();
+    let line = decided(&cluster, &[], &db_pod());
+    let object = &line["object"];
+    assert_eq!(apply(&db_pod(), &line["patch"]), *object);
+    assert_eq!(object["metadata"]["annotations"]["kruise.io/injected-persistent-pod-state"], json!("db"));
+    assert_eq!(
+        object["spec"]["nodeSelector"],
+        json!({"disk": "ssd", "topology.kubernetes.io/zone": "zone-a"})
+    );
+    assert_eq!(
+        object["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+        json!([{"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}}])
+    );
+    // The alpha gates are off: the liveness probe stays, no probe annotations.
+    assert_eq!(object["spec"]["containers"][0]["livenessProbe"], json!({"tcpSocket": {"port": 5432}}));
+    assert!(object["metadata"]["annotations"].get("kruise.io/podprobe").is_none(), "{object}");
+    assert_idempotent(&cluster, &[], object);
+
+    // The enhanced liveness probe needs a Kruise workload's pod: a StatefulSet's keeps its probe.
+    let gates = "--feature-gates=EnhancedLivenessProbe=true,EnablePodProbeMarkerOnServerless=true";
+    let line = decided(&cluster, &[gates], &db_pod());
+    let annotations = &line["object"]["metadata"]["annotations"];
+    assert_eq!(
+        annotations["kruise.io/podprobe"],
+        json!(
+            r#"[{"name":"idle","containerName":"db","probe":{"exec":{"command":["/idle.sh"]},"periodSeconds":5},"podConditionType":"game.io/idle"}]"#
+        )
+    );
+    assert_eq!(annotations["kruise.io/podprobemarker-list"], json!("db-idle"));
+    assert!(annotations.get("apps.kruise.io/container-probe-context").is_none(), "{annotations}");
+    assert_idempotent(&cluster, &[gates], &line["object"]);
+    let mut advanced = db_pod();
+    advanced["metadata"]["ownerReferences"][0]["apiVersion"] = json!("apps.kruise.io/v1beta1");
+    let line = decided(&cluster, &[gates], &advanced);
+    let object = &line["object"];
+    assert_eq!(
+        object["metadata"]["annotations"]["apps.kruise.io/container-probe-context"],
+        json!(r#"[{"name":"db","livenessProbe":{"tcpSocket":{"port":5432}}}]"#)
+    );
+    assert!(object["spec"]["containers"][0].get("livenessProbe").is_none(), "{object}");
+    // The PersistentPodState names the apps/v1 StatefulSet: not this one's.
+    assert!(object["metadata"]["annotations"].get("kruise.io/injected-persistent-pod-state").is_none());
+    assert_idempotent(&cluster, &[gates], object);
+}
+
+#[tokio::test]
+async fn serve_applies_the_persistent_pod_state_as_dry_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = cluster(dir.path());
+    std::fs::write(cluster_dir.join("states.yaml"), STATES).unwrap();
+    let server = TestServer::start_with(|config| {
+        config.cluster_dir = cluster_dir.clone();
+        config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
+    })
+    .await;
+    let client = server.client();
+    let review = review(&db_pod());
+    let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
+    assert_eq!(offline.len(), 1);
+    assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
+    for proto in BOTH {
+        let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
+        assert_eq!(reply.status, 200);
+        let online: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(online, offline[0], "over {proto:?}");
     }
     server.stop().await.expect("clean stop");
 }

@@ -196,6 +196,9 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
         "kruise_admission_lookup_source{source=\"api-server\"} 1",
         // The stand-in serves no PodUnavailableBudgets: /mutate-pod's related-pub step says it is skipped.
         "kruise_admission_pod_step_skipped{step=\"related-pub\"} 1",
+        // Nor PersistentPodStates or PodProbeMarkers: steps 6 and 7b.
+        "kruise_admission_pod_step_skipped{step=\"persistent-pod-state\"} 1",
+        "kruise_admission_pod_step_skipped{step=\"pod-probe-marker\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }

@@ -7,14 +7,23 @@
 //! (WorkloadSpread, PodUnavailableBudget) will also return the writes they intend, for the edge to
 //! make. Our own DaemonSet-style stamp runs after Kruise's steps.
 
+pub mod enhanced_liveness;
 pub mod launch_priority;
+pub mod persistent_pod_state;
+pub mod probe_marker;
 pub mod readiness_gate;
 pub mod related_pub;
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
 use super::draft::{Draft, Node};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::sidecarset_rules::selector;
 use super::writes::Effects;
 use super::{Inputs, daemon, injection};
+use crate::api::meta::LabelSelector;
 use crate::api::tree::Json;
 use crate::cluster::controller_finder::group_of;
 
@@ -44,8 +53,14 @@ pub fn mutate<'a>(
     launch_priority::initialize(pod, inputs)?;
     // 5. The kruise.io/related-pub annotation (pubMutatingPod), read by Kruise's PUB controller.
     related_pub::annotate(request, pod, inputs)?;
-    // 6. PersistentPodState (persistentPodStateMutatingPod): not implemented yet.
-    // 7. EnhancedLivenessProbe and PodProbeMarker on serverless (alpha gates, off by default): not implemented yet.
+    // 6. PersistentPodState (persistentPodStateMutatingPod): node affinity from the topology
+    //    recorded for the pod's name (read after step 4, which may name the pod).
+    persistent_pod_state::apply(request, pod, inputs)?;
+    // 7. Each behind its own alpha gate, off by default: the enhanced liveness probe
+    //    (enhancedLivenessProbeWhenPodCreate, gate EnhancedLivenessProbe), then PodProbeMarker on
+    //    serverless pods (podProbeMarkerMutatingPod, gate EnablePodProbeMarkerOnServerless).
+    enhanced_liveness::backup(request, pod, inputs)?;
+    probe_marker::annotate(request, pod, inputs)?;
     // Ours: DaemonSet-style node pinning and tolerations.
     daemon::stamp(pod, inputs, &mut warnings)?;
     Ok(Effects { warnings, writes: Vec::new() })
@@ -91,6 +106,27 @@ fn controller_ref<'d>(pod: &'d Draft<'_>) -> Option<OwnerRef<'d>> {
 /// Kruise ignores.
 fn controller_group<'d>(pod: &'d Draft<'_>) -> Option<&'d str> {
     Some(group_of(controller_ref(pod)?.api_version).unwrap_or_default())
+}
+
+/// The pod's labels as the previous steps left them (values that are not strings left out).
+fn labels_of(pod: &Draft<'_>) -> BTreeMap<String, String> {
+    Node::Draft(pod)
+        .get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Node::value)
+        .and_then(Json::as_object)
+        .map(|labels| {
+            labels.iter().filter_map(|(k, v)| Some((k.to_string(), v.as_str()?.to_owned()))).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `util.ValidatedLabelSelectorAsSelector` then `Matches`, with Kruise's "empty matches nothing":
+/// a missing, empty or unconvertible (unknown operator) selector selects no pod.
+fn selects(selector_value: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(value) = selector_value.filter(|v| !v.is_null()) else { return false };
+    let Ok(parsed) = serde_json::from_value::<LabelSelector>(value.clone()) else { return false };
+    !parsed.is_empty() && selector::matches(&parsed, labels) == Some(true)
 }
 
 #[cfg(test)]

@@ -35,15 +35,25 @@ pub fn write_string(out: &mut String, s: &str) {
 /// `&`, U+2028 and U+2029, as Go's `json.Marshal` writes it (MergePatchJson results).
 pub fn sorted_compact(value: &Value) -> String {
     let mut out = String::new();
-    write_sorted(value, &mut out);
+    write(value, true, &mut out);
     out
 }
 
-fn write_sorted(value: &Value, out: &mut String) {
+/// Compact JSON with object keys in their order and Go's escaping: what `json.Marshal` writes for
+/// a Go struct whose fields `value` lists in declaration order (see [`crate::api::probe`]).
+pub fn compact(value: &Value) -> String {
+    let mut out = String::new();
+    write(value, false, &mut out);
+    out
+}
+
+fn write(value: &Value, sort: bool, out: &mut String) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            if sort {
+                keys.sort();
+            }
             out.push('{');
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
@@ -51,7 +61,7 @@ fn write_sorted(value: &Value, out: &mut String) {
                 }
                 write_string(out, k);
                 out.push(':');
-                write_sorted(&map[k], out);
+                write(&map[k], sort, out);
             }
             out.push('}');
         }
@@ -61,7 +71,7 @@ fn write_sorted(value: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_sorted(item, out);
+                write(item, sort, out);
             }
             out.push(']');
         }
@@ -105,6 +115,14 @@ mod tests {
         assert_eq!(
             sorted_compact(&json!({"b": 1, "a": {"d": "<&>", "c": [true, null]}})),
             r#"{"a":{"c":[true,null],"d":"\u003c\u0026\u003e"},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn compact_keeps_member_order() {
+        assert_eq!(
+            compact(&json!({"b": [1, "<"], "a": {"d": null, "c": 2}})),
+            r#"{"b":[1,"\u003c"],"a":{"d":null,"c":2}}"#
         );
     }
 

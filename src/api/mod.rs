@@ -12,6 +12,7 @@ pub mod keys;
 pub mod meta;
 pub mod names;
 pub mod pattern;
+pub mod probe;
 pub mod quantity;
 pub mod resource_expression;
 pub mod sidecarset;

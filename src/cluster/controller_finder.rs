@@ -103,7 +103,7 @@ pub fn find(
     }
     // getPodStatefulSetLike: an apiVersion Go cannot parse passes to the next finder.
     if let Some(group) = group_of(reference.api_version)
-        && statefulset_like(cluster, kruise_namespace, group, reference.kind)?
+        && CustomWorkloads::read(cluster, kruise_namespace)?.accepts(group, reference.kind)
         && let Some(object) = get(cluster, group, reference, namespace)
     {
         let replicas = object.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
@@ -187,23 +187,34 @@ fn controller_of(object: &Value) -> Option<&Value> {
         .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
 }
 
-/// `CustomWorkloadWhiteList.ValidateAPIVersionAndKind`: both StatefulSets always, other kinds when
-/// `kruise-configuration` lists their group and kind. An unreadable whitelist is an error, as in
-/// Kruise (`encoding/json`: keys match case-insensitively, `null` is nothing).
-fn statefulset_like(
-    cluster: &Snapshot,
-    kruise_namespace: &str,
-    group: &str,
-    kind: &str,
-) -> Result<bool, FinderError> {
-    let configmap = cluster.get("", "ConfigMap", kruise_namespace, KRUISE_CONFIGMAP);
-    let text = configmap.and_then(|c| c.pointer(&format!("/data/{STATEFULSET_LIKE_WHITELIST_KEY}")));
-    let Some(text) = text.and_then(Value::as_str) else {
-        return Ok(kind == "StatefulSet" && (group == KRUISE_APPS_GROUP || group == APPS_GROUP));
-    };
-    let listed = whitelist(text).map_err(FinderError::Whitelist)?;
-    Ok(kind == "StatefulSet" && (group == KRUISE_APPS_GROUP || group == APPS_GROUP)
-        || listed.iter().any(|(g, k)| g == group && k == kind))
+/// The custom workloads `kruise-configuration` lists under `PPS_Watch_Custom_Workload_WhiteList`
+/// (`configuration.GetPPSWatchCustomWorkloadWhiteList`), read by the controller finder
+/// (StatefulSet-like kinds) and by `/mutate-pod`'s PersistentPodState step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CustomWorkloads {
+    /// (group, kind) pairs; the version is read (its type checked) and not compared.
+    listed: Vec<(String, String)>,
+}
+
+impl CustomWorkloads {
+    /// The whitelist in `kruise_namespace`'s `kruise-configuration`: empty without the ConfigMap or
+    /// the key; an error when the key holds what Go's `encoding/json` cannot read into the list
+    /// (keys match case-insensitively, `null` is nothing).
+    pub fn read(cluster: &Snapshot, kruise_namespace: &str) -> Result<CustomWorkloads, FinderError> {
+        let configmap = cluster.get("", "ConfigMap", kruise_namespace, KRUISE_CONFIGMAP);
+        let text = configmap.and_then(|c| c.pointer(&format!("/data/{STATEFULSET_LIKE_WHITELIST_KEY}")));
+        match text.and_then(Value::as_str) {
+            None => Ok(CustomWorkloads::default()),
+            Some(text) => Ok(CustomWorkloads { listed: whitelist(text).map_err(FinderError::Whitelist)? }),
+        }
+    }
+
+    /// `ValidateAPIVersionAndKind` with the apiVersion's group parsed ([`group_of`]): both
+    /// StatefulSets (`apps`, `apps.kruise.io`) always (`IsDefaultSupport`), other kinds when listed.
+    pub fn accepts(&self, group: &str, kind: &str) -> bool {
+        kind == "StatefulSet" && (group == KRUISE_APPS_GROUP || group == APPS_GROUP)
+            || self.listed.iter().any(|(g, k)| g == group && k == kind)
+    }
 }
 
 /// The (group, kind) pairs of `{"workloads": [{"Group": .., "Version": .., "Kind": ..}]}`.

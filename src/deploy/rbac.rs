@@ -4,7 +4,8 @@
 //!
 //! - `live-cluster` (`--cluster-mode=live`, `cluster::live`): list + watch of SidecarSets and
 //!   Namespaces (cluster-wide), and of PodUnavailableBudgets, Deployments, ReplicaSets, both
-//!   StatefulSets and CloneSets (the related-pub step and its controller finder); the live lookups: list pods and PVCs of a Namespace whose `Cascading`
+//!   StatefulSets and CloneSets (the related-pub step and its controller finder), of
+//!   PersistentPodStates and PodProbeMarkers (steps 6 and 7); the live lookups: list pods and PVCs of a Namespace whose `Cascading`
 //!   deletion is checked, get a pod by name (CloneSet `podsToDelete`, the pod an eviction names), and list the custom
 //!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
 //!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
@@ -191,6 +192,8 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 { "apiGroups": ["policy.kruise.io"], "resources": ["podunavailablebudgets"], "verbs": watch },
                 { "apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": watch },
                 { "apiGroups": ["apps.kruise.io"], "resources": ["clonesets", "statefulsets"], "verbs": watch },
+                // /mutate-pod's PersistentPodState step and PodProbeMarker on serverless pods.
+                { "apiGroups": ["apps.kruise.io"], "resources": ["persistentpodstates", "podprobemarkers"], "verbs": watch },
                 // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading
                 // deletion is checked; a pod by name (CloneSet podsToDelete, the pod an eviction
                 // names). Their names are not

@@ -77,6 +77,7 @@ func genPodCase(r *rand.Rand, _ int) (*Case, error) {
 	} else {
 		pod.GenerateName = "solo-"
 	}
+	cluster = podSteps6And7(r, ns, owner, pod, gates, cluster)
 	name = pod.Name
 	cluster = append(cluster, podUnavailableBudgets(r, ns, owner, pod.Labels)...)
 	launchPriority(r, pod)

@@ -78,6 +78,9 @@ func families() []family {
 			"readiness gate":            "KruisePodReady",
 			"launch barrier":            "KRUISE_CONTAINER_BARRIER",
 			"related PUB":               "kruise.io/related-pub",
+			"persistent pod state":      "kruise.io/injected-persistent-pod-state",
+			"enhanced liveness probe":   "apps.kruise.io/container-probe-context",
+			"serverless probe marker":   `"kruise.io/podprobe":`,
 		}},
 		{"sidecarset", genSidecarSetCase, map[string]string{
 			"hash annotations":  "kruise.io/sidecarset-hash-without-image",

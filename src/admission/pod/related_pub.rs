@@ -3,18 +3,14 @@
 //! `pkg/controller/podunavailablebudget`). It names the PodUnavailableBudget that guards the pod, so
 //! that Kruise's PUB controller and `/validate-pod` find the budget without listing every PUB.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::controller_ref;
+use super::{controller_ref, labels_of, selects};
 use crate::admission::Inputs;
 use crate::admission::draft::{Draft, Node};
 use crate::admission::feature_gates::Gate;
 use crate::admission::injection::annotations_mut;
 use crate::admission::review::{AdmissionError, AdmissionRequest};
-use crate::admission::sidecarset_rules::selector;
-use crate::api::meta::LabelSelector;
 use crate::api::tree::Json;
 use crate::cluster::controller_finder::{self, ControllerRef, group_of};
 
@@ -64,14 +60,7 @@ fn related_pub(request: &AdmissionRequest, pod: &Draft<'_>, inputs: &Inputs) -> 
             .ok()
             .flatten()
     });
-    let labels: BTreeMap<String, String> = metadata
-        .and_then(|m| m.get("labels"))
-        .and_then(Node::value)
-        .and_then(Json::as_object)
-        .map(|labels| {
-            labels.iter().filter_map(|(k, v)| Some((k.to_string(), v.as_str()?.to_owned()))).collect()
-        })
-        .unwrap_or_default();
+    let labels = labels_of(pod);
     inputs.cluster.list(PUB_GROUP, PUB_KIND, Some(namespace)).find_map(|pub_| {
         let spec = pub_.get("spec");
         let target = spec.and_then(|s| s.get("targetRef")).filter(|t| !t.is_null());
@@ -87,14 +76,6 @@ fn related_pub(request: &AdmissionRequest, pod: &Draft<'_>, inputs: &Inputs) -> 
         };
         guards.then(|| pub_.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned())
     })
-}
-
-/// `util.ValidatedLabelSelectorAsSelector` then `Matches`, with Kruise's "empty matches nothing":
-/// a missing, empty or unconvertible (unknown operator) selector selects no pod.
-fn selects(selector_value: Option<&Value>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(value) = selector_value.filter(|v| !v.is_null()) else { return false };
-    let Ok(parsed) = serde_json::from_value::<LabelSelector>(value.clone()) else { return false };
-    !parsed.is_empty() && selector::matches(&parsed, labels) == Some(true)
 }
 
 #[cfg(test)]

@@ -163,7 +163,19 @@ impl LiveCluster {
     ) -> Result<LiveCluster, LiveError> {
         let sidecarset = discover_sidecarset(&client).await?;
         let client_for_probe = client.clone();
-        let (pod_step_specs, skipped_steps) = related_pub_specs(&client).await?;
+        let (mut pod_step_specs, mut skipped_steps) = related_pub_specs(&client).await?;
+        for (kind, step, keep) in POD_STEP_KINDS {
+            match served(&client, "apps.kruise.io", "v1alpha1", kind).await? {
+                Some(resource) => pod_step_specs.push(cluster_wide(&client, &resource, keep)),
+                None => {
+                    tracing::warn!(
+                        step,
+                        "the API server does not serve {kind}s (apps.kruise.io/v1alpha1): /mutate-pod's {step} step is skipped"
+                    );
+                    skipped_steps.push(step);
+                }
+            }
+        }
         let mut specs = base_watches(&client, &sidecarset, &settings.kruise_namespace);
         specs.extend(pod_step_specs);
         let shared = Arc::new(Shared {
@@ -466,6 +478,23 @@ async fn related_pub_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec
     Ok((specs, Vec::new()))
 }
 
+/// The `/mutate-pod` steps that read one kind of `apps.kruise.io/v1alpha1` each, as
+/// [`LiveStats::skipped_steps`] names them.
+pub const PERSISTENT_POD_STATE_STEP: &str = "persistent-pod-state";
+pub const POD_PROBE_MARKER_STEP: &str = "pod-probe-marker";
+
+/// What a watch keeps of each object it receives.
+type KeepFn = fn(Value) -> Kept;
+
+/// The kinds of steps 6 and 7 (PodProbeMarker on serverless), each watched cluster-wide where
+/// served and kept as far as its step reads it; where one is not served, its step is skipped, with
+/// one WARN and the gauge, since without such objects the step changes nothing. Optional, as the
+/// related-pub watches are.
+const POD_STEP_KINDS: [(&str, &str, KeepFn); 2] = [
+    ("PersistentPodState", PERSISTENT_POD_STATE_STEP, persistent_pod_state_fields_only),
+    ("PodProbeMarker", POD_PROBE_MARKER_STEP, probe_marker_fields_only),
+];
+
 /// A cluster-wide, optional watch of `resource` (see [`related_pub_specs`]). Kruise's StatefulSet
 /// is named `StatefulSet.apps.kruise.io` in stats and messages, beside the `apps` one.
 fn cluster_wide(client: &kube::Client, resource: &ApiResource, keep: fn(Value) -> Kept) -> WatchSpec {
@@ -525,6 +554,51 @@ fn workload_fields_only(value: Value) -> Kept {
     })))
 }
 
+/// `members` of `value`'s object at `key`, the others dropped (absent members stay absent).
+fn pick_members(value: Option<&Value>, members: &[&str]) -> serde_json::Map<String, Value> {
+    members.iter().filter_map(|m| Some(((*m).to_owned(), value?.get(*m)?.clone()))).collect()
+}
+
+/// What step 6 reads of a PersistentPodState: its name, namespace and deletionTimestamp, its
+/// targetRef and topology terms, and of each pod state only the node topology labels (not the
+/// node name or the persisted annotations).
+fn persistent_pod_state_fields_only(value: Value) -> Kept {
+    let states: serde_json::Map<String, Value> = value
+        .pointer("/status/podStates")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(pod, state)| (pod.clone(), Value::Object(pick_members(Some(state), &["nodeTopologyLabels"]))))
+        .collect();
+    Kept::Object(Arc::new(serde_json::json!({
+        "apiVersion": value["apiVersion"], "kind": value["kind"],
+        "metadata": pick_members(value.get("metadata"), &["name", "namespace", "deletionTimestamp"]),
+        "spec": pick_members(value.get("spec"), &["targetRef", "requiredPersistentTopology", "preferredPersistentTopology"]),
+        "status": {"podStates": states},
+    })))
+}
+
+/// What step 7 reads of a PodProbeMarker: its name, namespace, selector and probes without their
+/// `markerPolicy` (which Kruise clears before writing a probe into the pod).
+fn probe_marker_fields_only(value: Value) -> Kept {
+    let probes: Vec<Value> = value
+        .pointer("/spec/probes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            Value::Object(pick_members(Some(p), &["name", "containerName", "probe", "podConditionType"]))
+        })
+        .collect();
+    let mut spec = pick_members(value.get("spec"), &["selector"]);
+    spec.insert("probes".into(), Value::Array(probes));
+    Kept::Object(Arc::new(serde_json::json!({
+        "apiVersion": value["apiVersion"], "kind": value["kind"],
+        "metadata": pick_members(value.get("metadata"), &["name", "namespace"]),
+        "spec": spec,
+    })))
+}
+
 /// The SidecarSet resource the cluster serves: v1beta1 when available (Kruise 1.8+), else v1alpha1.
 async fn discover_sidecarset(client: &kube::Client) -> Result<ApiResource, LiveError> {
     const GROUP: &str = "apps.kruise.io";
@@ -570,5 +644,43 @@ mod tests {
         assert!(defaults.idle_timeout < Duration::from_secs(60));
         let misconfigured = LiveSettings { idle_timeout: Duration::from_secs(10), ..LiveSettings::default() };
         assert_eq!(timing(&misconfigured).idle_timeout, Duration::from_secs(32));
+    }
+
+    fn kept(kept: Kept) -> Value {
+        match kept {
+            Kept::Object(object) => (*object).clone(),
+            Kept::Revision(_) => panic!("an object is kept whole"),
+        }
+    }
+
+    /// Steps 6 and 7 read these fields and no others; the rest (node names, persisted
+    /// annotations, marker policies, status, managed fields) is dropped.
+    #[test]
+    fn pod_step_kinds_keep_what_their_steps_read() {
+        let state = serde_json::json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PersistentPodState",
+            "metadata": {"name": "s", "namespace": "ns", "uid": "u", "deletionTimestamp": "2024-01-01T00:00:00Z", "managedFields": [{}]},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+                "requiredPersistentTopology": {"nodeTopologyKeys": ["zone"]}, "persistentPodAnnotations": [{"key": "k"}]},
+            "status": {"observedGeneration": 1, "podStates": {"web-0": {"nodeName": "n", "nodeTopologyLabels": {"zone": "z"}, "annotations": {"k": "v"}}}}});
+        assert_eq!(
+            kept(persistent_pod_state_fields_only(state)),
+            serde_json::json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PersistentPodState",
+                "metadata": {"name": "s", "namespace": "ns", "deletionTimestamp": "2024-01-01T00:00:00Z"},
+                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+                    "requiredPersistentTopology": {"nodeTopologyKeys": ["zone"]}},
+                "status": {"podStates": {"web-0": {"nodeTopologyLabels": {"zone": "z"}}}}})
+        );
+        let marker = serde_json::json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PodProbeMarker",
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u"},
+            "spec": {"selector": {"matchLabels": {"app": "a"}}, "probes": [{"name": "p", "containerName": "c",
+                "probe": {"exec": {"command": ["x"]}}, "podConditionType": "t", "markerPolicy": [{"state": "Succeeded"}]}]},
+            "status": {"observedGeneration": 1}});
+        assert_eq!(
+            kept(probe_marker_fields_only(marker)),
+            serde_json::json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PodProbeMarker",
+                "metadata": {"name": "m", "namespace": "ns"},
+                "spec": {"selector": {"matchLabels": {"app": "a"}}, "probes": [{"name": "p", "containerName": "c",
+                    "probe": {"exec": {"command": ["x"]}}, "podConditionType": "t"}]}})
+        );
     }
 }
