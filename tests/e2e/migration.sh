@@ -308,6 +308,10 @@ phase back3
 stop_kruise_manager
 start_kruise_manager
 wait_for 120 km_ready || fail migration-back3 "kruise-manager not ready: $(tail -3 "$WORK/logs/kruise-manager.log")"
+# Halfway back, Kruise has its default gates and its Pod entries are still out of its templates: the
+# state §4 step 3 leaves PodUnavailableBudget users in.
+# shellcheck source=tests/e2e/migration_budgets.sh
+source "$E2E/migration_budgets.sh"
 if out=$(run_doc 'kubectl patch mutatingwebhookconfiguration kruise-mutating-webhook-configuration --type merge' 2>&1) \
     && wait_for 30 has_entry mutating kruise-mutating-webhook-configuration mpod.kb.io \
     && wait_for 30 has_entry validating kruise-validating-webhook-configuration vpod.kb.io; then
