@@ -12,6 +12,8 @@ else
     fail migration-budget-entries "$out; ours: $(entries validating kruise-admission)"
 fi
 mkns mig-budget
+# Kruise counts a budget's expected Pods from their workloads (bare Pods give 0, which allows
+# everything): a CloneSet of 6, its Pods created by Kruise's CloneSet controller through our /mutate-pod.
 kc -n mig-budget create -f - >/dev/null <<'YAML'
 apiVersion: policy.kruise.io/v1alpha1
 kind: PodUnavailableBudget
@@ -22,10 +24,25 @@ spec:
 YAML
 pub_cached() { [ "$(server_metric kruise_admission_cluster_objects 'PodUnavailableBudget')" -ge 1 ]; }
 wait_for 30 pub_cached || fail migration-budget-cached "kruise-admission did not cache the PUB within 30 s"
-for i in 1 2 3 4 5 6; do pod_json mig-budget "budget-$i" app=budget; done | jq -s '{apiVersion: "v1", kind: "List", items: .}' \
-    | kc create -f - >/dev/null
-for i in 1 2 3 4 5 6; do
-    kc -n mig-budget patch pod "budget-$i" --subresource=status --type=merge \
+kc -n mig-budget create -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: budget}
+spec:
+  replicas: 6
+  selector: {matchLabels: {app: budget}}
+  template:
+    metadata: {labels: {app: budget}}
+    spec: {containers: [{name: app, image: "nginx:1.25"}]}
+YAML
+budget_pods() { kc -n mig-budget get pods -l app=budget -o json; }
+wait_for 60 eval '[ "$(budget_pods | jq ".items | length")" = 6 ]' || fail migration-budget-pods "Kruise's CloneSet controller did not create 6 Pods"
+related=$(budget_pods | jq '[.items[] | select(.metadata.annotations["kruise.io/related-pub"] == "web")] | length')
+check migration-budget-related "the CloneSet's 6 Pods were created naming their budget (kruise.io/related-pub, by kruise-admission's /mutate-pod)" \
+    "$related of 6 Pods name the budget" [ "$related" = 6 ]
+# As a kubelet would: Running and Ready.
+for pod in $(budget_pods | jq -r '.items[].metadata.name'); do
+    kc -n mig-budget patch pod "$pod" --subresource=status --type=merge \
         -p '{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}' >/dev/null
 done
 pub_status() { kc -n mig-budget get podunavailablebudget web -o json | jq -c '.status | {totalReplicas, desiredAvailable, currentAvailable, unavailableAllowed, disrupted: (.disruptedPods // {} | keys)}'; }
@@ -40,15 +57,17 @@ evict() {
         -o "$WORK/evict-$1.json" -w '%{http_code}' -X POST "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/mig-budget/pods/$1/eviction" \
         -d "{\"apiVersion\": \"policy/v1\", \"kind\": \"Eviction\", \"metadata\": {\"name\": \"$1\", \"namespace\": \"mig-budget\"}}"
 }
-codes="$(evict budget-1) $(evict budget-2) $(evict budget-3)"
-refusal=$(jq -r .message "$WORK/evict-budget-3.json")
+mapfile -t victims < <(budget_pods | jq -r '.items[].metadata.name' | head -3)
+codes="$(evict "${victims[0]}") $(evict "${victims[1]}") $(evict "${victims[2]}")"
+refusal=$(jq -r .message "$WORK/evict-${victims[2]}.json")
 reviewed=$(server_reviews 0 "$REL_LOG" | jq -c 'select(.path == "/validate-pod" and (.object | startswith("mig-budget/")))' | wc -l)
 check migration-budget-evictions "evictions answered $codes, the third: $refusal ($reviewed /validate-pod reviews by kruise-admission)" \
     "evictions answered $codes: $refusal; $reviewed reviews" \
     eval '[ "$codes" = "201 201 403" ] && grep -q "pub unavailable allowed is negative" <<<"$refusal" && [ "$reviewed" -ge 3 ]'
-# The two evicted Pods are gone (unscheduled Pods are deleted at once); Kruise's controller takes them
-# out of disruptedPods and recomputes. Then a minute of steady state: the status must not move.
-settled='[4,2,4,2,[]]'
+# The two evicted Pods are gone (unscheduled Pods are deleted at once) and the CloneSet's replacements
+# are not ready (no kubelet here); Kruise's controller takes the evicted ones out of disruptedPods and
+# recomputes. Then a minute of steady state: the status must not move.
+settled='[6,4,4,0,[]]'
 now_status() { pub_status | jq -c '[.totalReplicas, .desiredAvailable, .currentAvailable, .unavailableAllowed, .disrupted]'; }
 if wait_for 60 eval '[ "$(now_status)" = "$settled" ]'; then
     rv=$(kc -n mig-budget get podunavailablebudget web -o jsonpath='{.metadata.resourceVersion}')

@@ -95,6 +95,14 @@ var deviations = []deviation{
 		},
 	},
 	{
+		name: "null-sidecar-update-state-is-no-record",
+		doc:  "**A SidecarSet's `null` in-place update state is no record.**",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "validate-pod" && kruise.Code == 500 &&
+				strings.Contains(kruise.Message, "nil pointer dereference") && hasNullSidecarUpdateState(c)
+		},
+	},
+	{
 		name: "invalid-selector-reported-once",
 		doc:  "An invalid `selector` is reported once",
 		matches: func(c *Case, kruise, ours Outcome) bool {
@@ -112,6 +120,36 @@ func evictionIsDryRun(req admissionv1.AdmissionRequest) bool {
 	}
 	_ = json.Unmarshal(req.Object.Raw, &eviction)
 	return (req.DryRun != nil && *req.DryRun) || (eviction.DeleteOptions != nil && len(eviction.DeleteOptions.DryRun) > 0)
+}
+
+// hasNullSidecarUpdateState: a pod of the case (the request's, or one in the cluster) records a
+// SidecarSet's in-place update state as null, on which Kruise's state check dereferences nil.
+func hasNullSidecarUpdateState(c *Case) bool {
+	pods := [][]byte{c.Request.Object.Raw, c.Request.OldObject.Raw}
+	for _, obj := range c.Cluster {
+		if obj["kind"] == "Pod" {
+			raw, _ := json.Marshal(obj)
+			pods = append(pods, raw)
+		}
+	}
+	for _, raw := range pods {
+		var pod struct {
+			Metadata struct{ Annotations map[string]string }
+		}
+		if json.Unmarshal(raw, &pod) != nil {
+			continue
+		}
+		var states map[string]*json.RawMessage
+		if json.Unmarshal([]byte(pod.Metadata.Annotations["kruise.io/sidecarset-inplace-update-state"]), &states) != nil {
+			continue
+		}
+		for _, state := range states {
+			if state == nil || string(*state) == "null" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // inPlaceOnlyNearImage: our InPlaceOnly refusal of a change under a path Kruise's unanchored pattern

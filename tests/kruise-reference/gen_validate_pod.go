@@ -76,6 +76,18 @@ func guardedPod(r *rand.Rand, name string) *corev1.Pod {
 	if chance(r, 0.03) {
 		pod.Annotations["apps.kruise.io/inplace-update-grace"] = `{"revision":"r2"}`
 	}
+	if chance(r, 0.15) { // a SidecarSet's sidecar, maybe in the middle of its in-place update
+		image := "busybox:1.36"
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "logger", Image: image,
+			Env: []corev1.EnvVar{{Name: "IS_INJECTED", Value: pick(r, "true", "false")}}})
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: "logger",
+			Image: pick(r, image, "busybox:1.35"), ImageID: pick(r, "docker-pullable://busybox@sha256:old", "docker-pullable://busybox@sha256:new")})
+		pod.Annotations["kruise.io/sidecarset-injected-list"] = pick(r, "logging", "other,logging", "")
+		pod.Annotations["kruise.io/sidecarset-inplace-update-state"] = pick(r,
+			`{"logging":{"revision":"r1","lastContainerStatuses":{"logger":{"imageID":"docker-pullable://busybox@sha256:old"}}}}`,
+			`{"other":{"revision":"r1","lastContainerStatuses":{"logger":{"imageID":"docker-pullable://busybox@sha256:old"}}}}`,
+			`{"logging":null}`, `{"logging":{"lastContainerStatuses":{"logger":{"imageID":7}}}}`, `[`)
+	}
 	return pod
 }
 
