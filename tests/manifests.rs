@@ -496,9 +496,12 @@ fn rbac_grants_exactly_what_the_server_calls() {
         // Live lookups: Cascading Namespace (pods, PVCs), CloneSet podsToDelete and an eviction's
         // pod (a pod by name).
         "ClusterRole * /pods  get,list",
-        // Status writes: the disruptions /validate-pod records, WorkloadSpread's pods.
+        // Status writes: the disruptions /validate-pod records, WorkloadSpread's pods; after a
+        // conflict the object is read again by name.
         "ClusterRole * policy.kruise.io/podunavailablebudgets/status  update",
         "ClusterRole * apps.kruise.io/workloadspreads/status  update",
+        "ClusterRole * policy.kruise.io/podunavailablebudgets  get",
+        "ClusterRole * apps.kruise.io/workloadspreads  get",
         "ClusterRole * /persistentvolumeclaims  list",
         // Self-managed certificates: create cannot name an object that does not exist yet.
         "Role own-ns /secrets  create",

@@ -205,15 +205,17 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
         binding("ClusterRoleBinding", &cluster_reader, None, live, target, options),
         // The status writes decisions make: /validate-pod records a disruption in the
         // PodUnavailableBudget that allowed it, WorkloadSpread accounting records pods in their
-        // WorkloadSpread. Replaced with the resourceVersion read (optimistic concurrency): no get,
-        // no patch; the objects are already watched.
+        // WorkloadSpread. Replaced with the resourceVersion read (optimistic concurrency), no patch;
+        // after a conflict the object is read again by name (get), fresher than the watch.
         role(
             "ClusterRole",
             &status_writer,
             None,
             live,
             json!([
+                { "apiGroups": ["policy.kruise.io"], "resources": ["podunavailablebudgets"], "verbs": ["get"] },
                 { "apiGroups": ["policy.kruise.io"], "resources": ["podunavailablebudgets/status"], "verbs": ["update"] },
+                { "apiGroups": ["apps.kruise.io"], "resources": ["workloadspreads"], "verbs": ["get"] },
                 { "apiGroups": ["apps.kruise.io"], "resources": ["workloadspreads/status"], "verbs": ["update"] },
             ]),
         ),

@@ -750,7 +750,11 @@ async fn write_round(
                 let query = write.target.query();
                 let fresh =
                     state.lookups.answer(snapshot, std::slice::from_ref(&query), deadline.left()).await;
-                answers.insert(query.clone(), fresh.get(&query).map(<[_]>::to_vec));
+                // Without the fresh object, deciding again would decide on the same stale one.
+                match fresh.get(&query) {
+                    Ok(objects) => answers.insert(query, Ok(objects.to_vec())),
+                    Err(why) => return Round::Failed(write.failure(&why)),
+                }
                 return Round::Again;
             }
             Err(WriteFailure::Other(why)) => return Round::Failed(write.failure(&why)),
