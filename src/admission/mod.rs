@@ -5,6 +5,7 @@ pub mod agreement;
 pub mod daemon;
 pub mod draft;
 pub mod feature_gates;
+pub mod generated;
 pub mod injection;
 pub mod inplace;
 pub mod patch;
@@ -17,6 +18,7 @@ pub mod route;
 pub mod shadow;
 pub mod sidecarset_rules;
 pub mod webhooks;
+pub mod workload_spread;
 pub mod writes;
 
 use time::OffsetDateTime;
@@ -38,6 +40,14 @@ impl Clock for SystemClock {
         let now = OffsetDateTime::now_utc();
         now.replace_nanosecond(0).unwrap_or(now)
     }
+}
+
+/// `clock`'s now as Kubernetes writes a `metav1.Time`: RFC 3339 in UTC, whole seconds.
+pub(crate) fn kube_time(clock: &dyn Clock) -> Result<String, review::AdmissionError> {
+    let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    let now = clock.now().to_offset(time::UtcOffset::UTC);
+    now.format(format)
+        .map_err(|e| review::AdmissionError::Internal(format!("cannot format the current time: {e}")))
 }
 
 /// A clock that always answers the same instant.

@@ -15,8 +15,6 @@ pub mod revision;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use time::macros::format_description;
-
 use self::annotations::{HashEntry, PodAnnotations, upsert};
 use self::build::{Built, Chosen, PodContext};
 use self::merge::Injected;
@@ -71,13 +69,7 @@ pub fn inject<'a>(
     }
     check_duplicate_names(&built)?;
 
-    let timestamp = inputs
-        .clock
-        .now()
-        .to_offset(time::UtcOffset::UTC)
-        .format(format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"));
-    let timestamp =
-        timestamp.map_err(|e| AdmissionError::Internal(format!("cannot format the current time: {e}")))?;
+    let timestamp = super::kube_time(inputs.clock)?;
     for (set, b) in sets.iter().zip(&built) {
         state.injected.insert(set.name().to_owned());
         if b.injects() {
