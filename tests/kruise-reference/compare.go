@@ -23,6 +23,8 @@ type Outcome struct {
 	Code    int32
 	Message string
 	Object  []byte
+	// Writes: the status writes our dry-run lists for an allowed request (wsStatusDifference reads them).
+	Writes []json.RawMessage
 }
 
 // applyPatch applies a JSON patch the way kube-apiserver's mutating-webhook dispatcher does:

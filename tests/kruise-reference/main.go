@@ -90,6 +90,15 @@ func families() []family {
 		{"statefulset", genStatefulSetCase, map[string]string{"InPlaceOnly": "InPlaceOnly"}},
 		{"daemonset", genDaemonSetCase, map[string]string{"InPlaceIfPossible": "InPlaceIfPossible", "surge": "maxSurge"}},
 		{"protection", genProtectionCase, nil},
+		{"workloadspread", genWorkloadSpreadCase, map[string]string{
+			"matched-workloadspread annotation": "apps.kruise.io/matched-workloadspread",
+			"subset patched":                    "workloadspread.example/patched",
+			"subset toleration":                 "zone-taint",
+			"required node term":                "topology.kubernetes.io/zone",
+			"preferred node term":               "node.example/pool",
+			"sidecar after the patch":           `"name":"zone-agent"`,
+			"generateName pod recorded by uid":  `\"uid\":`,
+		}},
 		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
 	}
 }
@@ -245,6 +254,9 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, stored
 		kruise.Object, mine.Object = nil, nil
 	}
 	diff := difference(kruise, mine, generateNameOf(c.Request))
+	if diff == "" {
+		diff = wsStatusDifference(c, cl, mine)
+	}
 	if diff == "" {
 		return "agree", "", outcome, refusal, stored, nil
 	}

@@ -30,7 +30,8 @@ type dryRunLine struct {
 		Code    int32  `json:"code"`
 		Message string `json:"message"`
 	} `json:"status"`
-	Patch json.RawMessage `json:"patch"`
+	Patch  json.RawMessage   `json:"patch"`
+	Writes []json.RawMessage `json:"writes"`
 }
 
 func (o ours) decide(c *Case, now time.Time) (Outcome, error) {
@@ -79,6 +80,7 @@ func (o ours) decide(c *Case, now time.Time) (Outcome, error) {
 	if !out.Allowed {
 		return out, nil
 	}
+	out.Writes = line.Writes
 	out.Object, err = applyPatch(objectOf(req), line.Patch)
 	return out, err
 }

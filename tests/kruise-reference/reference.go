@@ -120,6 +120,7 @@ func newClient(objects []map[string]any) (client.Client, error) {
 		WithScheme(scheme).
 		WithRESTMapper(mapper).
 		WithObjects(typed...).
+		WithStatusSubresource(&appsv1alpha1.WorkloadSpread{}).
 		WithIndex(&appsv1alpha1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSet).
 		WithIndex(&appsv1beta1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSetV1Beta1).
 		WithIndex(&corev1.Pod{}, fieldindex.IndexNameForOwnerRefUID, owner).

@@ -213,7 +213,8 @@ mod tests {
         assert_eq!(out["spec"]["containers"][0]["image"], "nginx");
         assert_eq!(
             out["spec"]["containers"][0]["env"],
-            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+            json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]),
+            "a new element first, as apimachinery orders it"
         );
         assert_eq!(out["spec"]["containers"][1], json!({"name": "side"}));
         // The same class keeps the priority.

@@ -88,43 +88,102 @@ fn merge_list<'p>(
     patch: &'p [Value],
     path: &mut Vec<&'p str>,
 ) -> Result<(), String> {
-    match strategy(path) {
-        Strategy::Replace => *target = patch.to_vec(),
-        Strategy::Union => {
-            for item in patch {
-                if !target.contains(item) {
-                    target.push(item.clone());
-                }
-            }
+    let key = match strategy(path) {
+        Strategy::Replace => {
+            *target = patch.to_vec();
+            return Ok(());
         }
-        Strategy::MergeBy(key) => {
+        Strategy::Union => None,
+        Strategy::MergeBy(key) => Some(key),
+    };
+    let identity = |item: &Value| -> Value {
+        match key {
+            Some(key) => item.get(key).cloned().unwrap_or(Value::Null),
+            None => item.clone(),
+        }
+    };
+    let (merged, patch_ids) = match key {
+        None => {
+            let mut both: Vec<Value> = target.iter().chain(patch).cloned().collect();
+            deduplicate_scalars(&mut both);
+            (both, patch.to_vec())
+        }
+        Some(key) => {
+            let mut kept = Vec::with_capacity(patch.len());
             for item in patch {
-                let Value::Object(item) = item else {
+                let Value::Object(fields) = item else {
                     return Err(format!("the patch of {} holds a non-object element", path.join(".")));
                 };
-                let Some(id) = item.get(key) else {
+                let Some(id) = fields.get(key) else {
                     return Err(format!(
                         "an element of {} does not contain its merge key {key:?}",
                         path.join(".")
                     ));
                 };
-                let found = target.iter().position(|t| t.get(key) == Some(id));
-                if let Some(directive) = item.get("$patch") {
-                    if directive != "delete" {
+                match fields.get("$patch") {
+                    None => kept.push(fields),
+                    Some(directive) if directive == "delete" => target.retain(|t| t.get(key) != Some(id)),
+                    Some(directive) => {
                         return Err(format!("the $patch directive {directive} is not supported here"));
                     }
-                    target.retain(|t| t.get(key) != Some(id));
-                    continue;
-                }
-                match found.map(|i| &mut target[i]) {
-                    Some(Value::Object(current)) => merge_map(current, item, path)?,
-                    Some(current) => *current = Value::Object(item.clone()),
-                    None => target.push(Value::Object(item.clone())),
                 }
             }
+            let mut merged = target.clone();
+            for fields in &kept {
+                let id = &fields[key];
+                match merged.iter_mut().find(|t| t.get(key) == Some(id)) {
+                    Some(Value::Object(current)) => merge_map(current, fields, path)?,
+                    Some(current) => *current = Value::Object((*fields).clone()),
+                    None => merged.push(Value::Object((*fields).clone())),
+                }
+            }
+            (merged, kept.iter().map(|f| f[key].clone()).collect())
         }
+    };
+    // Kruise's order (`normalizeElementOrder`): the patch's elements in the patch's order, merged
+    // with the others in the original's order; an element new to the list comes before the
+    // original elements that follow it.
+    let server_order: Vec<Value> = target.iter().map(identity).collect();
+    let position = |ids: &[Value], item: &Value| ids.iter().position(|id| *id == identity(item));
+    let (mut in_patch, server_only): (Vec<Value>, Vec<Value>) =
+        merged.into_iter().partition(|item| position(&patch_ids, item).is_some());
+    in_patch.sort_by_key(|item| position(&patch_ids, item));
+    let mut out = Vec::with_capacity(in_patch.len() + server_only.len());
+    let (mut left, mut right) = (server_only.into_iter().peekable(), in_patch.into_iter().peekable());
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!(
+                (position(&server_order, l), position(&server_order, r)),
+                (Some(li), Some(ri)) if li < ri
+            ),
+        };
+        out.extend(if take_left { left.next() } else { right.next() });
     }
+    *target = out;
     Ok(())
+}
+
+/// `deduplicateScalars`: apimachinery's in-place deduplication, which moves the last element into
+/// the place of each duplicate it drops.
+fn deduplicate_scalars(items: &mut Vec<Value>) {
+    let mut length = items.len().saturating_sub(1);
+    let mut i = 0;
+    while i < length {
+        let mut j = i + 1;
+        while j <= length {
+            if items[i] == items[j] {
+                items[j] = items[length].clone();
+                items.truncate(length);
+                length -= 1;
+            } else {
+                j += 1;
+            }
+        }
+        i += 1;
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +223,29 @@ mod tests {
         );
         assert_eq!(out["spec"]["volumes"], json!([]));
         assert_eq!(out["spec"]["tolerations"], json!([{"key": "other"}]), "no merge strategy: replaced");
+    }
+
+    #[test]
+    fn new_elements_come_first_as_apimachinery_orders_them() {
+        let pod = json!({"spec": {"containers": [{"name": "a", "env": [{"name": "X"}, {"name": "Y"}]}]}, "metadata": {"finalizers": ["f1", "f2"]}});
+        let patch = json!({"spec": {"containers": [{"name": "a", "env": [{"name": "Z", "value": "1"}, {"name": "Y", "value": "2"}]}]},
+            "metadata": {"finalizers": ["f3", "f1"]}});
+        let out = apply(&pod, &patch).unwrap();
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "Z", "value": "1"}, {"name": "X"}, {"name": "Y", "value": "2"}])
+        );
+        let out = apply(&pod, &json!({"spec": {"containers": [{"name": "b"}]}})).unwrap();
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(out["metadata"]["finalizers"], json!(["f1", "f2"]), "untouched without a patch for it");
+        let out = apply(&pod, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f3", "f1", "f2"]));
     }
 
     #[test]
