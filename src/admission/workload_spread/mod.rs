@@ -47,6 +47,11 @@ pub struct Assignment {
 /// dry run, give an active pod of a workload that a WorkloadSpread targets one of its subsets.
 /// Kruise skips the whole step on a dry run (no patch, no record). The caller checks the operation
 /// and subresource.
+///
+/// A pod that carries the `matched-workloadspread` annotation already is left alone: it is the
+/// webhook called again (`reinvocationPolicy: IfNeeded`) on a pod this step gave a subset, which
+/// Kruise would give the subset's tolerations and node terms a second time, and record a second
+/// time when the pod has no name yet (docs/differences.md#pod-mutations).
 pub fn assign(
     request: &AdmissionRequest,
     pod: &mut Draft<'_>,
@@ -59,7 +64,7 @@ pub fn assign(
         return Ok(Assignment::default());
     }
     let facts = PodFacts::read(pod, &request.namespace);
-    if !facts.active {
+    if !facts.active || matched_annotation(pod).is_some() {
         return Ok(Assignment::default());
     }
     let Some(owner) = &facts.controller else { return Ok(Assignment::default()) };
@@ -107,6 +112,12 @@ pub fn deletion(
     let target = target_of(&facts.namespace, &matched.name);
     let Some(ws) = writes::current(inputs, &target) else { return Ok(None) };
     Ok(status::acquire(inputs, ws, &facts, status::Record::Deleting { subset: &matched.subset })?.write)
+}
+
+/// The pod's `matched-workloadspread` annotation, when it has a non-empty one.
+fn matched_annotation<'d>(pod: &'d Draft<'_>) -> Option<&'d str> {
+    let annotations = Node::Draft(pod).get("metadata")?.get("annotations")?;
+    annotations.get(MATCHED_ANNOTATION)?.as_str().filter(|a| !a.is_empty())
 }
 
 /// The status write's target: the WorkloadSpread `namespace/name`.

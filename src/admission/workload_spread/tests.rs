@@ -235,6 +235,18 @@ fn a_rerun_after_a_conflict_reads_the_fresh_status_and_records_once() {
 }
 
 #[test]
+fn a_reinvocation_on_a_pod_given_a_subset_changes_nothing() {
+    let subsets =
+        json!([{"name": "a", "maxReplicas": 2, "tolerations": [{"key": "zone", "operator": "Exists"}]}]);
+    let cluster = vec![cloneset(4), ws(subsets, Value::Null)];
+    let first = decide(cluster.clone(), cloneset_pod("web-")).unwrap();
+    assert!(first.assignment.patched && first.assignment.write.is_some());
+    let again = decide(cluster, first.pod.clone()).unwrap();
+    assert!(!again.assignment.patched && again.assignment.write.is_none());
+    assert_eq!(again.pod, first.pod);
+}
+
+#[test]
 fn a_pod_with_only_generate_name_is_recorded_under_a_uuid() {
     let cluster = vec![cloneset(4), ws(two_subsets(json!(2), json!(2)), Value::Null)];
     let run = decide(cluster, cloneset_pod("web-")).unwrap();
