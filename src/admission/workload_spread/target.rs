@@ -86,6 +86,11 @@ fn refers_to(inputs: &Inputs, target: &Value, mut owner: Owner, namespace: &str)
             return Ok(false);
         }
         let Some(object) = inputs.cluster.get(group, &owner.kind, namespace, &owner.name) else {
+            // A custom workload of the whitelist may simply not be cached (live mode watches the
+            // built-in kinds only): its absence ends the walk without a match.
+            if !built_in(group, &owner.kind) {
+                return Ok(false);
+            }
             return Err(Walk::NotFound(not_found(group, &owner.kind, &owner.name)));
         };
         match Owner::controller_of(object) {
@@ -113,11 +118,15 @@ pub fn not_found(group: &str, kind: &str, name: &str) -> String {
 /// Whether WorkloadSpread follows pods of `group`/`kind`: the built-in kinds, and the kinds and
 /// subresource kinds of `kruise-configuration`'s whitelist.
 pub fn follows(inputs: &Inputs, group: &str, kind: &str) -> bool {
-    BUILT_IN.iter().any(|(g, k)| *g == group && *k == kind)
+    built_in(group, kind)
         || custom_workloads(inputs).iter().any(|w| {
             (w.group == group && w.kind == kind)
                 || w.sub_resources.iter().any(|(g, k)| g == group && k == kind)
         })
+}
+
+fn built_in(group: &str, kind: &str) -> bool {
+    BUILT_IN.iter().any(|(g, k)| *g == group && *k == kind)
 }
 
 /// One custom workload of the whitelist.

@@ -283,6 +283,29 @@ fn dry_runs_gates_and_unrelated_pods_are_left_alone() {
 }
 
 #[test]
+fn custom_workloads_of_the_whitelist_are_followed() {
+    let whitelist = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kruise-configuration", "namespace": "kruise-system"},
+        "data": {"WorkloadSpread_Watch_Custom_Workload_WhiteList":
+            r#"{"workloads": [{"Group": "game.io", "Kind": "GameSet", "replicasPath": "spec.size",
+                "subResources": [{"Group": "game.io", "Kind": "GameShard"}]}]}"#}});
+    let mut spread = ws(two_subsets(json!("50%"), json!(1)), Value::Null);
+    spread["spec"]["targetRef"] = json!({"apiVersion": "game.io/v1", "kind": "GameSet", "name": "arena"});
+    let shard = json!({"apiVersion": "game.io/v1", "kind": "GameShard", "metadata": {"name": "arena-1", "namespace": "ns",
+        "ownerReferences": [{"apiVersion": "game.io/v1", "kind": "GameSet", "name": "arena", "controller": true}]}});
+    let gameset = json!({"apiVersion": "game.io/v1", "kind": "GameSet", "metadata": {"name": "arena", "namespace": "ns"},
+        "spec": {"size": 4}});
+    let pod_of_shard = || pod("arena-1-x", ("game.io/v1", "GameShard", "arena-1"), json!({}));
+    let run = decide(vec![whitelist.clone(), spread.clone(), shard.clone(), gameset], pod_of_shard()).unwrap();
+    assert_eq!(subset_of(&run).unwrap()["subset"], "a");
+    let statuses = &written(&run)["versionedSubsetStatuses"]["versionIgnored"];
+    assert_eq!(statuses[0]["missingReplicas"], 1, "50% of spec.size 4, one taken");
+    // Without the whitelist the shard is no workload; a shard not cached ends the walk unmatched.
+    assert!(subset_of(&decide(vec![spread.clone(), shard], pod_of_shard()).unwrap()).is_none());
+    assert!(subset_of(&decide(vec![whitelist, spread], pod_of_shard()).unwrap()).is_none());
+}
+
+#[test]
 fn statefulset_pods_get_their_subset_by_ordinal() {
     let mut spread = ws(
         json!([{"name": "a", "maxReplicas": 2}, {"name": "b", "maxReplicas": "2"}, {"name": "c"}]),
