@@ -296,7 +296,8 @@ fn custom_workloads_of_the_whitelist_are_followed() {
     let gameset = json!({"apiVersion": "game.io/v1", "kind": "GameSet", "metadata": {"name": "arena", "namespace": "ns"},
         "spec": {"size": 4}});
     let pod_of_shard = || pod("arena-1-x", ("game.io/v1", "GameShard", "arena-1"), json!({}));
-    let run = decide(vec![whitelist.clone(), spread.clone(), shard.clone(), gameset], pod_of_shard()).unwrap();
+    let run =
+        decide(vec![whitelist.clone(), spread.clone(), shard.clone(), gameset], pod_of_shard()).unwrap();
     assert_eq!(subset_of(&run).unwrap()["subset"], "a");
     let statuses = &written(&run)["versionedSubsetStatuses"]["versionIgnored"];
     assert_eq!(statuses[0]["missingReplicas"], 1, "50% of spec.size 4, one taken");
