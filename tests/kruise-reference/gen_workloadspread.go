@@ -191,10 +191,15 @@ func genWorkloadSpread(r *rand.Rand, name string, owner [2]string, pod *corev1.P
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wsNamespace, UID: types.UID("uid-" + name), ResourceVersion: "5", Generation: 1},
 		Spec:       appsv1alpha1.WorkloadSpreadSpec{TargetReference: target},
 	}
-	if chance(r, 0.2) {
+	if chance(r, 0.3) {
 		ws.Spec.TargetFilter = &appsv1alpha1.TargetFilter{Selector: pubSelector(r, pod.Labels)}
 		if chance(r, 0.1) {
 			ws.Spec.TargetFilter.Selector = nil
+		}
+		if chance(r, 0.6) {
+			// Where the replicas of a percent maxReplicas are read (a path that is missing fails).
+			ws.Spec.TargetFilter.ReplicasPathList = pick(r, []string{"spec.replicas"}, []string{"spec.replicas", "spec.replicas"},
+				[]string{"spec.parallelism"}, []string{"spec.missing"}, []string{"metadata.generation"})
 		}
 	}
 	adaptive := chance(r, 0.4)

@@ -63,6 +63,10 @@ pub fn assign(
     {
         return Ok(Assignment::default());
     }
+    // Most clusters have no WorkloadSpread: nothing of the pod is read then.
+    if inputs.cluster.entries(WS_GROUP, WS_KIND).next().is_none() {
+        return Ok(Assignment::default());
+    }
     let facts = PodFacts::read(pod, &request.namespace);
     if !facts.active || matched_annotation(pod).is_some() {
         return Ok(Assignment::default());
