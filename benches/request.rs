@@ -45,6 +45,7 @@ fn app(snapshot: Snapshot) -> Router {
         queue: WorkQueue::new(DEFAULT_WORKERS, WEBHOOKS),
         shadow: false,
         agreement: None,
+        status_writes: Default::default(),
         refusals: Default::default(),
         unknown_namespaces: Default::default(),
     }))

@@ -16,7 +16,9 @@ use hyper::{Method, StatusCode};
 use kruise_admission::admission::Inputs;
 use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
 use kruise_admission::admission::review_cost::{SCAN_FROM, worst_case};
-use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
+use kruise_admission::admission::webhooks::{
+    self, Capability, FailurePolicy, Handler, ObjectScope, SideEffects, Webhook,
+};
 use serde_json::{Value, json};
 
 /// A Pod CREATE the DaemonSet stamp pins to worker-1: answered with a patch that names it.
@@ -192,6 +194,7 @@ fn table() -> &'static [Webhook] {
             queries: pods.queries,
             failure_policy: pods.failure_policy,
             scope: pods.scope,
+            side_effects: pods.side_effects,
             capability: pods.capability,
         },
         Webhook {
@@ -202,6 +205,7 @@ fn table() -> &'static [Webhook] {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
     ]))

@@ -46,6 +46,7 @@ mod metric_labels;
 mod metrics_port;
 mod pod_patch_differential;
 mod pod_steps;
+mod pod_validation;
 mod protection;
 mod readme;
 mod review_response;

@@ -61,7 +61,9 @@ fn every_entry_has_the_safe_settings() {
         for entry in entries(&configuration) {
             let name = entry["name"].as_str().expect("name");
             let webhook = WEBHOOKS.iter().find(|w| w.name == name).expect("entry comes from the table");
-            assert_eq!(entry["sideEffects"], "None", "{name}");
+            // The pod webhooks write budgets' and spreads' status, but never for a dry-run request.
+            let side_effects = if webhook.path.ends_with("-pod") { "NoneOnDryRun" } else { "None" };
+            assert_eq!(entry["sideEffects"], side_effects, "{name}");
             assert_eq!(entry["admissionReviewVersions"], json!(["v1", "v1beta1"]), "{name}");
             assert_eq!(entry["matchPolicy"], "Equivalent", "{name}");
             let mutating = webhook.kind() == WebhookKind::Mutating;
@@ -133,7 +135,9 @@ fn shadow_configurations_install_next_to_kruise_managers() {
             );
             assert!(names.insert(name.to_owned()), "{name} twice");
             assert_eq!(entry["failurePolicy"], "Ignore", "{name}");
-            assert_eq!(entry["sideEffects"], "None", "{name}");
+            let side_effects =
+                if name.starts_with("mpod.") || name.starts_with("vpod.") { "NoneOnDryRun" } else { "None" };
+            assert_eq!(entry["sideEffects"], side_effects, "{name}");
             assert_eq!(entry["timeoutSeconds"], 2, "{name}");
             let mutating = shadow["kind"] == "MutatingWebhookConfiguration";
             assert_eq!(
@@ -489,8 +493,12 @@ fn rbac_grants_exactly_what_the_server_calls() {
         "Role kruise-ns apps/controllerrevisions  list,watch",
         // Listed and watched with the field selector metadata.name=kruise-configuration.
         r#"Role kruise-ns /configmaps ["kruise-configuration"] list,watch"#,
-        // Live lookups: Cascading Namespace (pods, PVCs), CloneSet podsToDelete (a pod by name).
+        // Live lookups: Cascading Namespace (pods, PVCs), CloneSet podsToDelete and an eviction's
+        // pod (a pod by name).
         "ClusterRole * /pods  get,list",
+        // Status writes: the disruptions /validate-pod records, WorkloadSpread's pods.
+        "ClusterRole * policy.kruise.io/podunavailablebudgets/status  update",
+        "ClusterRole * apps.kruise.io/workloadspreads/status  update",
         "ClusterRole * /persistentvolumeclaims  list",
         // Self-managed certificates: create cannot name an object that does not exist yet.
         "Role own-ns /secrets  create",

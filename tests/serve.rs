@@ -517,7 +517,9 @@ mod misbehaving {
     use kruise_admission::admission::Inputs;
     use kruise_admission::admission::draft::Draft;
     use kruise_admission::admission::review::{AdmissionError, AdmissionRequest};
-    use kruise_admission::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, Webhook};
+    use kruise_admission::admission::webhooks::{
+        Capability, FailurePolicy, Handler, ObjectScope, SideEffects, Webhook,
+    };
 
     fn panics(
         _: &AdmissionRequest,
@@ -545,6 +547,7 @@ mod misbehaving {
             queries: None,
             failure_policy: FailurePolicy::Ignore,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::PodMutation,
         },
         Webhook {
@@ -555,6 +558,7 @@ mod misbehaving {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
     ];

@@ -24,7 +24,9 @@ use kruise_admission::admission::review::{
     self, AdmissionError, AdmissionRequest, decode_review, decode_review_body,
 };
 use kruise_admission::admission::review_cost;
-use kruise_admission::admission::webhooks::{self, Capability, FailurePolicy, Handler, ObjectScope, Webhook};
+use kruise_admission::admission::webhooks::{
+    self, Capability, FailurePolicy, Handler, ObjectScope, SideEffects, Webhook,
+};
 use kruise_admission::admission::writes::Effects;
 use kruise_admission::admission::{Inputs, Settings, SystemClock, ThreadRandom};
 use kruise_admission::cli::serve::{LogFormat, init_logging};
@@ -43,6 +45,7 @@ static FLOOR: &[Webhook] = &[Webhook {
     queries: None,
     failure_policy: FailurePolicy::Ignore,
     scope: ObjectScope::All,
+    side_effects: SideEffects::None,
     capability: Capability::PodMutation,
 }];
 

@@ -11,7 +11,9 @@ pub mod inplace;
 pub mod patch;
 pub mod pending_decisions;
 pub mod pod;
+pub mod pod_validation;
 pub mod protection;
+pub mod pub_budget;
 pub mod review;
 pub mod review_cost;
 pub mod route;
@@ -40,14 +42,6 @@ impl Clock for SystemClock {
         let now = OffsetDateTime::now_utc();
         now.replace_nanosecond(0).unwrap_or(now)
     }
-}
-
-/// `clock`'s now as Kubernetes writes a `metav1.Time`: RFC 3339 in UTC, whole seconds.
-pub(crate) fn kube_time(clock: &dyn Clock) -> Result<String, review::AdmissionError> {
-    let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    let now = clock.now().to_offset(time::UtcOffset::UTC);
-    now.format(format)
-        .map_err(|e| review::AdmissionError::Internal(format!("cannot format the current time: {e}")))
 }
 
 /// A clock that always answers the same instant.
@@ -140,6 +134,15 @@ impl Default for Settings {
             sidecarset_policy: sidecarset_rules::host_access::Policy::Warn,
             gates: feature_gates::FeatureGates::default(),
         }
+    }
+}
+
+impl Inputs<'_> {
+    /// The clock's time as Kubernetes writes a `metav1.Time`: RFC 3339 in UTC, whole seconds.
+    pub fn timestamp(&self) -> Result<String, review::AdmissionError> {
+        let now = self.clock.now().to_offset(time::UtcOffset::UTC);
+        now.format(time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"))
+            .map_err(|e| review::AdmissionError::Internal(format!("cannot format the current time: {e}")))
     }
 }
 

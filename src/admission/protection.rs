@@ -8,7 +8,7 @@
 //! Both go through the same [`plan`], so they cannot disagree about which lookups a request needs.
 
 use super::review::{AdmissionError, AdmissionRequest, Operation};
-use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook};
+use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, SideEffects, Webhook};
 use super::{Inputs, Settings};
 use crate::admission::writes::Effects;
 use crate::api::tree::Json;
@@ -44,6 +44,7 @@ pub const fn webhook(
         queries: Some(queries),
         failure_policy: FailurePolicy::Fail,
         scope,
+        side_effects: SideEffects::None,
         capability: Capability::DeleteProtection,
     }
 }

@@ -64,11 +64,31 @@ pub enum ObjectScope {
     DeleteProtected,
 }
 
+/// What calling the webhook does besides answering (`sideEffects` of the registration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideEffects {
+    None,
+    /// It writes other objects' status (PodUnavailableBudget, WorkloadSpread), except for a dry-run
+    /// request: the API server may then send it dry-run requests too.
+    NoneOnDryRun,
+}
+
+impl SideEffects {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideEffects::None => "None",
+            SideEffects::NoneOnDryRun => "NoneOnDryRun",
+        }
+    }
+}
+
 /// A capability an operator can switch off as a whole (its webhook entries and its server logic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Capability {
     /// `/mutate-pod`: SidecarSet injection and the DaemonSet-style stamp.
     PodMutation,
+    /// `/validate-pod`: PodUnavailableBudget's check of Pod deletions, evictions and updates.
+    PodValidation,
     /// SidecarSet defaulting, hashing and validation.
     #[value(name = "sidecarset-admission")]
     SidecarSetAdmission,
@@ -80,8 +100,9 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, in the order the chart lists them.
-    pub const ALL: [Capability; 4] = [
+    pub const ALL: [Capability; 5] = [
         Capability::PodMutation,
+        Capability::PodValidation,
         Capability::SidecarSetAdmission,
         Capability::WorkloadRules,
         Capability::DeleteProtection,
@@ -91,6 +112,7 @@ impl Capability {
     pub fn name(self) -> &'static str {
         match self {
             Capability::PodMutation => "pod-mutation",
+            Capability::PodValidation => "pod-validation",
             Capability::SidecarSetAdmission => "sidecarset-admission",
             Capability::WorkloadRules => "workload-rules",
             Capability::DeleteProtection => "delete-protection",
@@ -108,6 +130,7 @@ pub struct Webhook {
     pub queries: Option<Queries>,
     pub failure_policy: FailurePolicy,
     pub scope: ObjectScope,
+    pub side_effects: SideEffects,
     pub capability: Capability,
 }
 

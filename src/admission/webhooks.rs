@@ -9,17 +9,20 @@ use super::draft::Draft;
 use super::patch::{diff_draft, diff_json};
 use super::review::{AdmissionError, AdmissionRequest, Decision, Operation};
 use super::writes::Effects;
-use super::{Inputs, inplace, pod, protection, sidecarset_rules};
+use super::{Inputs, inplace, pod, pod_validation, protection, sidecarset_rules};
 use crate::api::tree::Json;
 use crate::cluster::{Answers, Query};
 
 // The table's entry types live in `route.rs`; callers name them through the table.
-pub use super::route::{Capability, FailurePolicy, Handler, ObjectScope, Rule, Webhook, WebhookKind};
+pub use super::route::{
+    Capability, FailurePolicy, Handler, ObjectScope, Rule, SideEffects, Webhook, WebhookKind,
+};
 use super::route::{Mutator, Validator};
 
 const CREATE: &[Operation] = &[Operation::Create];
 const DELETE: &[Operation] = &[Operation::Delete];
 const CREATE_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
+const UPDATE_DELETE: &[Operation] = &[Operation::Update, Operation::Delete];
 const CREATE_UPDATE_DELETE: &[Operation] = &[Operation::Create, Operation::Update, Operation::Delete];
 const KRUISE: &[&str] = &["apps.kruise.io"];
 const KRUISE_VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
@@ -70,7 +73,36 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: None,
         failure_policy: FailurePolicy::Ignore,
         scope: ObjectScope::All,
+        side_effects: SideEffects::NoneOnDryRun,
         capability: Capability::PodMutation,
+    },
+    // Kruise registers this path twice, `vpod.kb.io` for pods and `vpodeviction.kb.io` for
+    // evictions; one entry with both rules keeps one name per path (denials name no webhook).
+    Webhook {
+        name: "vpod.kb.io",
+        path: "/validate-pod",
+        rules: &[
+            Rule {
+                groups: &[""],
+                versions: &["v1"],
+                resources: &["pods"],
+                kind: "Pod",
+                operations: UPDATE_DELETE,
+            },
+            Rule {
+                groups: &[""],
+                versions: &["v1"],
+                resources: &["pods/eviction"],
+                kind: "Eviction",
+                operations: CREATE,
+            },
+        ],
+        handler: Handler::Validate(pod_validation::validate),
+        queries: Some(pod_validation::queries),
+        failure_policy: FailurePolicy::Fail,
+        scope: ObjectScope::All,
+        side_effects: SideEffects::NoneOnDryRun,
+        capability: Capability::PodValidation,
     },
     Webhook {
         name: "msidecarset.kb.io",
@@ -80,6 +112,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: None,
         failure_policy: FailurePolicy::Fail,
         scope: ObjectScope::All,
+        side_effects: SideEffects::None,
         capability: Capability::SidecarSetAdmission,
     },
     Webhook {
@@ -90,6 +123,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: None,
         failure_policy: FailurePolicy::Fail,
         scope: ObjectScope::All,
+        side_effects: SideEffects::None,
         capability: Capability::SidecarSetAdmission,
     },
     // Delete protection (docs/workloads.md#4-5-webhook-wiring): DELETE only. CloneSet and Advanced
@@ -207,6 +241,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: Some(inplace::cloneset::queries),
         failure_policy: FailurePolicy::Fail,
         scope: ObjectScope::All,
+        side_effects: SideEffects::None,
         capability: Capability::WorkloadRules,
     },
     Webhook {
@@ -223,6 +258,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: None,
         failure_policy: FailurePolicy::Fail,
         scope: ObjectScope::All,
+        side_effects: SideEffects::None,
         capability: Capability::WorkloadRules,
     },
     Webhook {
@@ -239,6 +275,7 @@ pub static WEBHOOKS: &[Webhook] = &[
         queries: None,
         failure_policy: FailurePolicy::Fail,
         scope: ObjectScope::All,
+        side_effects: SideEffects::None,
         capability: Capability::WorkloadRules,
     },
 ];

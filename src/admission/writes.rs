@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::Inputs;
 use super::review::{AdmissionError, AdmissionRequest};
-use crate::cluster::Query;
+pub use crate::cluster::query::{Target, WriteFailure};
 
 /// A decision's side products: warnings for the user, and the status writes it intends.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -38,28 +38,6 @@ pub struct StatusWrite {
     pub object: Value,
     /// What the answer becomes when the write cannot be made.
     pub on_failure: OnFailure,
-}
-
-/// Which object a write (or a fresh read) is about.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl Target {
-    /// The lookup that reads the object again, fresh from the API server.
-    pub fn query(&self) -> Query {
-        let Target { group, version, kind, namespace, name } = self.clone();
-        Query::Get { group, version, kind, namespace, name }
-    }
-
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
-    }
 }
 
 /// Kruise's answer when its status write fails (after its retries).

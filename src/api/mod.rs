@@ -5,6 +5,7 @@ pub mod crd;
 pub mod derived;
 pub mod field_errors;
 pub mod go_json;
+pub mod image_ref;
 pub mod json;
 pub mod json_text;
 pub mod keys;

@@ -557,7 +557,7 @@ mod tests {
     use crate::admission::draft::Draft;
     use crate::admission::patch::PatchOp;
     use crate::admission::review::{AdmissionError, Operation, ReviewVersion};
-    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope};
+    use crate::admission::webhooks::{Capability, FailurePolicy, Handler, ObjectScope, SideEffects};
     use crate::admission::writes::Effects;
     use serde_json::json;
 
@@ -613,6 +613,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::PodMutation,
         }
     }

@@ -484,8 +484,9 @@ mod tests {
         assert!(matches!(c.classify(get, "log#1"), Ok(Case::Skip(Skip::Verb))));
         let patch = event("patch", "pods", "web-1", json!({"metadata": {}}), Value::Null);
         assert!(matches!(c.classify(patch, "log#2"), Ok(Case::Skip(Skip::Patch))));
-        // No webhook receives pod updates or config map creates.
-        let update = event("update", "pods", "web-1", pod, Value::Null);
+        // No webhook receives pod status updates or config map creates.
+        let mut update = event("update", "pods", "web-1", pod, Value::Null);
+        update["objectRef"]["subresource"] = json!("status");
         assert!(matches!(c.classify(update, "log#3"), Ok(Case::Skip(Skip::NotAdmitted))));
         let cm =
             event("create", "configmaps", "c", json!({"apiVersion": "v1", "kind": "ConfigMap"}), Value::Null);

@@ -134,7 +134,7 @@ impl DecisionArgs {
             disabled.push(Capability::DeleteProtection);
         }
         if !gates.enabled(Gate::PodWebhook) {
-            disabled.push(Capability::PodMutation);
+            disabled.extend([Capability::PodMutation, Capability::PodValidation]);
         }
         disabled.sort_by_key(|c| c.name());
         disabled.dedup();
@@ -253,10 +253,11 @@ mod tests {
             .unwrap();
         assert!(s.gates.enabled(Gate::EnhancedLivenessProbe));
         assert!(Capability::ALL.iter().all(|&c| s.enabled(c)));
-        // PodWebhook=false is kruise-manager without pod webhooks: pod mutation off, and the gates
-        // that need it forced off, whatever the flags say.
+        // PodWebhook=false is kruise-manager without pod webhooks: pod mutation and validation off,
+        // and the gates that need it forced off, whatever the flags say.
         let s = gates(&["--feature-gates=PodWebhook=false,KruisePodReadinessGate=true"]).unwrap();
         assert!(!s.enabled(Capability::PodMutation) && !s.gates.enabled(Gate::KruisePodReadinessGate));
+        assert!(!s.enabled(Capability::PodValidation));
         let s = gates(&["--feature-gates=AllAlpha=true"]).unwrap();
         assert!(s.inplace_vertical_scaling() && s.sidecarset_patch_pod_metadata_defaults_allowed());
         assert!(

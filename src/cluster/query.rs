@@ -86,6 +86,39 @@ impl std::fmt::Display for Query {
     }
 }
 
+/// Which object a write (or a fresh read) is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Target {
+    /// The lookup that reads the object again, fresh from the API server.
+    pub fn query(&self) -> Query {
+        let Target { group, version, kind, namespace, name } = self.clone();
+        Query::Get { group, version, kind, namespace, name }
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+}
+
+/// Why a status write was not made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteFailure {
+    /// The object changed since the decision read it (409): read it again and decide again.
+    Conflict,
+    /// The object is gone: Kruise counts that as done (there is nothing left to account in).
+    NotFound,
+    /// Anything else, in words for the person reading the answer.
+    Other(String),
+}
+
 /// What a lookup returned, or why it failed (the message is shown to the user in a denial).
 pub type Answer = Result<Vec<Arc<Value>>, String>;
 

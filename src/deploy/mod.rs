@@ -44,7 +44,7 @@ impl Default for Target {
 /// The name an operator uses for a capability: the value of the server's `--disable-capability`
 /// flag and the key under `capabilities` in the chart's values.
 /// Every capability, in the order the chart lists them.
-pub const CAPABILITIES: [Capability; 4] = Capability::ALL;
+pub const CAPABILITIES: [Capability; 5] = Capability::ALL;
 
 /// The key under `capabilities` in the chart's values: the flag name in camelCase.
 pub fn capability_values_key(capability: Capability) -> String {
@@ -171,6 +171,9 @@ mod tests {
     #[test]
     fn values_keys_are_the_flag_names_in_camel_case() {
         let keys: Vec<String> = CAPABILITIES.iter().map(|&c| capability_values_key(c)).collect();
-        assert_eq!(keys, ["podMutation", "sidecarsetAdmission", "workloadRules", "deleteProtection"]);
+        assert_eq!(
+            keys,
+            ["podMutation", "podValidation", "sidecarsetAdmission", "workloadRules", "deleteProtection"]
+        );
     }
 }

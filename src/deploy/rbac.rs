@@ -6,10 +6,11 @@
 //!   Namespaces (cluster-wide), and of PodUnavailableBudgets, WorkloadSpreads, Deployments,
 //!   ReplicaSets, both StatefulSets, CloneSets and Jobs (the related-pub and WorkloadSpread steps and
 //!   the workloads they read); the live lookups: list pods and PVCs of a Namespace whose `Cascading`
-//!   deletion is checked, get a pod by name (CloneSet `podsToDelete`), and list the custom
+//!   deletion is checked, get a pod by name (CloneSet `podsToDelete`, the pod an eviction names), and list the custom
 //!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
 //!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
-//!   unknown names, which RBAC cannot narrow.
+//!   unknown names, which RBAC cannot narrow. Update of the `status` of PodUnavailableBudgets and
+//!   WorkloadSpreads: the disruptions and pods decisions record there.
 //! - `openkruise` (live mode on a cluster that runs OpenKruise): list + watch of ControllerRevisions
 //!   and of the `kruise-configuration` ConfigMap (by name: it is listed and watched with a
 //!   `metadata.name` field selector) in the Kruise namespace only. A Role there cannot be created
@@ -173,6 +174,7 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
     let watch = json!(["list", "watch"]);
     let name = &options.name;
     let cluster_reader = format!("{name}:cluster-reader");
+    let status_writer = format!("{name}:status-writer");
     let custom = format!("{name}:custom-resources");
     vec![
         role(
@@ -193,13 +195,29 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 { "apiGroups": ["apps.kruise.io"], "resources": ["clonesets", "statefulsets", "workloadspreads"], "verbs": watch },
                 { "apiGroups": ["batch"], "resources": ["jobs"], "verbs": watch },
                 // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading
-                // deletion is checked; a pod by name (CloneSet podsToDelete). Their names are not
+                // deletion is checked; a pod by name (CloneSet podsToDelete, the pod an eviction
+                // names). Their names are not
                 // known in advance, so RBAC cannot narrow them.
                 { "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] },
                 { "apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"] },
             ]),
         ),
         binding("ClusterRoleBinding", &cluster_reader, None, live, target, options),
+        // The status writes decisions make: /validate-pod records a disruption in the
+        // PodUnavailableBudget that allowed it, WorkloadSpread accounting records pods in their
+        // WorkloadSpread. Replaced with the resourceVersion read (optimistic concurrency): no get,
+        // no patch; the objects are already watched.
+        role(
+            "ClusterRole",
+            &status_writer,
+            None,
+            live,
+            json!([
+                { "apiGroups": ["policy.kruise.io"], "resources": ["podunavailablebudgets/status"], "verbs": ["update"] },
+                { "apiGroups": ["apps.kruise.io"], "resources": ["workloadspreads/status"], "verbs": ["update"] },
+            ]),
+        ),
+        binding("ClusterRoleBinding", &status_writer, None, live, target, options),
         // CRD `Cascading` protection lists the CRD's custom resources. Grant them per CRD with a
         // ClusterRole labelled `AGGREGATE_LABEL: "true"` (list); the controller manager fills in
         // this role's rules from those.

@@ -144,7 +144,7 @@ pub fn entry(webhook: &Webhook, target: &Target, registration: Registration) -> 
         entry.insert("reinvocationPolicy".into(), json!("IfNeeded"));
     }
     entry.insert("rules".into(), rules(webhook));
-    entry.insert("sideEffects".into(), json!("None"));
+    entry.insert("sideEffects".into(), json!(webhook.side_effects.as_str()));
     let timeout = match (registration, webhook.kind()) {
         (Registration::Shadow, _) => SHADOW_TIMEOUT_SECONDS,
         (Registration::Enforcing, WebhookKind::Mutating) => MUTATING_TIMEOUT_SECONDS,
@@ -204,6 +204,7 @@ pub fn chart_table() -> Value {
                 "failurePolicy": failure_policy(w.failure_policy),
                 "objectSelector": object_selector(w.scope),
                 "rules": rules(w),
+                "sideEffects": w.side_effects.as_str(),
             })
         })
         .collect();

@@ -39,13 +39,16 @@ use super::lookups::Lookups;
 use super::memory_budget::{Held, MemoryBudget, Refusal};
 use super::metrics::Metrics;
 use super::snapshot_state::ClusterState;
+use super::status_writes::{self, StatusWrites};
 use super::work_queue::{Shed, WorkQueue};
 use crate::admission::injection::matching;
-use crate::admission::review::{self, AdmissionRequest, Decision, Operation, ReviewVersion};
+use crate::admission::review::{self, AdmissionError, AdmissionRequest, Decision, Operation, ReviewVersion};
 use crate::admission::review_cost::{self, Cost};
 use crate::admission::shadow::{self, Outcome};
 use crate::admission::webhooks::{self, Capability, Webhook, WebhookKind};
+use crate::admission::writes;
 use crate::admission::{Clock, Inputs, Settings, ThreadRandom};
+use crate::cluster::query::WriteFailure;
 use crate::cluster::{Answers, Query, Snapshot};
 
 /// What every request handler shares.
@@ -67,6 +70,8 @@ pub struct AppState {
     pub shadow: bool,
     /// `--shadow` in live mode: Pod CREATE decisions wait here for the Pod the API server stores.
     pub agreement: Option<Arc<LiveAgreement>>,
+    /// Where the decisions' status writes are made ([`status_writes`]).
+    pub status_writes: StatusWrites,
     /// Refusals logged per peer per interval.
     pub refusals: LogSummary<Option<IpAddr>>,
     /// Pods of unknown Namespaces, logged once per interval.
@@ -291,8 +296,7 @@ async fn answer(
             })
             .await?
         };
-        match prepared {
-            Prepared::Answered(answered) => Ok(answered),
+        let decided = match prepared {
             Prepared::NeedsAnswers(pending) => {
                 // Lookups get what is left of the deadline, less a tenth for the decision, so a slow
                 // API server yields a denial that says so rather than a bare 504.
@@ -301,10 +305,15 @@ async fn answer(
                 let answers = state.lookups.answer(&snapshot, &queries, left.saturating_sub(left / 10)).await;
                 let state = state.clone();
                 run_work(state.clone(), webhook, Place::Pool, cost, deadline, move || {
-                    decide(&state, webhook, &request, &snapshot, &answers, held)
+                    decide(&state, webhook, request, snapshot, answers, held)
                 })
-                .await
+                .await?
             }
+            Prepared::Decided(decided) => decided,
+        };
+        match decided {
+            Decided::Answered(answered) => Ok(answered),
+            Decided::NeedsWrites(writing) => write_then_answer(state, webhook, *writing, deadline).await,
         }
     };
     match tokio::time::timeout(deadline.length, work).await {
@@ -505,9 +514,25 @@ struct Pending {
 }
 
 enum Prepared {
-    Answered(Answered),
+    Decided(Decided),
     /// The webhook named lookups; answer them (asynchronously), then decide.
     NeedsAnswers(Box<Pending>),
+}
+
+enum Decided {
+    Answered(Answered),
+    /// The decision allowed the request and intends status writes: make them, then answer.
+    NeedsWrites(Box<Writing>),
+}
+
+/// A decision whose status writes are still to be made, with what it was decided on (to decide
+/// again after a conflict).
+struct Writing {
+    request: AdmissionRequest<'static>,
+    snapshot: Arc<Snapshot>,
+    answers: Answers,
+    decision: Decision<'static>,
+    held: Held,
 }
 
 fn inputs<'a>(state: &'a AppState, snapshot: &'a Snapshot, answers: &'a Answers) -> Inputs<'a> {
@@ -544,7 +569,8 @@ fn prepare(
                     error.message
                 )));
             };
-            return answer_decision(state, version, uid, None, &decision, held).map(Prepared::Answered);
+            return answer_decision(state, version, uid, None, &decision, held)
+                .map(|answered| Prepared::Decided(Decided::Answered(answered)));
         }
     };
     let Some(snapshot) = state.cluster.snapshot() else {
@@ -560,7 +586,7 @@ fn prepare(
     }))
     .map_err(|payload| panic_error(&request, payload))?;
     if queries.is_empty() {
-        return decide(state, webhook, &request, &snapshot, &no_answers, held).map(Prepared::Answered);
+        return decide(state, webhook, request, snapshot, no_answers, held).map(Prepared::Decided);
     }
     // The request borrows its strings from the body; while the lookups are awaited (rare: deletion
     // protection, CloneSet pods to delete) it owns them instead, and the body goes.
@@ -575,28 +601,162 @@ fn prepare(
 fn decide(
     state: &AppState,
     webhook: &Webhook,
-    request: &AdmissionRequest,
-    snapshot: &Snapshot,
-    answers: &Answers,
+    request: AdmissionRequest,
+    snapshot: Arc<Snapshot>,
+    answers: Answers,
     held: Held,
-) -> Result<Answered, HttpError> {
+) -> Result<Decided, HttpError> {
     // Live agreement needs the Pod as we would have made it: `run` returns it with the decision.
-    let agreement = state.agreement.as_ref().filter(|_| LiveAgreement::wants(webhook, request));
+    let agreement = state.agreement.as_ref().filter(|_| LiveAgreement::wants(webhook, &request));
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let inputs = inputs(state, snapshot, answers);
+        let inputs = inputs(state, &snapshot, &answers);
         if agreement.is_some() {
-            webhooks::run(webhook, request, &inputs)
+            webhooks::run(webhook, &request, &inputs)
         } else {
-            webhooks::Outcome { decision: webhooks::decide(webhook, request, &inputs), mutated: None }
+            webhooks::Outcome { decision: webhooks::decide(webhook, &request, &inputs), mutated: None }
         }
     }))
-    .map_err(|payload| panic_error(request, payload))?;
-    count_unchecked(state, webhook, request, snapshot);
+    .map_err(|payload| panic_error(&request, payload))?;
+    count_unchecked(state, webhook, &request, &snapshot);
     // A denial stores no Pod: nothing to compare (it is counted as would-deny).
     if let (Some(agreement), Some(ours)) = (agreement, outcome.mutated.filter(|_| outcome.decision.allowed)) {
-        agreement.remember(request, ours, Instant::now());
+        agreement.remember(&request, ours, Instant::now());
     }
-    answer_decision(state, request.version, &request.uid, Some(request), &outcome.decision, held)
+    if writes_to_make(state, &request, &outcome.decision) {
+        let decision = outcome.decision.into_owned();
+        let request = request.into_owned();
+        return Ok(Decided::NeedsWrites(Box::new(Writing { request, snapshot, answers, decision, held })));
+    }
+    answer_decision(state, request.version, &request.uid, Some(&request), &outcome.decision, held)
+        .map(Decided::Answered)
+}
+
+/// Whether `decision`'s status writes are to be made: it allows the request, which is not a dry
+/// run, and this server enforces (shadow mode never writes).
+fn writes_to_make(state: &AppState, request: &AdmissionRequest, decision: &Decision) -> bool {
+    !decision.writes.is_empty() && decision.allowed && !state.shadow && !writes::is_dry_run(request)
+}
+
+/// How many times one request's writes are tried, each after a conflict and a decision on the
+/// object read fresh. Kruise's `RetryOnConflict` tries four times, half a second apart; ours try
+/// again at once (on what was just read), so more attempts fit well inside the deadline.
+const WRITE_ATTEMPTS: usize = 8;
+
+/// Make `writing`'s status writes in order, then answer its decision. On a conflict, the object is
+/// read again (a lookup), the request decided again with it, and the new decision's writes made;
+/// when a write fails for another reason, or conflicts outlast [`WRITE_ATTEMPTS`], the answer is
+/// the write's failure (PodUnavailableBudget: a denial; WorkloadSpread: 500). Writes made before a
+/// failure stay made: a decision on the fresh objects sees them and does not repeat them.
+async fn write_then_answer(
+    state: &Arc<AppState>,
+    webhook: &'static Webhook,
+    writing: Writing,
+    deadline: Deadline,
+) -> Result<Answered, HttpError> {
+    let Writing { request, snapshot, mut answers, mut decision, held } = writing;
+    let request = Arc::new(request);
+    let _locks = state.status_writes.lock(decision.writes.iter().map(|w| w.target.clone())).await;
+    for attempt in 1..=WRITE_ATTEMPTS {
+        match write_round(state, &snapshot, &decision, &mut answers, deadline).await {
+            Round::Done => break,
+            Round::Failed(error) => {
+                decision = Decision::deny(&error);
+                break;
+            }
+            Round::Again if attempt == WRITE_ATTEMPTS => {
+                if let Some(write) = decision.writes.first() {
+                    let why = format!("it changed during each of {WRITE_ATTEMPTS} attempts");
+                    decision = Decision::deny(&write.failure(&why));
+                }
+                break;
+            }
+            Round::Again => {
+                // Decide again on what was read or written since.
+                let (on, about, from) = (state.clone(), request.clone(), snapshot.clone());
+                let read = std::mem::take(&mut answers);
+                (decision, answers) =
+                    run_work(state.clone(), webhook, Place::Pool, Cost::Cheap, deadline, move || {
+                        let inputs = inputs(&on, &from, &read);
+                        let decided = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            webhooks::decide(webhook, &about, &inputs).into_owned()
+                        }))
+                        .map_err(|payload| panic_error(&about, payload))?;
+                        Ok((decided, read))
+                    })
+                    .await?;
+                if !writes_to_make(state, &request, &decision) {
+                    break;
+                }
+            }
+        }
+    }
+    answer_decision(state, request.version, &request.uid, Some(&request), &decision, held)
+}
+
+/// What one round of a decision's writes came to.
+enum Round {
+    /// Every write was made (or its object is gone).
+    Done,
+    /// The request must be decided again: an object changed since the decision read it (it is in
+    /// the answers now, read fresh or as this server last wrote it).
+    Again,
+    /// A write failed: the request is answered with this.
+    Failed(AdmissionError),
+}
+
+async fn write_round(
+    state: &AppState,
+    snapshot: &Snapshot,
+    decision: &Decision<'_>,
+    answers: &mut Answers,
+    deadline: Deadline,
+) -> Round {
+    // What this server wrote since the snapshot was taken is newer than what was decided on.
+    let mut stale = false;
+    for write in &decision.writes {
+        let read = status_writes::resource_version(&write.object);
+        if let Some(mine) = state.status_writes.newer(&write.target, read, snapshot) {
+            answers.insert(write.target.query(), Ok(vec![mine]));
+            stale = true;
+        }
+    }
+    if stale {
+        return Round::Again;
+    }
+    for write in &decision.writes {
+        let budget = deadline.left();
+        let made = state.lookups.update_status(&state.status_writes, snapshot, &write.target, &write.object);
+        let result = tokio::time::timeout(budget, made).await.unwrap_or_else(|_| {
+            Err(WriteFailure::Other(format!(
+                "the API server did not answer within the request deadline ({} ms)",
+                budget.as_millis()
+            )))
+        });
+        let outcome = match &result {
+            Ok(_) => "written",
+            Err(WriteFailure::Conflict) => "conflict",
+            Err(WriteFailure::NotFound) => "not-found",
+            Err(WriteFailure::Other(_)) => "failed",
+        };
+        state.metrics.status_writes.with_label_values(&[write.target.kind.as_str(), outcome]).inc();
+        match result {
+            Ok(stored) => {
+                state.status_writes.remember(&write.target, stored.clone());
+                answers.insert(write.target.query(), Ok(vec![stored]));
+            }
+            // Gone: nothing is left to account in (Kruise counts it as done).
+            Err(WriteFailure::NotFound) => {}
+            Err(WriteFailure::Conflict) => {
+                let query = write.target.query();
+                let fresh =
+                    state.lookups.answer(snapshot, std::slice::from_ref(&query), deadline.left()).await;
+                answers.insert(query.clone(), fresh.get(&query).map(<[_]>::to_vec));
+                return Round::Again;
+            }
+            Err(WriteFailure::Other(why)) => return Round::Failed(write.failure(&why)),
+        }
+    }
+    Round::Done
 }
 
 /// Requests let through unchecked because of what they lack (issue 30.5): a DELETE without
@@ -815,9 +975,10 @@ mod tests {
     use crate::admission::SystemClock;
     use crate::admission::draft::Draft;
     use crate::admission::review::AdmissionError;
-    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope};
-    use crate::admission::writes::Effects;
+    use crate::admission::webhooks::{FailurePolicy, Handler, ObjectScope, SideEffects};
+    use crate::admission::writes::{Effects, OnFailure, StatusWrite};
     use crate::cluster::Snapshot;
+    use crate::cluster::query::Target;
     use serde_json::Value;
     use tower::ServiceExt as _;
 
@@ -834,6 +995,39 @@ mod tests {
         Ok(Effects::default())
     }
 
+    fn budget_target() -> Target {
+        Target {
+            group: "test.example".into(),
+            version: "v1".into(),
+            kind: "Budget".into(),
+            namespace: "a".into(),
+            name: "budget".into(),
+        }
+    }
+
+    /// A budget in the shape of a PodUnavailableBudget's: each request named once takes one of
+    /// `status.left`, recorded in `status.taken`; none left is a refusal.
+    fn consumes(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
+        let target = budget_target();
+        let Some(budget) = writes::current(inputs, &target) else { return Ok(Effects::default()) };
+        let taken = budget["status"]["taken"].as_array().cloned().unwrap_or_default();
+        if taken.iter().any(|name| name == request.name.as_str()) {
+            return Ok(Effects::default());
+        }
+        let left = budget["status"]["left"].as_i64().unwrap_or(0);
+        if left <= 0 {
+            return Err(AdmissionError::Forbidden("no budget left".into()));
+        }
+        if writes::is_dry_run(request) {
+            return Ok(Effects::default());
+        }
+        let mut object = budget.as_ref().clone();
+        object["status"]["left"] = Value::from(left - 1);
+        object["status"]["taken"] = Value::Array([taken, vec![Value::from(request.name.as_str())]].concat());
+        let on_failure = OnFailure::Deny;
+        Ok(Effects { warnings: Vec::new(), writes: vec![StatusWrite { target, object, on_failure }] })
+    }
+
     static TEST_WEBHOOKS: &[Webhook] = &[
         Webhook {
             name: "panic.test",
@@ -843,6 +1037,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Ignore,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::PodMutation,
         },
         Webhook {
@@ -853,6 +1048,7 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
             capability: Capability::WorkloadRules,
         },
         Webhook {
@@ -863,14 +1059,30 @@ mod tests {
             queries: None,
             failure_policy: FailurePolicy::Fail,
             scope: ObjectScope::All,
+            side_effects: SideEffects::None,
+            capability: Capability::WorkloadRules,
+        },
+        Webhook {
+            name: "consume.test",
+            path: "/consume",
+            rules: &[],
+            handler: Handler::Validate(consumes),
+            queries: None,
+            failure_policy: FailurePolicy::Fail,
+            side_effects: SideEffects::NoneOnDryRun,
+            scope: ObjectScope::All,
             capability: Capability::WorkloadRules,
         },
     ];
 
     fn app() -> (Router, Arc<AppState>) {
+        app_on(Snapshot::default())
+    }
+
+    fn app_on(snapshot: Snapshot) -> (Router, Arc<AppState>) {
         let metrics = Arc::new(Metrics::new().unwrap());
         let cluster = Arc::new(ClusterState::default());
-        cluster.set_for_tests(Arc::new(Snapshot::default()));
+        cluster.set_for_tests(Arc::new(snapshot));
         let state = AppState {
             webhooks: TEST_WEBHOOKS,
             cluster,
@@ -883,6 +1095,7 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            status_writes: StatusWrites::default(),
             refusals: LogSummary::default(),
             unknown_namespaces: LogSummary::default(),
         };
@@ -919,6 +1132,75 @@ mod tests {
 
     async fn json(response: Response) -> Value {
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap()
+    }
+
+    fn named_review(name: &str, dry_run: bool) -> Value {
+        let mut review = review();
+        review["request"]["uid"] = Value::from(name);
+        review["request"]["name"] = Value::from(name);
+        review["request"]["dryRun"] = Value::from(dry_run);
+        review
+    }
+
+    /// Many requests at once on one budget of 10: exactly 10 are allowed, each recorded once; the
+    /// others are refused; a dry run and a request already recorded change nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_requests_consume_a_budget_exactly_once_each() {
+        let budget = serde_json::json!({
+            "apiVersion": "test.example/v1", "kind": "Budget",
+            "metadata": {"namespace": "a", "name": "budget", "resourceVersion": "41"},
+            "status": {"left": 10, "taken": []}
+        });
+        let (app, state) = app_on(Snapshot::from_objects([budget]));
+        let calls = (0..40).map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let response =
+                    app.oneshot(post_review("/consume", &named_review(&format!("p{i}"), false))).await;
+                json(response.unwrap()).await["response"]["allowed"].as_bool().unwrap()
+            })
+        });
+        let mut allowed = 0;
+        for call in calls.collect::<Vec<_>>() {
+            allowed += usize::from(call.await.unwrap());
+        }
+        assert_eq!(allowed, 10);
+        let stored = state.status_writes.newer(&budget_target(), 0, &Snapshot::default()).unwrap();
+        assert_eq!(stored["status"]["left"], 0);
+        assert_eq!(stored["status"]["taken"].as_array().unwrap().len(), 10);
+        assert_eq!(stored["metadata"]["resourceVersion"], "51");
+        let taken = stored["status"]["taken"][0].as_str().unwrap().to_owned();
+        // Already recorded: allowed, nothing written.
+        let again =
+            json(app.clone().oneshot(post_review("/consume", &named_review(&taken, false))).await.unwrap());
+        assert_eq!(again.await["response"]["allowed"], true);
+        let metrics = state.metrics.render();
+        assert!(
+            metrics.contains(r#"kruise_admission_status_writes_total{kind="Budget",result="written"} 10"#),
+            "{metrics}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_writes_nothing() {
+        let budget = serde_json::json!({
+            "apiVersion": "test.example/v1", "kind": "Budget",
+            "metadata": {"namespace": "a", "name": "budget", "resourceVersion": "1"},
+            "status": {"left": 1, "taken": []}
+        });
+        let (app, state) = app_on(Snapshot::from_objects([budget]));
+        for _ in 0..3 {
+            let response =
+                app.clone().oneshot(post_review("/consume", &named_review("p", true))).await.unwrap();
+            assert_eq!(json(response).await["response"]["allowed"], true);
+        }
+        assert!(state.status_writes.newer(&budget_target(), 0, &Snapshot::default()).is_none());
+        let response = app.clone().oneshot(post_review("/consume", &named_review("q", false))).await.unwrap();
+        assert_eq!(json(response).await["response"]["allowed"], true);
+        let response = app.oneshot(post_review("/consume", &named_review("r", false))).await.unwrap();
+        let refused = json(response).await;
+        assert_eq!(refused["response"]["allowed"], false);
+        assert_eq!(refused["response"]["status"]["message"], "no budget left");
     }
 
     #[tokio::test]
@@ -1004,6 +1286,7 @@ mod tests {
             queue: WorkQueue::new(4, TEST_WEBHOOKS),
             shadow: false,
             agreement: None,
+            status_writes: StatusWrites::default(),
             refusals: LogSummary::default(),
             unknown_namespaces: LogSummary::default(),
         };

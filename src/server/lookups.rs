@@ -1,9 +1,15 @@
 //! Where a webhook's `queries` are answered: from the cluster snapshot (folder mode) or by the API
 //! server (live mode). One type, so the request path is the same in both modes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
+
+use super::status_writes::StatusWrites;
+
 use crate::cluster::live::LiveLookups;
+use crate::cluster::query::{Target, WriteFailure};
 use crate::cluster::{Answers, Query, Snapshot};
 
 pub enum Lookups {
@@ -14,6 +20,21 @@ pub enum Lookups {
 }
 
 impl Lookups {
+    /// Write `object`'s status to `target`: to the API server in live mode, to `writes`' memory in
+    /// folder mode (the folder is never written).
+    pub async fn update_status(
+        &self,
+        writes: &StatusWrites,
+        snapshot: &Snapshot,
+        target: &Target,
+        object: &Value,
+    ) -> Result<Arc<Value>, WriteFailure> {
+        match self {
+            Lookups::Snapshot => writes.write_in_memory(target, object, snapshot),
+            Lookups::Live(live) => live.update_status(target, object).await,
+        }
+    }
+
     /// Answer `queries`, within `budget` (what is left of the request's deadline). Queries still
     /// unanswered when it runs out are answered with an error, so the decision can say why it
     /// refuses instead of the request timing out without an answer.

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub watch_unreadable: IntGaugeVec,
     /// `{step}` 1: a `/mutate-pod` step live mode skips because its CRD is not served.
     pub pod_step_skipped: IntGaugeVec,
+    /// `{kind, result}`: status writes of decisions (`written`, `conflict`, `not-found`, `failed`).
+    pub status_writes: IntCounterVec,
     /// `--cert-mode self-managed`: failed certificate syncs (renewals included).
     pub cert_renewal_failures: IntCounter,
     /// `--cert-mode self-managed`: webhook configurations whose caBundle was put back after
@@ -170,6 +172,11 @@ impl Metrics {
                 "kruise_admission_pod_step_skipped",
                 "Live mode: 1 for a /mutate-pod step that is skipped because the API server does not serve its CRD (related-pub: PodUnavailableBudgets)",
                 &["step"],
+            )?,
+            status_writes: r.int_counters(
+                "kruise_admission_status_writes_total",
+                "Status writes of decisions (PodUnavailableBudget and WorkloadSpread accounting) by kind and result: written, conflict (read again and decided again), not-found, failed (the request is answered with the failure)",
+                &["kind", "result"],
             )?,
             cert_renewal_failures: r.add(IntCounter::new(
                 "kruise_admission_certificate_renewal_failures_total",

@@ -20,6 +20,7 @@ pub mod memory_limit;
 pub mod metrics;
 pub mod reload;
 pub mod snapshot_state;
+pub mod status_writes;
 pub mod tls;
 pub mod work_queue;
 
@@ -409,6 +410,7 @@ impl Server {
             queue: work_queue::WorkQueue::new(config.workers, config.webhooks),
             shadow: config.shadow,
             agreement,
+            status_writes: status_writes::StatusWrites::default(),
             refusals: log_summary::LogSummary::default(),
             unknown_namespaces: log_summary::LogSummary::default(),
         }));

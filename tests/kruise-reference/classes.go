@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
 )
 
 type deviation struct {
@@ -74,6 +76,14 @@ var deviations = []deviation{
 		},
 	},
 	{
+		name: "eviction-dry-run-honoured",
+		doc:  "**An eviction's own dry run is honoured.**",
+		matches: func(c *Case, kruise, ours Outcome) bool {
+			return c.Family == "validate-pod" && c.Request.SubResource == "eviction" && evictionIsDryRun(c.Request) &&
+				decisionDifference(kruise, ours, "") == "" && len(kruise.Writes) > 0 && len(ours.Writes) == 0
+		},
+	},
+	{
 		name: "invalid-selector-reported-once",
 		doc:  "An invalid `selector` is reported once",
 		matches: func(c *Case, kruise, ours Outcome) bool {
@@ -81,6 +91,16 @@ var deviations = []deviation{
 				normaliseMessage(dropItem(kruise.Message, "spec.selector.selector: Invalid value: v1.LabelSelector{")) == normaliseMessage(ours.Message)
 		},
 	},
+}
+
+// evictionIsDryRun: the request is a dry run, or the Eviction's own deleteOptions say so (what
+// `kubectl drain --dry-run=server` sends); Kruise reads neither on an eviction.
+func evictionIsDryRun(req admissionv1.AdmissionRequest) bool {
+	var eviction struct {
+		DeleteOptions *struct{ DryRun []string } `json:"deleteOptions"`
+	}
+	_ = json.Unmarshal(req.Object.Raw, &eviction)
+	return (req.DryRun != nil && *req.DryRun) || (eviction.DeleteOptions != nil && len(eviction.DeleteOptions.DryRun) > 0)
 }
 
 // inPlaceOnlyNearImage: our InPlaceOnly refusal of a change under a path Kruise's unanchored pattern

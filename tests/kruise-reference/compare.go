@@ -16,15 +16,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Outcome is one side's answer: the decision, its code and message, and for an allowed request the
-// object kube-apiserver would go on with (the request's object with the patch applied).
+// Outcome is one side's answer: the decision, its code and message, for an allowed request the
+// object kube-apiserver would go on with (the request's object with the patch applied), and the
+// status writes the request caused (writes.go).
 type Outcome struct {
 	Allowed bool
 	Code    int32
 	Message string
 	Object  []byte
-	// Writes: the status writes our dry-run lists for an allowed request (wsStatusDifference reads them).
-	Writes []json.RawMessage
+	Writes  []Write
 }
 
 // applyPatch applies a JSON patch the way kube-apiserver's mutating-webhook dispatcher does:
@@ -146,9 +146,16 @@ func normalised(object []byte, generateName string) (map[string]any, error) {
 	return obj, nil
 }
 
-// Difference says how two outcomes differ, or "" when they agree. generateName is the request's,
-// for a name either side generated.
+// Difference says how two outcomes differ, or "" when they agree: the decision and stored object,
+// then the status writes. generateName is the request's, for a name either side generated.
 func difference(kruise, ours Outcome, generateName string) string {
+	if d := decisionDifference(kruise, ours, generateName); d != "" {
+		return d
+	}
+	return writesDifference(kruise.Writes, ours.Writes)
+}
+
+func decisionDifference(kruise, ours Outcome, generateName string) string {
 	if kruise.Allowed != ours.Allowed {
 		return fmt.Sprintf("decision: Kruise allowed=%t (%d %q), ours allowed=%t (%d %q)",
 			kruise.Allowed, kruise.Code, kruise.Message, ours.Allowed, ours.Code, ours.Message)

@@ -4,11 +4,10 @@ package main
 // the Pod's namespace may target its workload (CloneSet, Advanced StatefulSet, StatefulSet, a
 // Deployment through its ReplicaSet, Job), with Fixed and Adaptive subsets, int, percent and absent
 // maxReplicas, patches, tolerations and node selector terms, with and without (versioned) subset
-// statuses. Besides the stored Pod, the WorkloadSpread status Kruise writes is compared with the
-// write our dry-run lists (wsStatusDifference).
+// statuses. The status Kruise writes into the WorkloadSpread is compared as every status write is
+// (writes.go), with the UUIDs a Pod without a name is recorded under normalised.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/openkruise/kruise/apis/apps/v1alpha1"
 	appsv1beta1 "github.com/openkruise/kruise/apis/apps/v1beta1"
@@ -310,57 +308,28 @@ func genWorkloadSpreadStatus(r *rand.Rand, ws *appsv1alpha1.WorkloadSpread, pod 
 	return status
 }
 
-// wsStatusDifference compares the WorkloadSpread status Kruise wrote in the case's cluster (read
-// back from its client: a write bumped the resourceVersion) with the write our dry-run lists, after
-// both are decoded as Kruise's type, with creatingPods times and generated UIDs normalised.
-func wsStatusDifference(c *Case, cl client.Client, ours Outcome) string {
-	if c.Family != "workloadspread" || !ours.Allowed {
-		return ""
-	}
-	list := &appsv1alpha1.WorkloadSpreadList{}
-	if err := cl.List(context.Background(), list); err != nil {
-		return "listing Kruise's WorkloadSpreads: " + err.Error()
-	}
-	kruise := map[string]string{}
-	for i := range list.Items {
-		if ws := &list.Items[i]; ws.ResourceVersion != "5" {
-			kruise[ws.Name] = normalisedWSStatus(&ws.Status)
-		}
-	}
-	mine := map[string]string{}
-	for _, raw := range ours.Writes {
-		var write struct {
-			Kind, Name string
-			Object     appsv1alpha1.WorkloadSpread
-		}
-		if err := json.Unmarshal(raw, &write); err != nil || write.Kind != "WorkloadSpread" {
-			return fmt.Sprintf("our write does not decode as a WorkloadSpread: %v: %s", err, raw)
-		}
-		mine[write.Name] = normalisedWSStatus(&write.Object.Status)
-	}
-	if fmt.Sprint(kruise) != fmt.Sprint(mine) {
-		return fmt.Sprintf("WorkloadSpread status written:\n    Kruise %v\n    ours   %v", kruise, mine)
-	}
-	return ""
-}
-
 var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
-func normalisedWSStatus(status *appsv1alpha1.WorkloadSpreadStatus) string {
-	stamp := func(statuses []appsv1alpha1.WorkloadSpreadSubsetStatus) {
-		for i := range statuses {
-			for _, pods := range []map[string]metav1.Time{statuses[i].CreatingPods, statuses[i].DeletingPods} {
-				for k := range pods {
-					pods[k] = metav1.Time{}
-				}
-			}
+// normaliseGeneratedUIDs replaces the UUIDs in a status's keys and values by "UID": WorkloadSpread
+// records a Pod without a name under a random UUID on either side.
+func normaliseGeneratedUIDs(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[uuidPattern.ReplaceAllString(k, "UID")] = normaliseGeneratedUIDs(x)
 		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = normaliseGeneratedUIDs(x)
+		}
+		return out
+	case string:
+		return uuidPattern.ReplaceAllString(v, "UID")
 	}
-	for _, statuses := range status.VersionedSubsetStatuses {
-		stamp(statuses)
-	}
-	raw, _ := json.Marshal(status)
-	return uuidPattern.ReplaceAllString(string(raw), "UID")
+	return v
 }
 
 // The uid a pod without a name is recorded under is random on both sides.

@@ -59,7 +59,7 @@ func mutating(path string) hook   { return hook{path, true} }
 func validating(path string) hook { return hook{path, false} }
 
 // A family generates its cases from a random source. reaches names what its cases must get Kruise
-// to do, each as text that Kruise's stored object then holds: a run of 200 cases or more that never
+// to do, each as text that Kruise's stored object (or its writes, message or answer) then holds: a run of 200 cases or more that never
 // reaches one fails, so the generators cannot quietly stop exercising it.
 type family struct {
 	name     string
@@ -100,6 +100,13 @@ func families() []family {
 			"generateName pod recorded by uid":  `\"uid\":`,
 		}},
 		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
+		{"validate-pod", genValidatePodCase, map[string]string{
+			"allow":                     "answer: allowed",
+			"refuse (spent budget)":     "pub unavailable allowed is negative",
+			"write of disruptedPods":    `"disruptedPods":{`,
+			"write of unavailablePods":  `"unavailablePods":{`,
+			"eviction of a missing pod": `" not found`,
+		}},
 	}
 }
 
@@ -230,6 +237,10 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, stored
 	if err != nil {
 		return "", "", "", "", nil, fmt.Errorf("Kruise's answer: %w", err)
 	}
+	if kruise.Writes, err = kruiseWrites(cl, c.Cluster); err != nil {
+		return "", "", "", "", nil, fmt.Errorf("Kruise's writes: %w", err)
+	}
+	kruise.Writes = normaliseWrites(kruise.Writes, now)
 	began = time.Now()
 	mine, err := side.decide(c, now)
 	oursTime += time.Since(began)
@@ -249,14 +260,14 @@ func runCase(c *Case, side ours) (class, detail, outcome, refusal string, stored
 			outcome = "allowed changed"
 		}
 	}
-	stored = kruise.Object
+	// What the reaches are looked for in: the stored object, then Kruise's status writes, message
+	// and answer.
+	stored = fmt.Appendf(append([]byte(nil), kruise.Object...), "\nwrites: %s\nmessage: %s\nanswer: %s",
+		writesDifference(nil, kruise.Writes), kruise.Message, outcome)
 	if c.DecisionOnly {
 		kruise.Object, mine.Object = nil, nil
 	}
 	diff := difference(kruise, mine, generateNameOf(c.Request))
-	if diff == "" {
-		diff = wsStatusDifference(c, cl, mine)
-	}
 	if diff == "" {
 		return "agree", "", outcome, refusal, stored, nil
 	}

@@ -30,8 +30,8 @@ type dryRunLine struct {
 		Code    int32  `json:"code"`
 		Message string `json:"message"`
 	} `json:"status"`
-	Patch  json.RawMessage   `json:"patch"`
-	Writes []json.RawMessage `json:"writes"`
+	Patch  json.RawMessage `json:"patch"`
+	Writes []oursWrite     `json:"writes"`
 }
 
 func (o ours) decide(c *Case, now time.Time) (Outcome, error) {
@@ -77,10 +77,13 @@ func (o ours) decide(c *Case, now time.Time) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("dry-run printed %q: %v", stdout.String(), err)
 	}
 	out := Outcome{Allowed: line.Allowed, Code: line.Status.Code, Message: line.Status.Message}
+	if out.Writes, err = oursWrites(line.Writes); err != nil {
+		return Outcome{}, err
+	}
+	out.Writes = normaliseWrites(out.Writes, now)
 	if !out.Allowed {
 		return out, nil
 	}
-	out.Writes = line.Writes
 	out.Object, err = applyPatch(objectOf(req), line.Patch)
 	return out, err
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -29,7 +30,9 @@ import (
 	appsv1alpha1 "github.com/openkruise/kruise/apis/apps/v1alpha1"
 	appsv1beta1 "github.com/openkruise/kruise/apis/apps/v1beta1"
 	policyv1alpha1 "github.com/openkruise/kruise/apis/policy/v1alpha1"
+	"github.com/openkruise/kruise/pkg/control/pubcontrol"
 	"github.com/openkruise/kruise/pkg/features"
+	"github.com/openkruise/kruise/pkg/util"
 	"github.com/openkruise/kruise/pkg/util/controllerfinder"
 	utilfeature "github.com/openkruise/kruise/pkg/util/feature"
 	"github.com/openkruise/kruise/pkg/util/fieldindex"
@@ -120,7 +123,8 @@ func newClient(objects []map[string]any) (client.Client, error) {
 		WithScheme(scheme).
 		WithRESTMapper(mapper).
 		WithObjects(typed...).
-		WithStatusSubresource(&appsv1alpha1.WorkloadSpread{}).
+		// Status writes go through the status subresource, as in a cluster (pubcontrol's budget update).
+		WithStatusSubresource(&policyv1alpha1.PodUnavailableBudget{}, &appsv1alpha1.WorkloadSpread{}).
 		WithIndex(&appsv1alpha1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSet).
 		WithIndex(&appsv1beta1.SidecarSet{}, fieldindex.IndexNameForSidecarSetNamespace, fieldindex.IndexSidecarSetV1Beta1).
 		WithIndex(&corev1.Pod{}, fieldindex.IndexNameForOwnerRefUID, owner).
@@ -129,6 +133,11 @@ func newClient(objects []map[string]any) (client.Client, error) {
 			return []string{obj.(*corev1.Pod).Spec.NodeName}
 		}).
 		Build()
+	// Kruise's cache of the objects its webhooks wrote (PodUnavailableBudgets) starts empty: each
+	// case is a cluster of its own.
+	if err := util.GlobalCache.Replace(nil, ""); err != nil {
+		return nil, err
+	}
 	return nameOrderedClient{c}, nil
 }
 
@@ -185,6 +194,9 @@ func kruiseHandle(path string, c client.Client, req admissionv1.AdmissionRequest
 	// kruise-manager's controllerfinder.InitControllerFinder gives the finder the manager's client (and a
 	// scale client for workloads of other kinds, which no case has).
 	controllerfinder.Finder = &controllerfinder.ControllerFinder{Client: c}
+	// kruise-manager's main gives pubcontrol the manager's client, the finder and an event recorder
+	// (it records a refusal).
+	pubcontrol.InitPubControl(c, controllerfinder.Finder, &record.FakeRecorder{})
 	wh := &admission.Webhook{Handler: getter(fakeManager{client: c}), RecoverPanic: &recoverPanics}
 	return wh.Handle(context.Background(), admission.Request{AdmissionRequest: req}), nil
 }

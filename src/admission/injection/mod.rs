@@ -69,7 +69,7 @@ pub fn inject<'a>(
     }
     check_duplicate_names(&built)?;
 
-    let timestamp = super::kube_time(inputs.clock)?;
+    let timestamp = inputs.timestamp()?;
     for (set, b) in sets.iter().zip(&built) {
         state.injected.insert(set.name().to_owned());
         if b.injects() {

@@ -15,7 +15,7 @@ use super::target::custom_workloads;
 use super::{PodFacts, name_of, target_of};
 use crate::admission::review::AdmissionError;
 use crate::admission::writes::{self, OnFailure, StatusWrite};
-use crate::admission::{Inputs, generated, kube_time};
+use crate::admission::{Inputs, generated};
 use crate::api::keys::{APPS_GROUP, KRUISE_APPS_GROUP};
 use crate::api::meta::IntOrString;
 use crate::cluster::controller_finder::group_of;
@@ -121,7 +121,7 @@ fn record_in(
     if missing == -1 {
         return Ok(None);
     }
-    let now = kube_time(inputs.clock)?;
+    let now = inputs.timestamp()?;
     let Some(fields) = status.as_object_mut() else { return Ok(None) };
     let pods = fields.entry(list).or_insert_with(|| Value::Object(Map::new()));
     if !pods.is_object() {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::discovery::Scope;
 use serde_json::Value;
 
@@ -14,7 +14,7 @@ use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 
 use super::api_error::{FailureKind, classify, resource_name};
-use crate::cluster::query::Answer;
+use crate::cluster::query::{Answer, Target, WriteFailure};
 use crate::cluster::{Answers, Query};
 
 /// At most this many lookups of one request are in flight at once (a CloneSet adding 32 pods to
@@ -125,6 +125,45 @@ impl LiveLookups {
                     },
                 }
             }
+        }
+    }
+
+    /// Replace the `status` subresource of `target` with `object`'s, at the `resourceVersion` it
+    /// carries (the API server refuses it with 409 if the object changed since). The object as
+    /// stored, or why not.
+    pub async fn update_status(&self, target: &Target, object: &Value) -> Result<Arc<Value>, WriteFailure> {
+        let attempt = async {
+            let (resource, scope) = self
+                .resource(&target.group, &target.version, &target.kind)
+                .await
+                .map_err(WriteFailure::Other)?;
+            let api: Api<DynamicObject> = match scope {
+                Scope::Namespaced => Api::namespaced_with(self.client.clone(), &target.namespace, &resource),
+                Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+            };
+            let object: DynamicObject = serde_json::from_value(object.clone())
+                .map_err(|e| WriteFailure::Other(format!("the object to write does not decode: {e}")))?;
+            match api.replace_status(&target.name, &PostParams::default(), &object).await {
+                Ok(stored) => typed_value(stored, &resource)
+                    .ok_or_else(|| WriteFailure::Other("the API server's answer does not encode".into())),
+                Err(e) => {
+                    let rbac_name = format!("{}/status", resource_name(&resource.group, &resource.plural));
+                    let ns = (!target.namespace.is_empty()).then_some(target.namespace.as_str());
+                    let failure = classify(&e, "update", &rbac_name, ns);
+                    Err(match failure.kind {
+                        FailureKind::Conflict => WriteFailure::Conflict,
+                        FailureKind::NotFound => WriteFailure::NotFound,
+                        _ => WriteFailure::Other(failure.message),
+                    })
+                }
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(WriteFailure::Other(format!(
+                "the API server did not answer within {}ms",
+                self.timeout.as_millis()
+            ))),
         }
     }
 

@@ -1,0 +1,113 @@
+# shellcheck shell=bash
+# PodUnavailableBudget accounting across two replicas of ours behind one URL (sourced by run.sh).
+#
+# Kruise's PodUnavailableBudget CRD (from the Kruise module pinned in tests/e2e/kruise-manager/) is
+# installed, and two more replicas of ours start (live mode, the same Secret), behind a TCP
+# round-robin (round_robin.py); `mpod.kb.io` and `vpod.kb.io` are pointed at it. Then 100 Running
+# and Ready Pods guarded by one PUB with maxUnavailable 10, and 200 requests at once: an eviction
+# and a DELETE of each Pod (budget_storm.py). What must hold: exactly 10 Pods go, never more; the
+# PUB ends with 10 disruptedPods and unavailableAllowed 0; every refused request says why; both
+# replicas decided some and hit conflicts they resolved by reading again.
+# The PUB's status is written here as Kruise's PUB controller computes it for 100 ready Pods
+# (kruise-manager itself is not running in this cluster; migration.sh runs it).
+
+say "pod budgets: two replicas behind one round-robin address, 200 evictions and deletes"
+KRUISE_SRC=$(cd "$E2E/kruise-manager" && go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
+[ -d "$KRUISE_SRC/config/crd/bases" ] || die "no Kruise module source at $KRUISE_SRC"
+kc apply --server-side -f "$KRUISE_SRC/config/crd/bases/policy.kruise.io_podunavailablebudgets.yaml" >/dev/null
+established podunavailablebudgets.policy.kruise.io || die "Kruise's PodUnavailableBudget CRD not established"
+
+BUDGET_PORTS=() BUDGET_METRICS=() BUDGET_PIDS=()
+for replica in a b; do
+    port=$(free_port) metrics=$(free_port)
+    start_server "budget-$replica" "$port" "$metrics"
+    BUDGET_PORTS+=("$port") BUDGET_METRICS+=("$metrics") BUDGET_PIDS+=("$SERVER_PID")
+done
+for metrics in "${BUDGET_METRICS[@]}"; do
+    wait_for 90 server_ready "$metrics" || die "a budget replica is not ready: $(curl -s "http://127.0.0.1:$metrics/readyz")"
+done
+RR_PORT=$(free_port)
+spawn "$WORK/logs/round-robin.log" "$PYTHON" "$E2E/round_robin.py" "$RR_PORT" "${BUDGET_PORTS[@]}"
+RR_PID=$SPAWNED
+wait_for 10 eval "(: </dev/tcp/127.0.0.1/$RR_PORT) 2>/dev/null" || die "the round-robin did not start"
+
+# point_webhook KIND NAME URL: the clientConfig URL of one webhook entry of the configuration.
+point_webhook() {
+    local index
+    index=$(kc get "$1" kruise-admission -o json | jq --arg n "$2" '.webhooks | map(.name) | index($n)')
+    [ "$index" != null ] || die "no webhook $2 in $1 kruise-admission"
+    kc patch "$1" kruise-admission --type=json \
+        -p "[{\"op\": \"replace\", \"path\": \"/webhooks/$index/clientConfig/url\", \"value\": \"$3\"}]" >/dev/null
+}
+point_webhook mutatingwebhookconfiguration mpod.kb.io "https://localhost:$RR_PORT/mutate-pod"
+point_webhook validatingwebhookconfiguration vpod.kb.io "https://localhost:$RR_PORT/validate-pod"
+
+mkns budgets
+kc -n budgets create -f - >/dev/null <<'YAML'
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata: {name: web}
+spec:
+  maxUnavailable: 10
+  selector: {matchLabels: {app: budget-web}}
+YAML
+# What Kruise's PUB controller computes for 100 Running and Ready Pods and maxUnavailable 10.
+kc -n budgets patch podunavailablebudget web --subresource=status --type=merge -p '{"status": {
+    "observedGeneration": 1, "totalReplicas": 100, "desiredAvailable": 90, "currentAvailable": 100,
+    "unavailableAllowed": 10}}' >/dev/null
+# The replicas must have the PUB before its Pods are created: /mutate-pod names it in each Pod.
+pub_cached() {
+    local metrics
+    for metrics in "${BUDGET_METRICS[@]}"; do
+        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="PodUnavailableBudget.policy.kruise.io"} 1' || return 1
+    done
+}
+wait_for 30 pub_cached || fail budget-pub-cached "the replicas did not cache the PUB within 30 s"
+for i in $(seq -w 1 100); do pod_json budgets "web-$i" app=budget-web; done | jq -s '{apiVersion: "v1", kind: "List", items: .}' \
+    | kc create -f - >/dev/null
+annotated=$(kc -n budgets get pods -o json | jq '[.items[] | select(.metadata.annotations["kruise.io/related-pub"] == "web")] | length')
+check budget-related-pub "all 100 Pods created with kruise.io/related-pub: web" "$annotated of 100 Pods name the PUB" \
+    [ "$annotated" = 100 ]
+# A kubelet would report them Running and Ready.
+kc -n budgets get pods -o name | xargs -P 4 -I{} kubectl --kubeconfig "$WORK/admin.kubeconfig" -n budgets patch {} \
+    --subresource=status --type=merge -p '{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}' >/dev/null
+pods_ready() {
+    local metrics
+    [ "$(kc -n budgets get pods -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 100 ]
+}
+wait_for 30 pods_ready || die "the Pods' Running status was not stored"
+
+kc -n budgets get pods -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' >"$WORK/budget-pods.txt"
+"$PYTHON" "$E2E/budget_storm.py" "https://127.0.0.1:$APISERVER_PORT" "$ADMIN_TOKEN" "$WORK/apiserver-tls/ca.crt" \
+    budgets "$WORK/budget-pods.txt" "$WORK/budget-storm.json"
+remaining=$(kc -n budgets get pods -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length')
+gone=$(jq '[.[] | select(.status == 200 or .status == 201) | .pod] | unique | length' "$WORK/budget-storm.json")
+statuses=$(jq -c 'group_by(.status) | map({(.[0].status | tostring): length}) | add' "$WORK/budget-storm.json")
+check budget-exact "exactly 10 of 100 Pods went (evicted or deleted), 90 remain; answers by HTTP status $statuses" \
+    "$gone Pods had a request admitted and $remaining remain; answers by HTTP status $statuses" \
+    [ "$gone" = 10 ] && [ "$remaining" = 90 ]
+unexplained=$(jq -c '[.[] | select(.status != 200 and .status != 201)
+    | select((.status == 404) or (.status == 429 or .status == 403) and (.message | test("podunavailablebudget|PodUnavailableBudget")) | not)]
+    | .[:3]' "$WORK/budget-storm.json")
+check budget-refusals-say-why "every refused request names the PodUnavailableBudget (404 only for a Pod already gone)" \
+    "refusals without a reason: $unexplained" [ "$unexplained" = "[]" ]
+pub=$(kc -n budgets get podunavailablebudget web -o json)
+disrupted=$(jq '.status.disruptedPods // {} | length' <<<"$pub")
+allowed=$(jq '.status.unavailableAllowed' <<<"$pub")
+recorded_gone=$(jq -r '.status.disruptedPods // {} | keys[]' <<<"$pub" | sort | comm -12 - <(jq -r '[.[] | select(.status == 200 or .status == 201) | .pod] | unique[]' "$WORK/budget-storm.json" | sort) | wc -l)
+check budget-status "the PUB records the 10 Pods that went in disruptedPods, unavailableAllowed 0" \
+    "disruptedPods $disrupted (of which $recorded_gone went), unavailableAllowed $allowed" \
+    [ "$disrupted" = 10 ] && [ "$recorded_gone" = 10 ] && [ "$allowed" = 0 ]
+writes=""
+both=1
+for metrics in "${BUDGET_METRICS[@]}"; do
+    counts=$(curl -s "http://127.0.0.1:$metrics/metrics" | grep '^kruise_admission_status_writes_total{kind="PodUnavailableBudget"' | sed 's/.*result="\([^"]*\)"} /\1=/' | tr '\n' ' ')
+    writes+="[$counts] "
+    grep -q 'written=' <<<"$counts" || both=0
+done
+check budget-two-replicas "both replicas wrote the PUB: $writes" "a replica wrote nothing: $writes" [ "$both" = 1 ]
+
+point_webhook mutatingwebhookconfiguration mpod.kb.io "https://localhost:$WEBHOOK_PORT/mutate-pod"
+point_webhook validatingwebhookconfiguration vpod.kb.io "https://localhost:$WEBHOOK_PORT/validate-pod"
+stop_pid "$RR_PID"
+for pid in "${BUDGET_PIDS[@]}"; do stop_pid "$pid"; done
