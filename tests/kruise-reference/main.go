@@ -98,6 +98,7 @@ func families() []family {
 			"preferred node term":               "node.example/pool",
 			"sidecar after the patch":           `"name":"zone-agent"`,
 			"generateName pod recorded by uid":  `\"uid\":`,
+			"creatingPods written":              "creatingPods",
 		}},
 		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
 		{"validate-pod", genValidatePodCase, map[string]string{
