@@ -81,12 +81,14 @@ pub fn assign(
     Ok(Assignment { patched, write: chosen.write })
 }
 
-/// `/validate-pod`'s accounting (`HandlePodDeletion`): a DELETE of a pod (`pod` is the old object)
-/// or a `pods/eviction` CREATE (`pod` is the pod as stored) records a pod that a WorkloadSpread
-/// gave a subset in that subset's `deletingPods` (unless it is recorded there or in `creatingPods`
-/// already). Dry runs (the API server's, or an Eviction's own `deleteOptions.dryRun`), other
-/// operations and subresources, and pods without the annotation, inactive or without a controller
-/// record nothing. An unparsable annotation, or a WorkloadSpread that no longer exists, is no error.
+/// `/validate-pod`'s accounting (`HandlePodDeletion`, gate `WorkloadSpread`; the caller checks the
+/// gate): a DELETE of a pod (`pod` is the old object) or a `pods/eviction` CREATE (`pod` is the pod
+/// as stored) records a pod that a WorkloadSpread gave a subset in that subset's `deletingPods`
+/// (unless it is recorded there or in `creatingPods` already). Dry runs (the API server's, or an
+/// Eviction's own `deleteOptions.dryRun`), other operations and subresources, and pods without the
+/// annotation, inactive or without a controller record nothing. An unparsable annotation, or a
+/// WorkloadSpread that no longer exists, is no error. Kruise's `/validate-pod` answers its errors
+/// (a `replicasPathList` path that is missing) with 400, and so does a failed write.
 pub fn deletion(
     request: &AdmissionRequest,
     pod: &Json<'_>,
@@ -115,7 +117,9 @@ pub fn deletion(
     }
     let target = target_of(&facts.namespace, &matched.name);
     let Some(ws) = writes::current(inputs, &target) else { return Ok(None) };
-    Ok(status::acquire(inputs, ws, &facts, status::Record::Deleting { subset: &matched.subset })?.write)
+    let acquired = status::acquire(inputs, ws, &facts, status::Record::Deleting { subset: &matched.subset })
+        .map_err(|e| AdmissionError::BadRequest(e.to_string()))?;
+    Ok(acquired.write)
 }
 
 /// The pod's `matched-workloadspread` annotation, when it has a non-empty one.

@@ -81,7 +81,12 @@ pub fn acquire(
     };
     let subset = text(&statuses[index], "name").to_owned();
     set_versioned(&mut object, &version, statuses);
-    let write = StatusWrite { target, object, on_failure: OnFailure::Internal };
+    // Kruise answers a failed write as it answers any error of the webhook that made it.
+    let on_failure = match record {
+        Record::Creating => OnFailure::Internal,
+        Record::Deleting { .. } => OnFailure::BadRequest,
+    };
+    let write = StatusWrite { target, object, on_failure };
     Ok(Acquired { subset: Some(subset), uid, write: Some(write) })
 }
 

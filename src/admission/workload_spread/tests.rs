@@ -347,6 +347,7 @@ fn deletions_and_evictions_are_recorded_in_deleting_pods() {
     victim["metadata"]["annotations"] = json!({MATCHED_ANNOTATION: r#"{"name":"spread","subset":"a"}"#});
     let delete = review("DELETE", "", Value::Null, victim.clone(), false);
     let write = deletion_of(cluster.clone(), &delete, &victim).expect("recorded");
+    assert_eq!(write.on_failure, OnFailure::BadRequest, "Kruise's /validate-pod answers 400");
     assert_eq!(
         write.object["status"]["versionedSubsetStatuses"]["versionIgnored"][0],
         json!({"name": "a", "missingReplicas": 1, "deletingPods": {"web-0": NOW}})
