@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -347,4 +348,89 @@ func init() {
 			}
 		},
 	})
+}
+
+// genWorkloadSpreadDeletionCase: the "workloadspread-deletion" family, a Pod DELETE or eviction
+// through Kruise's /validate-pod of a pod a WorkloadSpread may have given a subset (its
+// matched-workloadspread annotation naming a subset, another, a missing WorkloadSpread, or text that
+// does not parse): the deletingPods record Kruise writes is compared with ours (writes.go).
+func genWorkloadSpreadDeletionCase(r *rand.Rand, _ int) (*Case, error) {
+	cluster := namespaceObjects()
+	gates := map[string]bool{}
+	if chance(r, 0.03) {
+		gates["WorkloadSpread"] = false
+	}
+	owner := pick(r, wsOwners[:6]...)
+	labels := randomLabels(r)
+	workloadName := "web"
+	if owner[1] == "ReplicaSet" {
+		workloadName = "web-6d8f9"
+		labels["pod-template-hash"] = pick(r, "6d8f9", "old42")
+	}
+	name := "web-" + pick(r, "x7k2p", "q9z4m")
+	if owner[1] == "StatefulSet" {
+		name = fmt.Sprintf("web-%d", r.Intn(12))
+	}
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wsNamespace, Labels: labels, UID: types.UID("uid-" + name), ResourceVersion: "9"},
+		Spec:       podSpec(r),
+		Status:     corev1.PodStatus{Phase: pick(r, corev1.PodRunning, corev1.PodRunning, corev1.PodPending, corev1.PodFailed)},
+	}
+	if chance(r, 0.95) {
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner[0], Kind: owner[1], Name: workloadName,
+			UID: types.UID("owner-uid"), Controller: ptr.To(true)}}
+	}
+	if chance(r, 0.9) {
+		pod.Annotations = map[string]string{"apps.kruise.io/matched-workloadspread": pick(r,
+			`{"name":"spread-0","subset":"subset-a"}`, `{"name":"spread-0","subset":"subset-b"}`,
+			`{"name":"spread-0","subset":"subset-c"}`, `{"name":"spread-0","subset":"subset-z"}`,
+			`{"name":"spread-0","subset":"subset-a","uid":"0b1c2d3e-0000-4000-8000-000000000001"}`,
+			`{"name":"gone","subset":"subset-a"}`, `{"Name":"spread-0","SUBSET":"subset-a"}`, `null`, `not json`, `{"name":1}`)}
+	}
+	cluster = append(cluster, wsWorkloads(r, owner)...)
+	if chance(r, 0.9) {
+		ws := genWorkloadSpread(r, "spread-0", owner, pod)
+		if chance(r, 0.3) {
+			// Recorded already: a deletion retried, or a pod still being created.
+			for version, statuses := range ws.Status.VersionedSubsetStatuses {
+				for i := range statuses {
+					if chance(r, 0.5) {
+						statuses[i].DeletingPods = map[string]metav1.Time{name: metav1.Date(2024, 5, 1, 11, 0, 0, 0, time.UTC)}
+					}
+				}
+				ws.Status.VersionedSubsetStatuses[version] = statuses
+			}
+		}
+		cluster = append(cluster, toMap(ws))
+	}
+	var req admissionv1.AdmissionRequest
+	dryRun := chance(r, 0.1)
+	note := "delete"
+	if chance(r, 0.5) {
+		req = request(r, admissionv1.Delete, "", "v1", "Pod", "pods", wsNamespace, name, nil, pod)
+		if dryRun {
+			optionsWithDryRun(&req, "DeleteOptions")
+		}
+	} else {
+		if chance(r, 0.95) {
+			cluster = append(cluster, toMap(pod))
+		}
+		eviction := &policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wsNamespace}}
+		evictionDryRun := chance(r, 0.15)
+		if evictionDryRun {
+			eviction.DeleteOptions = &metav1.DeleteOptions{DryRun: []string{"All"}}
+		}
+		req = request(r, admissionv1.Create, "policy", "v1", "Eviction", "pods", wsNamespace, name, eviction, nil)
+		req.Resource = metav1.GroupVersionResource{Group: "", Version: "v1", Resource: "pods"}
+		req.SubResource = "eviction"
+		if dryRun {
+			optionsWithDryRun(&req, "CreateOptions")
+		}
+		note = fmt.Sprintf("evict (deleteOptions.dryRun %t)", evictionDryRun)
+	}
+	kruiseutil.GlobalCache.Replace(nil, "")
+	return &Case{Chain: []hook{validating("/validate-pod")}, Cluster: cluster, Gates: gates, Request: req,
+		Note: fmt.Sprintf("%s of %q owned by %s (dry run %t)", note, name, owner[1], dryRun)}, nil
 }

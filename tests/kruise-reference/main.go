@@ -100,6 +100,11 @@ func families() []family {
 			"generateName pod recorded by uid":  `\"uid\":`,
 			"creatingPods written":              "creatingPods",
 		}},
+		{"workloadspread-deletion", genWorkloadSpreadDeletionCase, map[string]string{
+			"deletingPods written":      "deletingPods",
+			"eviction of a missing pod": `" not found`,
+			"replicas path missing":     "not exists",
+		}},
 		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
 		{"validate-pod", genValidatePodCase, map[string]string{
 			"allow":                     "answer: allowed",
