@@ -95,7 +95,7 @@ fn check_removal(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects,
 }
 
 /// WorkloadSpread's record of a DELETE of the pod itself (the old object) or of an eviction (the pod
-/// read by lookup, after the Eviction's own dry run is looked at, as Kruise does).
+/// read by lookup, dry run or not, as Kruise reads it).
 fn spread_removal(
     request: &AdmissionRequest,
     inputs: &Inputs,
@@ -107,9 +107,6 @@ fn spread_removal(
         }
         Operation::Create if is_eviction(request) => {
             request.object.as_ref().ok_or_else(no_content)?;
-            if writes::is_dry_run(request) {
-                return Ok(None);
-            }
             let found = inputs.answers.get(&evicted_pod(request)).map_err(AdmissionError::BadRequest)?;
             let pod = found
                 .first()

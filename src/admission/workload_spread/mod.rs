@@ -85,8 +85,9 @@ pub fn assign(
 /// gate): a DELETE of a pod (`pod` is the old object) or a `pods/eviction` CREATE (`pod` is the pod
 /// as stored) records a pod that a WorkloadSpread gave a subset in that subset's `deletingPods`
 /// (unless it is recorded there or in `creatingPods` already). Dry runs (the API server's, or an
-/// Eviction's own `deleteOptions.dryRun`), other operations and subresources, and pods without the
-/// annotation, inactive or without a controller record nothing. An unparsable annotation, or a
+/// Eviction's own `deleteOptions.dryRun`) record nothing (a dry-run DELETE is not even looked at),
+/// nor do other operations and subresources, and pods without the annotation, inactive or without
+/// a controller. An unparsable annotation, or a
 /// WorkloadSpread that no longer exists, is no error. Kruise's `/validate-pod` answers its errors
 /// (a `replicasPathList` path that is missing) with 400, and so does a failed write.
 pub fn deletion(
@@ -99,7 +100,10 @@ pub fn deletion(
         Operation::Create => request.sub_resource == "eviction",
         _ => false,
     };
-    if !is_deletion || writes::is_dry_run(request) {
+    // Kruise skips a dry-run DELETE, but not a dry-run eviction (it never reads that the eviction
+    // is one): that is decided alike, errors included, and writes nothing.
+    let dry_run = writes::is_dry_run(request);
+    if !is_deletion || (dry_run && request.operation == Operation::Delete) {
         return Ok(None);
     }
     let draft = Draft::Same(pod);
@@ -119,7 +123,7 @@ pub fn deletion(
     let Some(ws) = writes::current(inputs, &target) else { return Ok(None) };
     let acquired = status::acquire(inputs, ws, &facts, status::Record::Deleting { subset: &matched.subset })
         .map_err(|e| AdmissionError::BadRequest(e.to_string()))?;
-    Ok(acquired.write)
+    Ok(acquired.write.filter(|_| !dry_run))
 }
 
 /// The pod's `matched-workloadspread` annotation, when it has a non-empty one.

@@ -370,6 +370,28 @@ fn deletions_and_evictions_are_recorded_in_deleting_pods() {
         deletion_of(cluster.clone(), &review("DELETE", "", Value::Null, victim.clone(), true), &victim),
         None
     );
+    // A dry-run eviction is decided all the same (Kruise does not see that it is one): its errors
+    // are Kruise's; a dry-run DELETE is not looked at.
+    let mut broken = ws(json!([{"name": "a", "maxReplicas": "50%"}, {"name": "b"}]), Value::Null);
+    broken["spec"]["targetFilter"] = json!({"replicasPathList": ["spec.missing"]});
+    let errors = |request: &AdmissionRequest| {
+        let cluster = Snapshot::from_objects(vec![cloneset(2), broken.clone()]);
+        let settings = Settings::default();
+        let (answers, random, clock) =
+            (Answers::default(), SeededRandom::new(1), FixedClock(time::OffsetDateTime::UNIX_EPOCH));
+        let inputs = Inputs {
+            cluster: &cluster,
+            answers: &answers,
+            clock: &clock,
+            random: &random,
+            settings: &settings,
+        };
+        let mut victim = victim.clone();
+        victim["metadata"]["annotations"][MATCHED_ANNOTATION] = json!(r#"{"name":"spread","subset":"a"}"#);
+        deletion(request, &Json::from(&victim), &inputs).err()
+    };
+    assert_eq!(errors(&dry_evict), Some(AdmissionError::BadRequest(r#"path "missing" not exists"#.into())));
+    assert_eq!(errors(&review("DELETE", "", Value::Null, victim.clone(), true)), None);
     // Unlimited subset, unknown subset, no such WorkloadSpread, unparsable annotation: nothing.
     for annotation in [
         r#"{"name":"spread","subset":"b"}"#,
