@@ -414,6 +414,8 @@ async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_serv
         "StatefulSet",
         "CloneSet",
         "StatefulSet.apps.kruise.io",
+        "WorkloadSpread",
+        "Job",
         "PersistentPodState",
         "PodProbeMarker",
     ] {
@@ -423,13 +425,16 @@ async fn pubs_and_the_workloads_the_finder_reads_are_watched_where_pubs_are_serv
 }
 
 #[tokio::test]
-async fn without_pubs_the_related_pub_step_is_skipped_and_no_workload_is_watched() {
+async fn without_pubs_and_workloadspreads_their_steps_are_skipped_and_no_workload_is_watched() {
     let server = FakeApiServer::start().await;
     seed(&server);
     let (live, _target) = started(&server).await;
     let stats = live.stats();
-    // Nor are PersistentPodStates or PodProbeMarkers served: their steps are skipped too.
-    assert_eq!(stats.skipped_steps, ["related-pub", "persistent-pod-state", "pod-probe-marker"]);
+    // Nor are WorkloadSpreads, PersistentPodStates or PodProbeMarkers served: their steps are skipped too.
+    assert_eq!(
+        stats.skipped_steps,
+        ["related-pub", "workloadspread", "persistent-pod-state", "pod-probe-marker"]
+    );
     let kinds: Vec<String> = stats.kinds.into_iter().map(|k| k.kind).collect();
     assert_eq!(kinds, ["SidecarSet", "Namespace", "ControllerRevision", "ConfigMap"]);
 }

@@ -480,13 +480,16 @@ fn rbac_grants_exactly_what_the_server_calls() {
         // Watches (list + watch only: the reflector never gets one object).
         "ClusterRole * apps.kruise.io/sidecarsets  list,watch",
         "ClusterRole * /namespaces  list,watch",
-        // /mutate-pod's related-pub step: PUBs and the workloads the controller finder reads.
+        // /mutate-pod's related-pub and WorkloadSpread steps: PUBs, WorkloadSpreads and the
+        // workloads they read.
         "ClusterRole * policy.kruise.io/podunavailablebudgets  list,watch",
         "ClusterRole * apps/deployments  list,watch",
         "ClusterRole * apps/replicasets  list,watch",
         "ClusterRole * apps/statefulsets  list,watch",
         "ClusterRole * apps.kruise.io/clonesets  list,watch",
         "ClusterRole * apps.kruise.io/statefulsets  list,watch",
+        "ClusterRole * apps.kruise.io/workloadspreads  list,watch",
+        "ClusterRole * batch/jobs  list,watch",
         // /mutate-pod's PersistentPodState step and PodProbeMarker on serverless pods.
         "ClusterRole * apps.kruise.io/persistentpodstates  list,watch",
         "ClusterRole * apps.kruise.io/podprobemarkers  list,watch",

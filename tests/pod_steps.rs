@@ -529,3 +529,92 @@ async fn serve_applies_the_persistent_pod_state_as_dry_run_does() {
     }
     server.stop().await.expect("clean stop");
 }
+
+/// A WorkloadSpread over the `web` CloneSet: subset `zone-a` holds one pod and patches a label
+/// and a toleration in; `zone-b` takes the rest.
+const WORKLOADSPREAD: &str = "\
+apiVersion: apps.kruise.io/v1alpha1
+kind: WorkloadSpread
+metadata:
+  name: web-spread
+  namespace: default
+  resourceVersion: \"41\"
+spec:
+  targetRef:
+    apiVersion: apps.kruise.io/v1alpha1
+    kind: CloneSet
+    name: web
+  subsets:
+  - name: zone-a
+    maxReplicas: 1
+    requiredNodeSelectorTerm:
+      matchExpressions:
+      - {key: topology.kubernetes.io/zone, operator: In, values: [zone-a]}
+    tolerations:
+    - {key: zone-a-only, operator: Exists, effect: NoSchedule}
+    patch:
+      metadata:
+        labels:
+          topology.example/zone: zone-a
+  - name: zone-b
+";
+
+#[test]
+fn a_workloadspread_subset_patches_the_pod_and_dry_run_lists_the_status_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path());
+    std::fs::write(cluster.join("workloadspread.yaml"), WORKLOADSPREAD).unwrap();
+    let line = decided(&cluster, &[], &cloneset_pod());
+    let pod = &line["object"];
+    assert_eq!(apply(&cloneset_pod(), &line["patch"]), *pod);
+    assert_eq!(
+        pod["metadata"]["annotations"]["apps.kruise.io/matched-workloadspread"],
+        json!(r#"{"name":"web-spread","subset":"zone-a"}"#)
+    );
+    assert_eq!(pod["metadata"]["labels"]["topology.example/zone"], json!("zone-a"));
+    assert_eq!(
+        pod["spec"]["tolerations"],
+        json!([{"key": "zone-a-only", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["values"],
+        json!(["zone-a"])
+    );
+    assert_eq!(pod["metadata"]["futureMetadata"], json!({"kept": 1}), "unknown fields survive the patch");
+    // The sidecar is still injected and the launch barrier still follows it.
+    assert_eq!(pod["spec"]["containers"][0]["name"], json!("logger"));
+    assert_eq!(
+        line["writes"],
+        json!([{
+            "verb": "update", "subresource": "status", "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "WorkloadSpread", "namespace": "default", "name": "web-spread",
+            "object": {
+                "apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+                "metadata": {"name": "web-spread", "namespace": "default", "resourceVersion": "41"},
+                "spec": workloadspread_spec(),
+                "status": {"versionedSubsetStatuses": {"versionIgnored": [
+                    {"name": "zone-a", "replicas": 0, "missingReplicas": 0, "creatingPods": {"web-0": NOW}},
+                    {"name": "zone-b", "replicas": 0, "missingReplicas": -1},
+                ]}},
+            },
+        }])
+    );
+    // Called again on what it admitted: the subset is not given twice, nothing recorded again.
+    assert_idempotent(&cluster, &[], pod);
+    assert_eq!(decided(&cluster, &[], pod)["writes"], json!([]));
+    // A dry-run request: no patch from the step, no write.
+    let mut dry = review(&cloneset_pod());
+    dry["request"]["dryRun"] = json!(true);
+    let lines = dry_run(&cluster, &[], &dry);
+    assert_eq!(lines[0]["writes"], json!([]));
+    assert!(
+        lines[0]["object"]["metadata"]["annotations"].get("apps.kruise.io/matched-workloadspread").is_none()
+    );
+}
+
+/// The WorkloadSpread's spec as the folder has it.
+fn workloadspread_spec() -> Value {
+    let objects = kruise_admission::cluster::files::read_documents(WORKLOADSPREAD).unwrap();
+    objects[0]["spec"].clone()
+}

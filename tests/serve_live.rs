@@ -194,8 +194,10 @@ async fn live_mode_is_unready_until_synced_and_decides_from_the_api_server() {
         "kruise_admission_cluster_watch_relists_total{kind=\"ConfigMap\"} 0",
         // Lookups (delete protection, CloneSet pods) ask the API server, not a folder.
         "kruise_admission_lookup_source{source=\"api-server\"} 1",
-        // The stand-in serves no PodUnavailableBudgets: /mutate-pod's related-pub step says it is skipped.
+        // The stand-in serves no PodUnavailableBudgets nor WorkloadSpreads: /mutate-pod's
+        // related-pub and WorkloadSpread steps say they are skipped.
         "kruise_admission_pod_step_skipped{step=\"related-pub\"} 1",
+        "kruise_admission_pod_step_skipped{step=\"workloadspread\"} 1",
         // Nor PersistentPodStates or PodProbeMarkers: steps 6 and 7b.
         "kruise_admission_pod_step_skipped{step=\"persistent-pod-state\"} 1",
         "kruise_admission_pod_step_skipped{step=\"pod-probe-marker\"} 1",
@@ -498,4 +500,62 @@ async fn live_mode_annotates_the_related_pub_from_the_watches() {
         metrics.contains("kruise_admission_cluster_watch_synced{kind=\"PodUnavailableBudget\"} 1"),
         "{metrics}"
     );
+}
+
+/// Where WorkloadSpreads are served, `/mutate-pod` gives a Job's pod the subset of the
+/// WorkloadSpread that targets the Job, read from the watches; the Job itself is watched too (a
+/// WorkloadSpread of the namespace that targets another workload reads it, and Kruise fails the
+/// request when it does not exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_mode_spreads_pods_from_the_watched_workloadspreads_and_jobs() {
+    let api = FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await;
+    seed(&api);
+    api.apply(json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "batch-1", "namespace": "shop", "uid": "j1"}, "spec": {"parallelism": 2, "template": {}}}));
+    let spread = |name: &str, target: Value| {
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+            "metadata": {"name": name, "namespace": "shop", "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"targetRef": target, "subsets": [{"name": "spot", "tolerations": [{"key": "spot", "operator": "Exists"}]}]}})
+    };
+    api.apply(spread(
+        "a-other",
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "other"}),
+    ));
+    let server = TestServer::start_with(|c| c.live = Some(live_source(&api, Duration::from_secs(60)))).await;
+    wait_for("readiness after the sync", Duration::from_secs(5), async || {
+        readyz(&server).await.0 == StatusCode::OK
+    })
+    .await;
+    let client = server.client();
+    let job_pod = |uid: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "shop", "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-1-x", "namespace": "shop",
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "batch-1", "uid": "j1", "controller": true}]},
+                "spec": {"containers": [{"name": "app", "image": "busybox"}]}}}})
+        .to_string()
+    };
+    let matched = |reply: &Value| -> bool {
+        reply["response"]["patch"].as_str().is_some_and(|patch| {
+            let ops = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
+            String::from_utf8_lossy(&ops).contains("matched-workloadspread")
+        })
+    };
+    // The Job is read (and found): no WorkloadSpread targets it, the pod is allowed unchanged.
+    let reply = client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", job_pod("w1")).await.json();
+    assert_eq!(reply["response"]["allowed"], json!(true), "{reply}");
+    assert!(!matched(&reply), "{reply}");
+    api.apply(spread("b-job", json!({"apiVersion": "batch/v1", "kind": "Job", "name": "batch-1"})));
+    wait_for("the WorkloadSpread to reach the snapshot", Duration::from_secs(1), async || {
+        matched(&client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", job_pod("w2")).await.json())
+    })
+    .await;
+    let (_, metrics) = http_get(server.metrics, "/metrics").await;
+    for kind in ["WorkloadSpread", "Job"] {
+        let line = format!("kruise_admission_cluster_watch_synced{{kind=\"{kind}\"}} 1");
+        assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+    }
+    server.stop().await.unwrap();
 }

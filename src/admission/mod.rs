@@ -5,6 +5,7 @@ pub mod agreement;
 pub mod daemon;
 pub mod draft;
 pub mod feature_gates;
+pub mod generated;
 pub mod injection;
 pub mod inplace;
 pub mod patch;
@@ -19,6 +20,7 @@ pub mod route;
 pub mod shadow;
 pub mod sidecarset_rules;
 pub mod webhooks;
+pub mod workload_spread;
 pub mod writes;
 
 use time::OffsetDateTime;

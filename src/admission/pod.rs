@@ -3,9 +3,9 @@
 //!
 //! Kruise's handler (`pkg/webhook/pod/mutating/pod_create_update_handler.go`) runs seven steps on
 //! one Pod, each seeing what the previous ones changed; [`mutate`] lists them once, in that order,
-//! each a function of (request, pod as the previous steps left it, inputs). Steps that write status
-//! (WorkloadSpread, PodUnavailableBudget) will also return the writes they intend, for the edge to
-//! make. Our own DaemonSet-style stamp runs after Kruise's steps.
+//! each a function of (request, pod as the previous steps left it, inputs). WorkloadSpread also
+//! returns the status write it intends, for the edge to make. Our own DaemonSet-style stamp runs
+//! after Kruise's steps.
 
 pub mod enhanced_liveness;
 pub mod launch_priority;
@@ -22,7 +22,7 @@ use super::draft::{Draft, Node};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
 use super::sidecarset_rules::selector;
 use super::writes::Effects;
-use super::{Inputs, daemon, injection};
+use super::{Inputs, daemon, injection, workload_spread};
 use crate::api::meta::LabelSelector;
 use crate::api::tree::Json;
 use crate::cluster::controller_finder::group_of;
@@ -44,10 +44,38 @@ pub fn mutate<'a>(
     let mut warnings = Vec::new();
     // 1. The KruisePodReady readiness gate (injectPodReadinessGate).
     readiness_gate::inject(pod, inputs)?;
-    // 2. WorkloadSpread (workloadSpreadMutatingPod): not implemented yet; its gate is accepted, with no effect.
+    // 2. WorkloadSpread (workloadSpreadMutatingPod): a subset's patch and the status write that
+    //    records the pod in it.
+    let spread = workload_spread::assign(request, pod, inputs)?;
+    let writes = spread.write.into_iter().collect();
+    if !spread.patched {
+        // The usual case: steps 3 and on read the request's pod, which steps 1 and 2 left as it
+        // was in all they read.
+        later_steps(request, original, pod, inputs, &mut warnings)?;
+        return Ok(Effects { warnings, writes });
+    }
+    // Step 2 may have changed labels, annotations and containers, which SidecarSet injection reads
+    // from the pod it is given: it is given the pod as step 2 left it, and what they all change is
+    // then owned (a copy only for the pods a WorkloadSpread patched).
+    let staged = std::mem::replace(pod, Draft::Same(original)).into_json();
+    let mut draft = Draft::Same(&staged);
+    later_steps(request, &staged, &mut draft, inputs, &mut warnings)?;
+    *pod = Draft::New(draft.into_json().into_owned());
+    Ok(Effects { warnings, writes })
+}
+
+/// Steps 3 to 7 and ours, on `pod`, the draft of `current` (the pod as steps 1 and 2 left it, in
+/// all that these steps read before changing it).
+fn later_steps<'a>(
+    request: &AdmissionRequest,
+    current: &'a Json<'a>,
+    pod: &mut Draft<'a>,
+    inputs: &Inputs<'a>,
+    warnings: &mut Vec<String>,
+) -> Result<(), AdmissionError> {
     // 3. SidecarSet injection (sidecarsetMutatingPod). It reads the pod's labels, annotations and
-    //    containers from the request: step 1 changes none of them (step 2 will, and must be read from the draft).
-    injection::inject(request, original, pod, inputs, &mut warnings)?;
+    //    containers from `current`.
+    injection::inject(request, current, pod, inputs, warnings)?;
     // 4. Container launch priority (containerLaunchPriorityInitialization), after injection so
     //    that sidecars take part.
     launch_priority::initialize(pod, inputs)?;
@@ -62,8 +90,7 @@ pub fn mutate<'a>(
     enhanced_liveness::backup(request, pod, inputs)?;
     probe_marker::annotate(request, pod, inputs)?;
     // Ours: DaemonSet-style node pinning and tolerations.
-    daemon::stamp(pod, inputs, &mut warnings)?;
-    Ok(Effects { warnings, writes: Vec::new() })
+    daemon::stamp(pod, inputs, warnings)
 }
 
 /// A Pod is an object whose `metadata` (if present) and `spec` are objects. Anything else cannot
@@ -86,13 +113,13 @@ fn check_is_pod(pod: &Json<'_>) -> Result<(), AdmissionError> {
 
 /// The pod's controller reference (`metav1.GetControllerOf`: the first owner reference with
 /// `controller: true`), as the pod stands after the previous steps. Missing strings read as empty.
-struct OwnerRef<'d> {
-    api_version: &'d str,
-    kind: &'d str,
-    name: &'d str,
+pub(crate) struct OwnerRef<'d> {
+    pub api_version: &'d str,
+    pub kind: &'d str,
+    pub name: &'d str,
 }
 
-fn controller_ref<'d>(pod: &'d Draft<'_>) -> Option<OwnerRef<'d>> {
+pub(crate) fn controller_ref<'d>(pod: &'d Draft<'_>) -> Option<OwnerRef<'d>> {
     let owners = Node::Draft(pod).get("metadata")?.get("ownerReferences")?.items();
     let controller = owners
         .into_iter()

@@ -10,17 +10,17 @@ use super::Inputs;
 use super::feature_gates::Gate;
 use super::pub_budget::{self, pod_change};
 use super::review::{AdmissionError, AdmissionRequest, Operation};
+use super::workload_spread;
 use super::writes::{self, Effects};
 use crate::api::tree::Json;
 use crate::cluster::Query;
 
 /// The lookups [`validate`] reads: the pod an eviction names, when the budget check runs.
 pub fn queries(request: &AdmissionRequest, inputs: &Inputs) -> Vec<Query> {
-    if is_eviction(request) && inputs.settings.gates.enabled(Gate::PodUnavailableBudgetDeleteGate) {
-        vec![evicted_pod(request)]
-    } else {
-        Vec::new()
-    }
+    let gates = &inputs.settings.gates;
+    let reads_pod =
+        gates.enabled(Gate::WorkloadSpread) || gates.enabled(Gate::PodUnavailableBudgetDeleteGate);
+    if is_eviction(request) && reads_pod { vec![evicted_pod(request)] } else { Vec::new() }
 }
 
 /// Kruise's `validatingPodFn`: UPDATE under `PodUnavailableBudgetUpdateGate` (off by default),
@@ -35,10 +35,13 @@ pub fn validate(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, 
         }
         Operation::Delete | Operation::Create => {
             let mut effects = Effects::default();
-            // WorkloadSpread deletion accounting goes here: Kruise's `workloadSpreadValidatingPod`
-            // (gate `WorkloadSpread`) runs before the budget on DELETE and eviction. Its refusal
-            // ends the decision; its writes join the budget's below, so that a budget refusal
-            // (an `Err`) drops them too (docs/differences.md).
+            // WorkloadSpread's deletion accounting (`workloadSpreadValidatingPod`, gate
+            // `WorkloadSpread`) runs before the budget on DELETE and eviction. Its error ends the
+            // decision; its write joins the budget's below, so that a budget refusal (an `Err`)
+            // drops it too (docs/differences.md).
+            if gates.enabled(Gate::WorkloadSpread) {
+                effects.writes.extend(spread_removal(request, inputs)?);
+            }
             if gates.enabled(Gate::PodUnavailableBudgetDeleteGate) {
                 let budget = check_removal(request, inputs)?;
                 effects.warnings.extend(budget.warnings);
@@ -88,6 +91,29 @@ fn check_removal(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects,
             pub_budget::check(&Json::from(&**pod), pub_budget::Operation::Evict, dry_run, inputs)
         }
         _ => Ok(Effects::default()),
+    }
+}
+
+/// WorkloadSpread's record of a DELETE of the pod itself (the old object) or of an eviction (the pod
+/// read by lookup, dry run or not, as Kruise reads it).
+fn spread_removal(
+    request: &AdmissionRequest,
+    inputs: &Inputs,
+) -> Result<Option<writes::StatusWrite>, AdmissionError> {
+    match request.operation {
+        Operation::Delete if request.sub_resource.is_empty() => {
+            let pod = request.old_object.as_ref().ok_or_else(no_content)?;
+            workload_spread::deletion(request, pod, inputs)
+        }
+        Operation::Create if is_eviction(request) => {
+            request.object.as_ref().ok_or_else(no_content)?;
+            let found = inputs.answers.get(&evicted_pod(request)).map_err(AdmissionError::BadRequest)?;
+            let pod = found
+                .first()
+                .ok_or_else(|| AdmissionError::BadRequest(format!("pods \"{}\" not found", request.name)))?;
+            workload_spread::deletion(request, &Json::from(&**pod), inputs)
+        }
+        _ => Ok(None),
     }
 }
 
@@ -311,7 +337,46 @@ mod tests {
         assert_eq!(decide(delete(Value::Null), cluster(), &[]).unwrap(), Effects::default());
         let off = [(Gate::PodUnavailableBudgetDeleteGate, false)];
         assert_eq!(decide(delete(pod("p1")), cluster(), &off).unwrap(), Effects::default());
-        assert_eq!(decide(eviction(false), cluster(), &off).unwrap(), Effects::default());
+        // WorkloadSpread's step (on by default) reads the evicted pod first, as Kruise's does.
+        let err = decide(eviction(false), cluster(), &off).unwrap_err();
+        assert_eq!(err, AdmissionError::BadRequest("pods \"p1\" not found".into()));
+        let both_off = [(Gate::PodUnavailableBudgetDeleteGate, false), (Gate::WorkloadSpread, false)];
+        assert_eq!(decide(eviction(false), cluster(), &both_off).unwrap(), Effects::default());
+    }
+
+    #[test]
+    fn workloadspread_records_the_deletion_before_the_budget_decides() {
+        let spread = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+            "metadata": {"name": "spread", "namespace": "shop", "resourceVersion": "3"},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "subsets": [{"name": "a", "maxReplicas": 2}, {"name": "b"}]},
+            "status": {"versionedSubsetStatuses": {"versionIgnored": [{"name": "a", "missingReplicas": 0}, {"name": "b", "missingReplicas": -1}]}}});
+        let mut spread_pod = pod("p1");
+        spread_pod["metadata"]["annotations"]["apps.kruise.io/matched-workloadspread"] =
+            json!(r#"{"name":"spread","subset":"a"}"#);
+        spread_pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "r", "controller": true}]);
+        let recorded = |effects: &Effects| -> Vec<String> {
+            effects.writes.iter().map(|w| w.target.kind.clone()).collect()
+        };
+        // Both record: the WorkloadSpread first, then the budget.
+        let effects =
+            decide(delete(spread_pod.clone()), vec![spread.clone(), budget(1, json!({}))], &[]).unwrap();
+        assert_eq!(recorded(&effects), ["WorkloadSpread", "PodUnavailableBudget"]);
+        assert_eq!(
+            effects.writes[0].object["status"]["versionedSubsetStatuses"]["versionIgnored"][0]["deletingPods"],
+            json!({"p1": NOW})
+        );
+        // An eviction reads the pod by lookup.
+        let mut cluster = vec![spread.clone(), budget(1, json!({})), spread_pod.clone()];
+        let effects = decide(eviction(false), cluster.clone(), &[]).unwrap();
+        assert_eq!(recorded(&effects), ["WorkloadSpread", "PodUnavailableBudget"]);
+        // A budget with nothing left refuses, and the WorkloadSpread's record goes with the refusal.
+        cluster[1] = budget(0, json!({}));
+        assert!(matches!(decide(eviction(false), cluster.clone(), &[]), Err(AdmissionError::Forbidden(_))));
+        // The gate off: only the budget.
+        cluster[1] = budget(1, json!({}));
+        let effects = decide(eviction(false), cluster, &[(Gate::WorkloadSpread, false)]).unwrap();
+        assert_eq!(recorded(&effects), ["PodUnavailableBudget"]);
     }
 
     #[test]

@@ -45,8 +45,10 @@ pub struct StatusWrite {
 pub enum OnFailure {
     /// PodUnavailableBudget: the request is refused (403), naming the budget.
     Deny,
-    /// WorkloadSpread: the webhook errs (500).
+    /// WorkloadSpread on `/mutate-pod`: the webhook errs (500).
     Internal,
+    /// WorkloadSpread on `/validate-pod`, whose handler answers every error with 400.
+    BadRequest,
 }
 
 impl StatusWrite {
@@ -58,6 +60,7 @@ impl StatusWrite {
         match self.on_failure {
             OnFailure::Deny => AdmissionError::Forbidden(message),
             OnFailure::Internal => AdmissionError::Internal(message),
+            OnFailure::BadRequest => AdmissionError::BadRequest(message),
         }
     }
 

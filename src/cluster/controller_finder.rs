@@ -252,7 +252,7 @@ fn whitelist(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 /// `encoding/json`'s field match: the exact key, else one that differs only in case.
-fn field<'v>(object: &'v serde_json::Map<String, Value>, name: &str) -> Option<&'v Value> {
+pub fn field<'v>(object: &'v serde_json::Map<String, Value>, name: &str) -> Option<&'v Value> {
     object.get(name).or_else(|| object.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
 }
 

@@ -3,9 +3,10 @@
 //! requests the server makes (and nothing else):
 //!
 //! - `live-cluster` (`--cluster-mode=live`, `cluster::live`): list + watch of SidecarSets and
-//!   Namespaces (cluster-wide), and of PodUnavailableBudgets, Deployments, ReplicaSets, both
-//!   StatefulSets and CloneSets (the related-pub step and its controller finder), of
-//!   PersistentPodStates and PodProbeMarkers (steps 6 and 7); the live lookups: list pods and PVCs of a Namespace whose `Cascading`
+//!   Namespaces (cluster-wide), and of PodUnavailableBudgets, WorkloadSpreads, Deployments,
+//!   ReplicaSets, both StatefulSets, CloneSets and Jobs (the related-pub and WorkloadSpread steps and
+//!   the workloads they read), of PersistentPodStates and PodProbeMarkers (steps 6 and 7); the live
+//!   lookups: list pods and PVCs of a Namespace whose `Cascading`
 //!   deletion is checked, get a pod by name (CloneSet `podsToDelete`, the pod an eviction names), and list the custom
 //!   resources of a CRD being deleted through an aggregated ClusterRole the operator extends per
 //!   CRD (so the server never holds `list` on `*`). Pods and PVCs are read across namespaces by
@@ -187,11 +188,13 @@ fn live_cluster_objects(target: &Target, options: &RbacOptions) -> Vec<Value> {
                 // so no name to restrict to.
                 { "apiGroups": ["apps.kruise.io"], "resources": ["sidecarsets"], "verbs": watch },
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": watch },
-                // /mutate-pod's kruise.io/related-pub step: every PodUnavailableBudget, and the
-                // workloads Kruise's controller finder reads to match a PUB's targetRef.
+                // /mutate-pod's kruise.io/related-pub and WorkloadSpread steps: every
+                // PodUnavailableBudget and WorkloadSpread, and the workloads they read to match a
+                // targetRef (Jobs: WorkloadSpread only).
                 { "apiGroups": ["policy.kruise.io"], "resources": ["podunavailablebudgets"], "verbs": watch },
                 { "apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": watch },
-                { "apiGroups": ["apps.kruise.io"], "resources": ["clonesets", "statefulsets"], "verbs": watch },
+                { "apiGroups": ["apps.kruise.io"], "resources": ["clonesets", "statefulsets", "workloadspreads"], "verbs": watch },
+                { "apiGroups": ["batch"], "resources": ["jobs"], "verbs": watch },
                 // /mutate-pod's PersistentPodState step and PodProbeMarker on serverless pods.
                 { "apiGroups": ["apps.kruise.io"], "resources": ["persistentpodstates", "podprobemarkers"], "verbs": watch },
                 // Live lookups (no watch, never cached): pods and PVCs of a Namespace whose Cascading

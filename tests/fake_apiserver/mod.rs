@@ -72,8 +72,9 @@ pub fn resources(kruise_versions: &[&'static str]) -> Vec<Resource> {
 }
 
 /// [`resources`] with Kruise's CloneSets at v1alpha1 and its other kinds at v1beta1, plus what
-/// `/mutate-pod`'s related-pub step watches (PodUnavailableBudgets and the workloads Kruise's
-/// controller finder reads) and what steps 6 and 7 watch (PersistentPodStates, PodProbeMarkers).
+/// `/mutate-pod`'s related-pub and WorkloadSpread steps watch (PodUnavailableBudgets,
+/// WorkloadSpreads and the workloads they read) and what steps 6 and 7 watch (PersistentPodStates,
+/// PodProbeMarkers).
 pub fn resources_with_pubs() -> Vec<Resource> {
     let mut out = resources(&["v1alpha1", "v1beta1"]);
     let r = |group, versions, kind, plural, custom| Resource {
@@ -89,6 +90,8 @@ pub fn resources_with_pubs() -> Vec<Resource> {
     out.push(r("apps", vec!["v1"], "ReplicaSet", "replicasets", false));
     out.push(r("apps", vec!["v1"], "StatefulSet", "statefulsets", false));
     out.push(r("apps.kruise.io", vec!["v1beta1"], "StatefulSet", "statefulsets", true));
+    out.push(r("apps.kruise.io", vec!["v1alpha1"], "WorkloadSpread", "workloadspreads", true));
+    out.push(r("batch", vec!["v1"], "Job", "jobs", false));
     out.push(r("apps.kruise.io", vec!["v1alpha1"], "PersistentPodState", "persistentpodstates", true));
     out.push(r("apps.kruise.io", vec!["v1alpha1"], "PodProbeMarker", "podprobemarkers", true));
     out

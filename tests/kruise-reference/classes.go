@@ -79,7 +79,7 @@ var deviations = []deviation{
 		name: "eviction-dry-run-honoured",
 		doc:  "**An eviction's own dry run is honoured.**",
 		matches: func(c *Case, kruise, ours Outcome) bool {
-			return c.Family == "validate-pod" && c.Request.SubResource == "eviction" && evictionIsDryRun(c.Request) &&
+			return (c.Family == "validate-pod" || c.Family == "workloadspread-deletion") && c.Request.SubResource == "eviction" && evictionIsDryRun(c.Request) &&
 				decisionDifference(kruise, ours, "") == "" && len(kruise.Writes) > 0 && len(ours.Writes) == 0
 		},
 	},

@@ -93,6 +93,21 @@ func families() []family {
 		{"statefulset", genStatefulSetCase, map[string]string{"InPlaceOnly": "InPlaceOnly"}},
 		{"daemonset", genDaemonSetCase, map[string]string{"InPlaceIfPossible": "InPlaceIfPossible", "surge": "maxSurge"}},
 		{"protection", genProtectionCase, nil},
+		{"workloadspread", genWorkloadSpreadCase, map[string]string{
+			"matched-workloadspread annotation": "apps.kruise.io/matched-workloadspread",
+			"subset patched":                    "workloadspread.example/patched",
+			"subset toleration":                 "zone-taint",
+			"required node term":                "topology.kubernetes.io/zone",
+			"preferred node term":               "node.example/pool",
+			"sidecar after the patch":           `"name":"zone-agent"`,
+			"generateName pod recorded by uid":  `\"uid\":`,
+			"creatingPods written":              "creatingPods",
+		}},
+		{"workloadspread-deletion", genWorkloadSpreadDeletionCase, map[string]string{
+			"deletingPods written":      "deletingPods",
+			"eviction of a missing pod": `" not found`,
+			"replicas path missing":     "not exists",
+		}},
 		{"stamp", genStampCase, map[string]string{"pinned": "metadata.name", "readiness gate": "KruisePodReady"}},
 		{"validate-pod", genValidatePodCase, map[string]string{
 			"allow":                     "answer: allowed",

@@ -132,11 +132,12 @@ func normaliseClock(v any, now time.Time) any {
 	return v
 }
 
-// normaliseWrites is writes with the clock's timestamps normalised (see normaliseClock).
+// normaliseWrites is writes with the clock's timestamps (see normaliseClock) and generated UUIDs
+// (see normaliseGeneratedUIDs) normalised.
 func normaliseWrites(writes []Write, now time.Time) []Write {
 	out := make([]Write, 0, len(writes))
 	for _, w := range writes {
-		w.Status = normaliseClock(w.Status, now)
+		w.Status = normaliseGeneratedUIDs(normaliseClock(w.Status, now))
 		out = append(out, w)
 	}
 	return out

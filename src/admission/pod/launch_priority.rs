@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::admission::draft::{Draft, Node};
 use crate::admission::injection::object_mut;
 use crate::admission::review::AdmissionError;
-use crate::admission::{Inputs, Random};
+use crate::admission::{Inputs, Random, generated};
 use crate::api::field_errors::go_quote;
 use crate::api::tree::Json;
 
@@ -22,12 +22,6 @@ pub const ORDERED: &str = "Ordered";
 pub const PRIORITY_ENV: &str = "KRUISE_CONTAINER_PRIORITY";
 /// The env this step adds.
 pub const BARRIER_ENV: &str = "KRUISE_CONTAINER_BARRIER";
-
-/// The characters of a generated name's suffix (apimachinery `util/rand`: no vowels), its length,
-/// and the longest base kept (apiserver `storage/names.SimpleNameGenerator`).
-const NAME_SUFFIX_CHARS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
-const NAME_SUFFIX_LEN: usize = 5;
-const MAX_GENERATED_BASE: usize = 63 - NAME_SUFFIX_LEN;
 
 /// With annotation `apps.kruise.io/container-launch-priority: Ordered`, container `i` gets
 /// priority `-i`; otherwise each container's last `KRUISE_CONTAINER_PRIORITY` env is its priority
@@ -107,27 +101,9 @@ fn pod_name(pod: &mut Draft<'_>, random: &dyn Random) -> Result<String, Admissio
     if !name.is_empty() || base.is_empty() {
         return Ok(name.to_owned());
     }
-    let generated = generate_name(base, random);
+    let generated = generated::name(base, random);
     object_mut(pod, "metadata", "the pod")?.insert("name", Draft::New(Json::from(generated.clone())));
     Ok(generated)
-}
-
-/// `SimpleNameGenerator.GenerateName`. Go cuts the base at a byte; a character cut in two is
-/// written as one U+FFFD per byte left, as Go's JSON encoder writes those bytes.
-fn generate_name(base: &str, random: &dyn Random) -> String {
-    let mut name = String::with_capacity(MAX_GENERATED_BASE + NAME_SUFFIX_LEN);
-    if base.len() <= MAX_GENERATED_BASE {
-        name.push_str(base);
-    } else {
-        let cut = (0..=MAX_GENERATED_BASE).rev().find(|i| base.is_char_boundary(*i)).unwrap_or(0);
-        name.push_str(&base[..cut]);
-        name.extend(std::iter::repeat_n('\u{fffd}', MAX_GENERATED_BASE - cut));
-    }
-    for _ in 0..NAME_SUFFIX_LEN {
-        let i = (random.uniform() * NAME_SUFFIX_CHARS.len() as f64) as usize;
-        name.push(NAME_SUFFIX_CHARS[i.min(NAME_SUFFIX_CHARS.len() - 1)] as char);
-    }
-    name
 }
 
 /// Go's `strconv.Atoi` on a 64-bit machine, with its error message.
@@ -165,8 +141,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::admission::Settings;
     use crate::admission::pod::tests::with_inputs;
-    use crate::admission::{SeededRandom, Settings};
 
     fn run(pod: &Value) -> Result<Value, AdmissionError> {
         let original = Json::from(pod.clone());
@@ -245,27 +221,12 @@ mod tests {
         let out = run(&pod).unwrap();
         let name = out["metadata"]["name"].as_str().unwrap();
         assert!(name.len() == 9 && name.starts_with("web-"), "{name}");
-        assert!(name[4..].bytes().all(|b| NAME_SUFFIX_CHARS.contains(&b)), "{name}");
+        assert!(name[4..].bytes().all(|b| generated::NAME_SUFFIX_CHARS.contains(&b)), "{name}");
         assert_eq!(envs(&out)[1], json!([barrier(name, "p_-1")]));
         assert_eq!(run(&out).unwrap(), out);
         // No name and no generateName: Kruise's ConfigMap name is "-barrier".
         let anonymous = json!({"metadata": {"annotations": {PRIORITY_ANNOTATION: "Ordered"}}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
         assert_eq!(envs(&run(&anonymous).unwrap())[0], json!([barrier("", "p_0")]));
-    }
-
-    #[test]
-    fn generated_names_are_cut_as_go_cuts_them() {
-        let random = SeededRandom::new(7);
-        let long = "a".repeat(70);
-        let name = generate_name(&long, &random);
-        assert_eq!(name.len(), 63);
-        assert!(name.starts_with(&"a".repeat(58)));
-        // 57 ASCII bytes then a 3-byte character: two of its bytes are cut off.
-        let cut = format!("{}€", "a".repeat(57));
-        let name = generate_name(&cut, &random);
-        assert_eq!(name.chars().filter(|c| *c == '\u{fffd}').count(), 1, "{name}");
-        let same = |seed| generate_name("x-", &SeededRandom::new(seed));
-        assert_eq!(same(1), same(1), "the seed decides the suffix");
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl LiveCluster {
     ) -> Result<LiveCluster, LiveError> {
         let sidecarset = discover_sidecarset(&client).await?;
         let client_for_probe = client.clone();
-        let (mut pod_step_specs, mut skipped_steps) = related_pub_specs(&client).await?;
+        let (mut pod_step_specs, mut skipped_steps) = pod_step_specs(&client).await?;
         for (kind, step, keep) in POD_STEP_KINDS {
             match served(&client, "apps.kruise.io", "v1alpha1", kind).await? {
                 Some(resource) => pod_step_specs.push(cluster_wide(&client, &resource, keep)),
@@ -444,28 +444,55 @@ fn namespace_labels_only(value: Value) -> Value {
 /// The `/mutate-pod` step that reads PodUnavailableBudgets (`kruise.io/related-pub`), as
 /// [`LiveStats::skipped_steps`] names it.
 pub const RELATED_PUB_STEP: &str = "related-pub";
+/// The `/mutate-pod` step that reads WorkloadSpreads (step 2).
+pub const WORKLOAD_SPREAD_STEP: &str = "workloadspread";
 
-/// The watches of `/mutate-pod`'s related-pub step: PodUnavailableBudgets and the workloads
-/// Kruise's controller finder reads (Deployments, ReplicaSets, both StatefulSets, CloneSets), kept
-/// as far as the finder reads them. Where PodUnavailableBudgets are not served, none of them is
-/// watched and the step is reported skipped (one WARN here, and the gauge), since without PUBs it
-/// annotates nothing. The watches are optional: a ClusterRole from before they existed leaves them
-/// empty (`kruise_admission_cluster_watch_unreadable`), it does not keep the server unready.
-async fn related_pub_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec<&'static str>), LiveError> {
+/// The watches of `/mutate-pod`'s steps that read Kruise's policies: PodUnavailableBudgets
+/// (related-pub) and WorkloadSpreads, and the workloads both read (Deployments, ReplicaSets, both
+/// StatefulSets, CloneSets; Jobs for WorkloadSpread), kept as far as the decisions read them. A
+/// policy kind the API server does not serve is not watched and its step is reported skipped (one
+/// WARN here, and the gauge), since without it the step does nothing. The watches are optional: a
+/// ClusterRole from before they existed leaves them empty (`kruise_admission_cluster_watch_unreadable`),
+/// it does not keep the server unready.
+async fn pod_step_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec<&'static str>), LiveError> {
     use crate::admission::pod::related_pub::{PUB_GROUP, PUB_KIND};
-    let Some(pub_resource) = served(client, PUB_GROUP, "v1alpha1", PUB_KIND).await? else {
-        tracing::warn!(
-            step = RELATED_PUB_STEP,
-            "the API server does not serve PodUnavailableBudgets ({PUB_GROUP}/v1alpha1): /mutate-pod's kruise.io/related-pub step is skipped"
-        );
-        return Ok((Vec::new(), vec![RELATED_PUB_STEP]));
-    };
-    let mut specs = vec![cluster_wide(client, &pub_resource, |v| Kept::Object(Arc::new(v)))];
-    for (group, version, kind, plural) in [
+    use crate::admission::workload_spread::{WS_GROUP, WS_KIND, WS_VERSION};
+    let mut specs = Vec::new();
+    let mut skipped = Vec::new();
+    let pubs = served(client, PUB_GROUP, "v1alpha1", PUB_KIND).await?;
+    match &pubs {
+        Some(resource) => specs.push(cluster_wide(client, resource, |v| Kept::Object(Arc::new(v)))),
+        None => {
+            tracing::warn!(
+                step = RELATED_PUB_STEP,
+                "the API server does not serve PodUnavailableBudgets ({PUB_GROUP}/v1alpha1): /mutate-pod's kruise.io/related-pub step is skipped"
+            );
+            skipped.push(RELATED_PUB_STEP);
+        }
+    }
+    let spreads = served(client, WS_GROUP, WS_VERSION, WS_KIND).await?;
+    match &spreads {
+        Some(resource) => specs.push(cluster_wide(client, resource, workload_spread_fields)),
+        None => {
+            tracing::warn!(
+                step = WORKLOAD_SPREAD_STEP,
+                "the API server does not serve WorkloadSpreads ({WS_GROUP}/{WS_VERSION}): /mutate-pod's WorkloadSpread step is skipped"
+            );
+            skipped.push(WORKLOAD_SPREAD_STEP);
+        }
+    }
+    if pubs.is_none() && spreads.is_none() {
+        return Ok((specs, skipped));
+    }
+    let mut workloads = vec![
         ("apps", "v1", "Deployment", "deployments"),
         ("apps", "v1", "ReplicaSet", "replicasets"),
         ("apps", "v1", "StatefulSet", "statefulsets"),
-    ] {
+    ];
+    if spreads.is_some() {
+        workloads.push(("batch", "v1", "Job", "jobs"));
+    }
+    for (group, version, kind, plural) in workloads {
         let resource = ApiResource::from_gvk_with_plural(&gvk(group, version, kind), plural);
         specs.push(cluster_wide(client, &resource, workload_fields_only));
     }
@@ -475,7 +502,7 @@ async fn related_pub_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec
             specs.push(cluster_wide(client, &resource, workload_fields_only));
         }
     }
-    Ok((specs, Vec::new()))
+    Ok((specs, skipped))
 }
 
 /// The `/mutate-pod` steps that read one kind of `apps.kruise.io/v1alpha1` each, as
@@ -495,7 +522,7 @@ const POD_STEP_KINDS: [(&str, &str, KeepFn); 2] = [
     ("PodProbeMarker", POD_PROBE_MARKER_STEP, probe_marker_fields_only),
 ];
 
-/// A cluster-wide, optional watch of `resource` (see [`related_pub_specs`]). Kruise's StatefulSet
+/// A cluster-wide, optional watch of `resource` (see [`pod_step_specs`]). Kruise's StatefulSet
 /// is named `StatefulSet.apps.kruise.io` in stats and messages, beside the `apps` one.
 fn cluster_wide(client: &kube::Client, resource: &ApiResource, keep: fn(Value) -> Kept) -> WatchSpec {
     let qualified = resource.group == "apps.kruise.io" && resource.kind == "StatefulSet";
@@ -531,9 +558,9 @@ async fn served(
     }
 }
 
-/// What the controller finder reads of a workload: its name, uid and owner references (a
-/// ReplicaSet's Deployment), `spec.replicas` and `spec.selector`. A Deployment's or CloneSet's pod
-/// template, often most of the object, is dropped.
+/// What the controller finder and WorkloadSpread read of a workload: its name, uid and owner
+/// references (a ReplicaSet's Deployment), `spec.replicas` (a Job's `spec.parallelism`) and
+/// `spec.selector`. A Deployment's or CloneSet's pod template, often most of the object, is dropped.
 fn workload_fields_only(value: Value) -> Kept {
     let meta = value.get("metadata");
     let mut kept_meta = serde_json::Map::new();
@@ -544,7 +571,7 @@ fn workload_fields_only(value: Value) -> Kept {
     }
     let spec = value.get("spec");
     let mut kept_spec = serde_json::Map::new();
-    for field in ["replicas", "selector"] {
+    for field in ["replicas", "parallelism", "selector"] {
         if let Some(v) = spec.and_then(|s| s.get(field)) {
             kept_spec.insert(field.into(), v.clone());
         }
@@ -597,6 +624,17 @@ fn probe_marker_fields_only(value: Value) -> Kept {
         "metadata": pick_members(value.get("metadata"), &["name", "namespace"]),
         "spec": spec,
     })))
+}
+
+/// A WorkloadSpread as its decisions read and write it: whole but for what the API server keeps
+/// beside the object (managed fields, annotations such as kubectl's last applied configuration).
+/// The status write sends it back: the API server takes only its status and resourceVersion.
+fn workload_spread_fields(mut value: Value) -> Kept {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        meta.remove("annotations");
+    }
+    Kept::Object(Arc::new(value))
 }
 
 /// The SidecarSet resource the cluster serves: v1beta1 when available (Kruise 1.8+), else v1alpha1.
