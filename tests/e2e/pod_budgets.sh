@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# PodUnavailableBudget accounting across two replicas of ours behind one URL (sourced by run.sh).
+# PodUnavailableBudget and WorkloadSpread accounting across two replicas of ours behind one URL
+# (sourced by run.sh).
 #
 # Kruise's PodUnavailableBudget CRD (from the Kruise module pinned in tests/e2e/kruise-manager/) is
 # installed, and two more replicas of ours start (live mode, the same Secret), behind an HTTPS
@@ -11,12 +12,17 @@
 # replicas decided some and hit conflicts they resolved by reading again.
 # The PUB's status is written here as Kruise's PUB controller computes it for 100 ready Pods
 # (kruise-manager itself is not running in this cluster; migration.sh runs it).
+# Then a WorkloadSpread over a CloneSet (subsets of at most 20 and 30 Pods, and one without a limit)
+# and 100 Pods of that CloneSet created at once (create_storm.py): no subset overfilled, and the
+# WorkloadSpread's creatingPods hold each Pod once, in its subset.
 
 say "pod budgets: two replicas behind one round-robin address, 200 evictions and deletes"
 KRUISE_SRC=$(cd "$E2E/kruise-manager" && go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
 [ -d "$KRUISE_SRC/config/crd/bases" ] || die "no Kruise module source at $KRUISE_SRC"
-kc apply --server-side -f "$KRUISE_SRC/config/crd/bases/policy.kruise.io_podunavailablebudgets.yaml" >/dev/null
+kc apply --server-side -f "$KRUISE_SRC/config/crd/bases/policy.kruise.io_podunavailablebudgets.yaml" \
+    -f "$KRUISE_SRC/config/crd/bases/apps.kruise.io_workloadspreads.yaml" >/dev/null
 established podunavailablebudgets.policy.kruise.io || die "Kruise's PodUnavailableBudget CRD not established"
+established workloadspreads.apps.kruise.io || die "Kruise's WorkloadSpread CRD not established"
 
 BUDGET_PORTS=() BUDGET_METRICS=() BUDGET_PIDS=()
 for replica in a b; do
@@ -121,6 +127,58 @@ for i in "${!BUDGET_METRICS[@]}"; do
 done
 check budget-two-replicas "both replicas decided; 10 budget writes in all, conflicts resolved by reading again ($(IFS=';'; echo "${per_replica[*]}"))" \
     "$(IFS=';'; echo "${per_replica[*]}")" eval '[ "$deciders" = 2 ] && [ "$written" = 10 ] && [ "$conflicts" -gt 0 ]'
+
+# --- WorkloadSpread: 100 creates at once, subsets with maxReplicas --------------------------------
+say "workload spread: 100 Pods of one CloneSet created at once through both replicas"
+kc -n budgets create -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: spread}
+spec:
+  replicas: 100
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
+    spec: {containers: [{name: app, image: "nginx:1.25"}]}
+---
+apiVersion: apps.kruise.io/v1alpha1
+kind: WorkloadSpread
+metadata: {name: spread}
+spec:
+  targetRef: {apiVersion: apps.kruise.io/v1alpha1, kind: CloneSet, name: spread}
+  subsets:
+  - {name: zone-a, maxReplicas: 20, tolerations: [{key: zone, operator: Equal, value: a, effect: NoSchedule}]}
+  - {name: zone-b, maxReplicas: 30}
+  - {name: zone-c}
+YAML
+spread_cached() {
+    local metrics
+    for metrics in "${BUDGET_METRICS[@]}"; do
+        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="WorkloadSpread.apps.kruise.io"} 1' || return 1
+        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="CloneSet.apps.kruise.io"} 1' || return 1
+    done
+}
+wait_for 30 spread_cached || fail spread-cached "the replicas did not cache the WorkloadSpread and its CloneSet within 30 s"
+uid=$(kc -n budgets get cloneset spread -o jsonpath='{.metadata.uid}')
+jq -nc --arg uid "$uid" '{apiVersion: "v1", kind: "Pod",
+    metadata: {generateName: "spread-", labels: {app: "spread"},
+        ownerReferences: [{apiVersion: "apps.kruise.io/v1alpha1", kind: "CloneSet", name: "spread", uid: $uid, controller: true}]},
+    spec: {containers: [{name: "app", image: "nginx:1.25"}]}}' >"$WORK/spread-pod.json"
+"$PYTHON" "$E2E/create_storm.py" "https://127.0.0.1:$APISERVER_PORT" "$ADMIN_TOKEN" "$WORK/apiserver-tls/ca.crt" \
+    budgets "$WORK/spread-pod.json" 100 "$WORK/spread-storm.json"
+per_subset=$(jq -c '[.[] | select(.status == 201) | .annotations["apps.kruise.io/matched-workloadspread"] // "none" | fromjson? // {Subset: "none"} | .Subset]
+    | group_by(.) | map({(.[0]): length}) | add' "$WORK/spread-storm.json")
+created=$(jq '[.[] | select(.status == 201)] | length' "$WORK/spread-storm.json")
+failed=$(jq -c '[.[] | select(.status != 201) | .message] | .[:3]' "$WORK/spread-storm.json")
+check spread-no-overfill "all 100 Pods created and spread without overfilling a subset: $per_subset (zone-a at most 20, zone-b at most 30)" \
+    "$created of 100 created ($failed); per subset $per_subset" \
+    eval '[ "$created" = 100 ] && [ "$(jq ".\"zone-a\" // 0" <<<"$per_subset")" -le 20 ] && [ "$(jq ".\"zone-b\" // 0" <<<"$per_subset")" -le 30 ]
+        && [ "$(jq "[.[]] | add" <<<"$per_subset")" = 100 ] && [ "$(jq ".none // 0" <<<"$per_subset")" = 0 ]'
+# The WorkloadSpread's status records each Pod once, in the subset it went to.
+recorded=$(kc -n budgets get workloadspread spread -o json | jq -c '[.status.subsetStatuses[]? | {(.name): (.creatingPods // {} | length)}] | add')
+check spread-status "the WorkloadSpread's creatingPods match the Pods per subset: $recorded" \
+    "creatingPods per subset $recorded, Pods per subset $per_subset" \
+    eval '[ "$(jq -S . <<<"$recorded")" = "$(jq -S . <<<"$per_subset")" ]'
 
 point_webhook mutatingwebhookconfiguration mpod.kb.io "https://localhost:$WEBHOOK_PORT/mutate-pod"
 point_webhook validatingwebhookconfiguration vpod.kb.io "https://localhost:$WEBHOOK_PORT/validate-pod"
