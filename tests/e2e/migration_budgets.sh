@@ -84,3 +84,8 @@ if wait_for 60 eval '[ "$(now_status)" = "$settled" ]'; then
 else
     fail migration-budget-steady "the budget did not settle at $settled within 60 s: $(pub_status)"
 fi
+if out=$(run_doc 'kubectl get podunavailablebudgets -A' 2>&1) && grep -q 'mig-budget' <<<"$out"; then
+    pass migration-budget-watch "the step's status commands ran as written: $(grep mig-budget <<<"$out" | head -2 | tr -s ' ' | paste -sd';')"
+else
+    fail migration-budget-watch "$out"
+fi
