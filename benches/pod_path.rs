@@ -101,15 +101,22 @@ fn pod_path(c: &mut Criterion) {
     assert!(allowed && patched > 0 && writes == 1, "every step fires and the WorkloadSpread write is built");
     let (allowed, patched, writes) = decide(mutate, &create, &empty);
     // Only the readiness gate (the pod's controller is a CloneSet) and no write.
-    assert!(allowed && patched == 1 && writes == 0, "the floor adds the readiness gate only: {patched} {writes}");
+    assert!(
+        allowed && patched == 1 && writes == 0,
+        "the floor adds the readiness gate only: {patched} {writes}"
+    );
 
-    let mutated = webhooks::run_offline(mutate, &create, &Inputs {
-        cluster: &full,
-        answers: &Answers::default(),
-        clock: &FixedClock(datetime!(2026-12-07 10:00 UTC)),
-        random: &SeededRandom::new(1),
-        settings: &Settings::default(),
-    })
+    let mutated = webhooks::run_offline(
+        mutate,
+        &create,
+        &Inputs {
+            cluster: &full,
+            answers: &Answers::default(),
+            clock: &FixedClock(datetime!(2026-12-07 10:00 UTC)),
+            random: &SeededRandom::new(1),
+            settings: &Settings::default(),
+        },
+    )
     .mutated
     .expect("the mutated pod");
     let mut with_pod = cluster(&pod);
@@ -118,7 +125,10 @@ fn pod_path(c: &mut Criterion) {
     let evict = eviction();
     let validate = webhook("/validate-pod");
     let (allowed, _, writes) = decide(validate, &evict, &evict_cluster);
-    assert!(allowed && writes == 2, "the eviction is allowed and writes the WorkloadSpread and the budget: {allowed} {writes}");
+    assert!(
+        allowed && writes == 2,
+        "the eviction is allowed and writes the WorkloadSpread and the budget: {allowed} {writes}"
+    );
 
     let mut group = c.benchmark_group("pod-path");
     group.bench_function("mutate-pod/floor (empty cluster)", |b| {

@@ -163,7 +163,16 @@ pub(crate) mod tests {
 
     /// Run `f` with an empty cluster, the epoch, seed 0 and `settings`.
     pub(crate) fn with_inputs<R>(settings: &Settings, f: impl FnOnce(&Inputs) -> R) -> R {
-        let (cluster, answers) = (Snapshot::default(), Answers::default());
+        with_cluster(Vec::new(), settings, f)
+    }
+
+    /// Run `f` with a cluster of `objects`, the epoch, seed 0 and `settings`.
+    pub(crate) fn with_cluster<R>(
+        objects: Vec<serde_json::Value>,
+        settings: &Settings,
+        f: impl FnOnce(&Inputs) -> R,
+    ) -> R {
+        let (cluster, answers) = (Snapshot::from_objects(objects), Answers::default());
         let (clock, random) = (FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
         f(&Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings })
     }

@@ -168,12 +168,12 @@ fn node_affinity(spec: &Value, labels: &Map<String, Value>) -> (Vec<(String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Settings;
     use crate::admission::feature_gates::FeatureGates;
+    use crate::admission::pod::tests::with_cluster;
     use crate::admission::review::decode_review;
-    use crate::admission::{FixedClock, SeededRandom, Settings};
     use crate::cluster::controller_finder::STATEFULSET_LIKE_WHITELIST_KEY;
     use crate::cluster::live::KRUISE_CONFIGMAP;
-    use crate::cluster::{Answers, Snapshot};
 
     fn request(resource: &str) -> AdmissionRequest<'static> {
         decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -207,20 +207,10 @@ mod tests {
     }
 
     fn run_on(resource: &str, cluster: Vec<Value>, pod: Value) -> Result<Value, AdmissionError> {
-        let cluster = Snapshot::from_objects(cluster);
         let settings = Settings { gates: FeatureGates::from_flags(&[]), ..Settings::default() };
-        let (answers, clock, random) =
-            (Answers::default(), FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
-        let inputs = Inputs {
-            cluster: &cluster,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
         let original = Json::from(pod);
         let mut draft = Draft::Same(&original);
-        apply(&request(resource), &mut draft, &inputs)?;
+        with_cluster(cluster, &settings, |inputs| apply(&request(resource), &mut draft, inputs))?;
         Ok(draft.into_json().into_value())
     }
 

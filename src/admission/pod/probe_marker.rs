@@ -145,10 +145,10 @@ fn go_container_probe(probe: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Settings;
     use crate::admission::feature_gates::FeatureGates;
+    use crate::admission::pod::tests::with_cluster;
     use crate::admission::review::decode_review;
-    use crate::admission::{FixedClock, SeededRandom, Settings};
-    use crate::cluster::{Answers, Snapshot};
 
     fn request() -> AdmissionRequest<'static> {
         decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -176,23 +176,13 @@ mod tests {
     }
 
     fn run_with(cluster: Vec<Value>, pod: Value, gate: bool) -> (Option<String>, Option<String>) {
-        let cluster = Snapshot::from_objects(cluster);
         let settings = Settings {
             gates: FeatureGates::from_flags(&[(Gate::EnablePodProbeMarkerOnServerless, gate)]),
             ..Settings::default()
         };
-        let (answers, clock, random) =
-            (Answers::default(), FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
-        let inputs = Inputs {
-            cluster: &cluster,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
         let original = Json::from(pod);
         let mut draft = Draft::Same(&original);
-        annotate(&request(), &mut draft, &inputs).unwrap();
+        with_cluster(cluster, &settings, |inputs| annotate(&request(), &mut draft, inputs)).unwrap();
         let out = draft.into_json().into_value();
         let get = |key: &str| {
             out.pointer("/metadata/annotations").and_then(|a| a.get(key)?.as_str().map(str::to_owned))

@@ -83,10 +83,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::Settings;
     use crate::admission::feature_gates::FeatureGates;
+    use crate::admission::pod::tests::with_cluster;
     use crate::admission::review::decode_review;
-    use crate::admission::{FixedClock, SeededRandom, Settings};
-    use crate::cluster::{Answers, Snapshot};
 
     fn request(namespace: &str) -> AdmissionRequest<'static> {
         decode_review(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -109,20 +109,10 @@ mod tests {
     }
 
     fn run(cluster: Vec<Value>, pod: Value, gates: &[(Gate, bool)]) -> Option<Value> {
-        let cluster = Snapshot::from_objects(cluster);
         let settings = Settings { gates: FeatureGates::from_flags(gates), ..Settings::default() };
-        let (answers, clock, random) =
-            (Answers::default(), FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
-        let inputs = Inputs {
-            cluster: &cluster,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
         let original = Json::from(pod);
         let mut draft = Draft::Same(&original);
-        annotate(&request("ns"), &mut draft, &inputs).unwrap();
+        with_cluster(cluster, &settings, |inputs| annotate(&request("ns"), &mut draft, inputs)).unwrap();
         let out = draft.into_json().into_value();
         out.pointer("/metadata/annotations").map(|a| a[RELATED_PUB_ANNOTATION].clone())
     }
