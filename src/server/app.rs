@@ -638,9 +638,18 @@ fn writes_to_make(state: &AppState, request: &AdmissionRequest, decision: &Decis
 }
 
 /// How many times one request's writes are tried, each after a conflict and a decision on the
-/// object read fresh. Kruise's `RetryOnConflict` tries four times, half a second apart; ours try
-/// again at once (on what was just read), so more attempts fit well inside the deadline.
-const WRITE_ATTEMPTS: usize = 8;
+/// object read fresh. Kruise's `RetryOnConflict` tries four times, half a second apart; ours wait
+/// a random, growing while ([`conflict_pause`]), so more attempts fit well inside the deadline.
+const WRITE_ATTEMPTS: u32 = 12;
+
+/// How long to wait after the `n`th conflict (from 1) before reading the object again: a random
+/// time up to 4 ms · 2ⁿ⁻¹, at most 250 ms ("full jitter"). Another replica writing the same object
+/// in a burst (evictions of one budget, creations in one WorkloadSpread) wins every race a loser
+/// retries at once, since it reads nothing between its own writes; waiting lets its burst pass.
+fn conflict_pause(n: u32) -> Duration {
+    let ceiling = Duration::from_millis(4u64 << n.saturating_sub(1).min(6)).min(Duration::from_millis(250));
+    ceiling.mul_f64(rand::random::<f64>())
+}
 
 /// Make `writing`'s status writes in order, then answer its decision. On a conflict, the object is
 /// read again (a lookup), the request decided again with it, and the new decision's writes made;
@@ -656,8 +665,9 @@ async fn write_then_answer(
     let Writing { request, snapshot, mut answers, mut decision, held } = writing;
     let request = Arc::new(request);
     let _locks = state.status_writes.lock(decision.writes.iter().map(|w| w.target.clone())).await;
+    let mut conflicts = 0;
     for attempt in 1..=WRITE_ATTEMPTS {
-        match write_round(state, &snapshot, &decision, &mut answers, deadline).await {
+        match write_round(state, &snapshot, &decision, &mut answers, deadline, &mut conflicts).await {
             Round::Done => break,
             Round::Failed(error) => {
                 decision = Decision::deny(&error);
@@ -710,6 +720,7 @@ async fn write_round(
     decision: &Decision<'_>,
     answers: &mut Answers,
     deadline: Deadline,
+    conflicts: &mut u32,
 ) -> Round {
     // What this server wrote since the snapshot was taken is newer than what was decided on.
     let mut stale = false;
@@ -747,6 +758,8 @@ async fn write_round(
             // Gone: nothing is left to account in (Kruise counts it as done).
             Err(WriteFailure::NotFound) => {}
             Err(WriteFailure::Conflict) => {
+                *conflicts += 1;
+                tokio::time::sleep(conflict_pause(*conflicts).min(deadline.left() / 4)).await;
                 let query = write.target.query();
                 let fresh =
                     state.lookups.answer(snapshot, std::slice::from_ref(&query), deadline.left()).await;
@@ -1136,6 +1149,15 @@ mod tests {
 
     async fn json(response: Response) -> Value {
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap()
+    }
+
+    #[test]
+    fn conflict_pauses_grow_to_a_quarter_second_at_most() {
+        for n in 1..=WRITE_ATTEMPTS {
+            let ceiling = Duration::from_millis((4u64 << (n - 1).min(6)).min(250));
+            assert!((0..50).all(|_| conflict_pause(n) <= ceiling), "after conflict {n}");
+        }
+        assert!((0..50).any(|_| conflict_pause(8) > Duration::from_millis(4)), "they grow");
     }
 
     fn named_review(name: &str, dry_run: bool) -> Value {

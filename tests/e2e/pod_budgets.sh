@@ -166,7 +166,7 @@ jq -nc --arg uid "$uid" '{apiVersion: "v1", kind: "Pod",
     spec: {containers: [{name: "app", image: "nginx:1.25"}]}}' >"$WORK/spread-pod.json"
 "$PYTHON" "$E2E/create_storm.py" "https://127.0.0.1:$APISERVER_PORT" "$ADMIN_TOKEN" "$WORK/apiserver-tls/ca.crt" \
     budgets "$WORK/spread-pod.json" 100 "$WORK/spread-storm.json"
-per_subset=$(jq -c '[.[] | select(.status == 201) | .annotations["apps.kruise.io/matched-workloadspread"] // "none" | fromjson? // {Subset: "none"} | .Subset]
+per_subset=$(jq -c '[.[] | select(.status == 201) | (.annotations["apps.kruise.io/matched-workloadspread"] // "{}" | fromjson? // {}) | .subset // "none"]
     | group_by(.) | map({(.[0]): length}) | add' "$WORK/spread-storm.json")
 created=$(jq '[.[] | select(.status == 201)] | length' "$WORK/spread-storm.json")
 failed=$(jq -c '[.[] | select(.status != 201) | .message] | .[:3]' "$WORK/spread-storm.json")
