@@ -11,10 +11,15 @@
 //!   ending when its last event is seen by a Pod review): Namespace relabels, then SidecarSet edits;
 //! - RSS after the bursts.
 //!
+//! With WORKLOADS above 0 the cluster also holds what the other `/mutate-pod` steps watch: WORKLOADS
+//! Deployments, each with its ReplicaSet, WORKLOADS Jobs and CloneSets, and one PodUnavailableBudget,
+//! WorkloadSpread and PersistentPodState per ten workloads, each with the status Kruise's
+//! controllers write.
+//!
 //! Run it at two sizes to see what an event costs against the cluster's size; `LIVE_SCALE_BIN` runs
 //! another build of the binary (an older commit's, to compare).
 //!
-//! `cargo bench --bench live_scale [-- NAMESPACES SIDECARSETS REVISIONS]` (defaults 10000 2000 10)
+//! `cargo bench --bench live_scale [-- NAMESPACES SIDECARSETS REVISIONS WORKLOADS]` (defaults 10000 2000 10 0)
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -199,7 +204,71 @@ fn cpu(pid: u32) -> Duration {
     Duration::from_secs_f64(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
 }
 
-fn seed(api: &FakeApiServer, namespaces: usize, sets: usize, revisions: usize) {
+/// Workload `w` of the pod path: a Deployment and its ReplicaSet, a Job and a CloneSet in `ns-<w %
+/// namespaces>`, with the metadata, selector and template a real one has; every tenth also gets a
+/// PodUnavailableBudget, a WorkloadSpread (three subsets, statuses as Kruise writes them) and a
+/// PersistentPodState recording ten pods.
+fn pod_path_objects(w: usize, namespaces: usize) -> Vec<Value> {
+    let namespace = format!("ns-{}", w % namespaces);
+    let labels = json!({"app": format!("svc-{w}"), "tier": "backend"});
+    let template = json!({"metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "app", "image": format!("registry.example.com/svc-{w}:1.0.0"),
+            "ports": [{"containerPort": 8080}], "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}});
+    let meta = |kind: &str, name: String, owner: Option<(&str, &str, String)>| {
+        let mut meta = json!({"name": name, "namespace": namespace, "uid": format!("{kind}-{w}"), "generation": 3,
+            "labels": labels, "annotations": {"deployment.kubernetes.io/revision": "3"}});
+        if let Some((api_version, kind, name)) = owner {
+            meta["ownerReferences"] = json!([{"apiVersion": api_version, "kind": kind, "name": name,
+                "uid": format!("{kind}-{w}"), "controller": true, "blockOwnerDeletion": true}]);
+        }
+        meta
+    };
+    let name = format!("svc-{w}");
+    let spec = json!({"replicas": 10, "selector": {"matchLabels": labels}, "template": template});
+    let mut objects = vec![
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("Deployment", name.clone(), None), "spec": spec,
+            "status": {"replicas": 10, "readyReplicas": 10, "observedGeneration": 3}}),
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": meta("ReplicaSet", format!("{name}-7d9f8c6b5"), Some(("apps/v1", "Deployment", name.clone()))),
+            "spec": spec, "status": {"replicas": 10, "readyReplicas": 10}}),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("Job", format!("{name}-batch"), None),
+            "spec": {"parallelism": 4, "completions": 10, "selector": {"matchLabels": labels}, "template": template}}),
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": meta("CloneSet", format!("{name}-clone"), None),
+            "spec": spec, "status": {"replicas": 10, "readyReplicas": 10}}),
+    ];
+    if w.is_multiple_of(10) {
+        let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": name});
+        objects.push(json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+            "spec": {"targetRef": target, "maxUnavailable": "20%"},
+            "status": {"totalReplicas": 10, "desiredAvailable": 8, "currentAvailable": 10, "unavailableAllowed": 2, "observedGeneration": 1}}));
+        let subsets: Vec<Value> = ["a", "b", "c"].iter().map(|z| json!({"name": format!("zone-{z}"), "maxReplicas": 4,
+            "requiredNodeSelectorTerm": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [format!("zone-{z}")]}]}})).collect();
+        let statuses: Vec<Value> = ["a", "b", "c"]
+            .iter()
+            .map(|z| json!({"name": format!("zone-{z}"), "replicas": 3, "missingReplicas": 1}))
+            .collect();
+        objects.push(json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+            "spec": {"targetRef": target, "subsets": subsets},
+            "status": {"observedGeneration": 1, "subsetStatuses": statuses}}));
+        let states: serde_json::Map<String, Value> = (0..10).map(|p| (format!("{name}-{p}"), json!({"nodeName": format!("node-{p}"),
+            "nodeTopologyLabels": {"topology.kubernetes.io/zone": "zone-a", "kubernetes.io/hostname": format!("node-{p}")}}))).collect();
+        objects.push(json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PersistentPodState",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name},
+                "requiredPersistentTopology": {"nodeTopologyKeys": ["topology.kubernetes.io/zone"]}},
+            "status": {"podStates": states}}));
+    }
+    objects
+}
+
+fn seed(api: &FakeApiServer, namespaces: usize, sets: usize, revisions: usize, workloads: usize) {
+    for w in 0..workloads {
+        for object in pod_path_objects(w, namespaces) {
+            api.apply(object);
+        }
+    }
     api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KRUISE_NAMESPACE}}));
     for n in 0..namespaces {
         api.apply(namespace(n, n % TEAMS, 0));
@@ -216,17 +285,22 @@ fn seed(api: &FakeApiServer, namespaces: usize, sets: usize, revisions: usize) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let (namespaces, sets, revisions) = (arg(1, 10_000), arg(2, 2_000), arg(3, 10));
+    let (namespaces, sets, revisions, workloads) = (arg(1, 10_000), arg(2, 2_000), arg(3, 10), arg(4, 0));
     assert!(
         namespaces >= TEAMS && sets >= TEAMS && revisions >= 3,
         "at least {TEAMS} namespaces and SidecarSets, 3 revisions"
     );
-    let api = FakeApiServer::start().await;
+    let api = if workloads > 0 {
+        FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await
+    } else {
+        FakeApiServer::start().await
+    };
     let seeding = Instant::now();
-    seed(&api, namespaces, sets, revisions);
+    seed(&api, namespaces, sets, revisions, workloads);
     println!(
-        "cluster: {namespaces} Namespaces, {sets} SidecarSets, {} ControllerRevisions (seeded in {:.1} s)",
+        "cluster: {namespaces} Namespaces, {sets} SidecarSets, {} ControllerRevisions, {workloads} each of Deployments, ReplicaSets, Jobs and CloneSets, {} each of PodUnavailableBudgets, WorkloadSpreads and PersistentPodStates (seeded in {:.1} s)",
         sets * revisions,
+        workloads.div_ceil(10),
         seeding.elapsed().as_secs_f64()
     );
 
