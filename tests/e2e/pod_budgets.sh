@@ -68,10 +68,15 @@ kc -n budgets patch podunavailablebudget web --subresource=status --type=merge -
     "observedGeneration": 1, "totalReplicas": 100, "desiredAvailable": 90, "currentAvailable": 100,
     "unavailableAllowed": 10}}' >/dev/null
 # The replicas must have the PUB before its Pods are created: /mutate-pod names it in each Pod.
+# cached METRICS-PORT KIND: the replica's snapshot holds at least one object of KIND (`Kind.group`).
+cached() {
+    curl -s "http://127.0.0.1:$1/metrics" \
+        | awk -v k="kruise_admission_cluster_objects{kind=\"$2\"}" '$1 == k && $2 >= 1 {found = 1} END {exit !found}'
+}
 pub_cached() {
     local metrics
     for metrics in "${BUDGET_METRICS[@]}"; do
-        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="PodUnavailableBudget.policy.kruise.io"} 1' || return 1
+        cached "$metrics" PodUnavailableBudget.policy.kruise.io || return 1
     done
 }
 wait_for 30 pub_cached || fail budget-pub-cached "the replicas did not cache the PUB within 30 s"
@@ -154,8 +159,7 @@ YAML
 spread_cached() {
     local metrics
     for metrics in "${BUDGET_METRICS[@]}"; do
-        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="WorkloadSpread.apps.kruise.io"} 1' || return 1
-        curl -s "http://127.0.0.1:$metrics/metrics" | grep -q '^kruise_admission_cluster_objects{kind="CloneSet.apps.kruise.io"} 1' || return 1
+        cached "$metrics" WorkloadSpread.apps.kruise.io && cached "$metrics" CloneSet.apps.kruise.io || return 1
     done
 }
 wait_for 30 spread_cached || fail spread-cached "the replicas did not cache the WorkloadSpread and its CloneSet within 30 s"
@@ -172,10 +176,12 @@ created=$(jq '[.[] | select(.status == 201)] | length' "$WORK/spread-storm.json"
 failed=$(jq -c '[.[] | select(.status != 201) | .message] | .[:3]' "$WORK/spread-storm.json")
 check spread-no-overfill "all 100 Pods created and spread without overfilling a subset: $per_subset (zone-a at most 20, zone-b at most 30)" \
     "$created of 100 created ($failed); per subset $per_subset" \
-    eval '[ "$created" = 100 ] && [ "$(jq ".\"zone-a\" // 0" <<<"$per_subset")" -le 20 ] && [ "$(jq ".\"zone-b\" // 0" <<<"$per_subset")" -le 30 ]
-        && [ "$(jq "[.[]] | add" <<<"$per_subset")" = 100 ] && [ "$(jq ".none // 0" <<<"$per_subset")" = 0 ]'
-# The WorkloadSpread's status records each Pod once, in the subset it went to.
-recorded=$(kc -n budgets get workloadspread spread -o json | jq -c '[.status.subsetStatuses[]? | {(.name): (.creatingPods // {} | length)}] | add')
+    eval '[ "$created" = 100 ] && [ "$(jq ".\"zone-a\" // 0" <<<"$per_subset")" -le 20 ] && [ "$(jq ".\"zone-b\" // 0" <<<"$per_subset")" -le 30 ] &&
+        [ "$(jq "[.[]] | add" <<<"$per_subset")" = 100 ] && [ "$(jq ".none // 0" <<<"$per_subset")" = 0 ]'
+# The WorkloadSpread's status records each Pod once, in the subset it went to (Kruise v1.9 keeps the
+# subsets' statuses under versionedSubsetStatuses, here "versionIgnored" for a CloneSet).
+recorded=$(kc -n budgets get workloadspread spread -o json | jq -c '[(.status.versionedSubsetStatuses // {} | .[]), (.status.subsetStatuses // [])
+    | .[] | {(.name): (.creatingPods // {} | length)}] | add')
 check spread-status "the WorkloadSpread's creatingPods match the Pods per subset: $recorded" \
     "creatingPods per subset $recorded, Pods per subset $per_subset" \
     eval '[ "$(jq -S . <<<"$recorded")" = "$(jq -S . <<<"$per_subset")" ]'
