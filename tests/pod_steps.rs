@@ -203,23 +203,35 @@ fn the_readiness_gate_follows_kruises_gates() {
 
 #[tokio::test]
 async fn serve_answers_as_dry_run_does() {
+    assert_serve_answers_as_dry_run(None, &[cloneset_pod()]).await;
+}
+
+/// `serve` over a cluster folder (plus `extra`, a file name and its text, when given) answers each
+/// pod's review, over both protocols, exactly as `dry-run --output review` does on that folder,
+/// with a patch.
+async fn assert_serve_answers_as_dry_run(extra: Option<(&str, &str)>, pods: &[Value]) {
     let dir = tempfile::tempdir().unwrap();
     let cluster_dir = cluster(dir.path());
+    if let Some((file, text)) = extra {
+        std::fs::write(cluster_dir.join(file), text).unwrap();
+    }
     let server = TestServer::start_with(|config| {
         config.cluster_dir = cluster_dir.clone();
         config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
     })
     .await;
     let client = server.client();
-    let review = review(&cloneset_pod());
-    let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
-    assert_eq!(offline.len(), 1);
-    assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
-    for proto in BOTH {
-        let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
-        assert_eq!(reply.status, 200);
-        let online: Value = serde_json::from_slice(&reply.body).unwrap();
-        assert_eq!(online, offline[0], "over {proto:?}");
+    for pod in pods {
+        let review = review(pod);
+        let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
+        assert_eq!(offline.len(), 1);
+        assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
+        for proto in BOTH {
+            let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
+            assert_eq!(reply.status, 200);
+            let online: Value = serde_json::from_slice(&reply.body).unwrap();
+            assert_eq!(online, offline[0], "over {proto:?}");
+        }
     }
     server.stop().await.expect("clean stop");
 }
@@ -393,28 +405,7 @@ fn the_related_pub_annotation_names_the_pub_by_target_ref_or_selector() {
 
 #[tokio::test]
 async fn serve_annotates_the_related_pub_as_dry_run_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = cluster(dir.path());
-    std::fs::write(cluster_dir.join("pubs.yaml"), PUBS).unwrap();
-    let server = TestServer::start_with(|config| {
-        config.cluster_dir = cluster_dir.clone();
-        config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
-    })
-    .await;
-    let client = server.client();
-    for pod in [shop_pod(), cloneset_pod()] {
-        let review = review(&pod);
-        let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
-        assert_eq!(offline.len(), 1);
-        assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
-        for proto in BOTH {
-            let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
-            assert_eq!(reply.status, 200);
-            let online: Value = serde_json::from_slice(&reply.body).unwrap();
-            assert_eq!(online, offline[0], "over {proto:?}");
-        }
-    }
-    server.stop().await.expect("clean stop");
+    assert_serve_answers_as_dry_run(Some(("pubs.yaml", PUBS)), &[shop_pod(), cloneset_pod()]).await;
 }
 
 /// A StatefulSet's PersistentPodState recording `db-0`'s zone and host, and a PodProbeMarker for
@@ -508,26 +499,7 @@ fn a_persistent_pod_state_steers_the_pod_and_the_probe_steps_follow_their_gates(
 
 #[tokio::test]
 async fn serve_applies_the_persistent_pod_state_as_dry_run_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = cluster(dir.path());
-    std::fs::write(cluster_dir.join("states.yaml"), STATES).unwrap();
-    let server = TestServer::start_with(|config| {
-        config.cluster_dir = cluster_dir.clone();
-        config.clock = Arc::new(FixedClock(datetime!(2026-07-02 09:56:09 UTC)));
-    })
-    .await;
-    let client = server.client();
-    let review = review(&db_pod());
-    let offline = dry_run(&cluster_dir, &["--output", "review"], &review);
-    assert_eq!(offline.len(), 1);
-    assert!(offline[0]["response"]["patch"].is_string(), "{}", offline[0]);
-    for proto in BOTH {
-        let reply = client.post_json(proto, "/mutate-pod", review.to_string()).await;
-        assert_eq!(reply.status, 200);
-        let online: Value = serde_json::from_slice(&reply.body).unwrap();
-        assert_eq!(online, offline[0], "over {proto:?}");
-    }
-    server.stop().await.expect("clean stop");
+    assert_serve_answers_as_dry_run(Some(("states.yaml", STATES)), &[db_pod()]).await;
 }
 
 /// A WorkloadSpread over the `web` CloneSet: subset `zone-a` holds one pod and patches a label
