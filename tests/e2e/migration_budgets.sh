@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# MIGRATING §4 step 3 for PodUnavailableBudget users (sourced by migration.sh while kruise-manager runs
-# with its default gates and its Pod entries are out of its templates): Kruise's PUB controller keeps
-# computing the budget, kruise-admission alone answers /mutate-pod and /validate-pod, and the two
-# agree on the status. Needs migration.sh's helpers (kc, run_doc, server_metric, REL_LOG).
+# MIGRATING §4 step 3 for PodUnavailableBudget and WorkloadSpread users (sourced by migration.sh while
+# kruise-manager runs with its default gates and its Pod entries are out of its templates): Kruise's
+# PUB and WorkloadSpread controllers keep reconciling, kruise-admission alone answers /mutate-pod and
+# /validate-pod, and the two agree on the statuses (no fight over a minute of steady state). Needs
+# migration.sh's helpers (kc, run_doc, server_metric, REL_LOG).
 
 say "MIGRATING §4 step 3, PodUnavailableBudget users: kruise-manager keeps its gates, kruise-admission checks evictions"
 if out=$(run_doc 'no vpod.kb.io, no vpodeviction.kb.io' 'rollout status' 2>&1) \
@@ -22,8 +23,20 @@ spec:
   maxUnavailable: 2
   selector: {matchLabels: {app: budget}}
 YAML
-pub_cached() { [ "$(server_metric kruise_admission_cluster_objects 'PodUnavailableBudget')" -ge 1 ]; }
-wait_for 30 pub_cached || fail migration-budget-cached "kruise-admission did not cache the PUB within 30 s"
+# A WorkloadSpread over a second CloneSet: at most 2 Pods in zone-a, the rest in zone-b.
+kc -n mig-budget create -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: WorkloadSpread
+metadata: {name: spread}
+spec:
+  targetRef: {apiVersion: apps.kruise.io/v1alpha1, kind: CloneSet, name: spread}
+  subsets:
+  - {name: zone-a, maxReplicas: 2, tolerations: [{key: zone, operator: Equal, value: a, effect: NoSchedule}]}
+  - {name: zone-b}
+YAML
+cached_kind() { [ "$(server_metric kruise_admission_cluster_objects "$1")" -ge 1 ]; }
+wait_for 30 eval 'cached_kind PodUnavailableBudget && cached_kind WorkloadSpread' \
+    || fail migration-budget-cached "kruise-admission did not cache the PUB and the WorkloadSpread within 30 s"
 kc -n mig-budget create -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1alpha1
 kind: CloneSet
@@ -33,6 +46,17 @@ spec:
   selector: {matchLabels: {app: budget}}
   template:
     metadata: {labels: {app: budget}}
+    spec: {containers: [{name: app, image: "nginx:1.25"}]}
+YAML
+kc -n mig-budget create -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: spread}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
     spec: {containers: [{name: app, image: "nginx:1.25"}]}
 YAML
 budget_pods() { kc -n mig-budget get pods -l app=budget -o json; }
@@ -64,28 +88,56 @@ reviewed=$(server_reviews 0 "$REL_LOG" | jq -c 'select(.path == "/validate-pod" 
 check migration-budget-evictions "evictions answered $codes, the third: $refusal ($reviewed /validate-pod reviews by kruise-admission)" \
     "evictions answered $codes: $refusal; $reviewed reviews" \
     eval '[ "$codes" = "201 201 403" ] && grep -q "pub unavailable allowed is negative" <<<"$refusal" && [ "$reviewed" -ge 3 ]'
+# The WorkloadSpread: kruise-admission placed the CloneSet's 5 Pods (2 in zone-a with its toleration,
+# 3 in zone-b) and recorded them in creatingPods; Kruise's controller then counts the same Pods in the
+# same subsets, empties creatingPods, and gives each subset's Pods its deletion cost (200 for zone-a,
+# 100 for zone-b: the first subset is kept longest) without moving any Pod.
+spread_pods() { kc -n mig-budget get pods -l app=spread -o json; }
+wait_for 60 eval '[ "$(spread_pods | jq ".items | length")" = 5 ]' || fail migration-spread-pods "Kruise's CloneSet controller did not create 5 Pods"
+placement() {
+    spread_pods | jq -c '[.items[] | {subset: (.metadata.annotations["apps.kruise.io/matched-workloadspread"] // "{}" | fromjson | .subset // "none"),
+        tolerated: any(.spec.tolerations[]?; .key == "zone"), cost: .metadata.annotations["controller.kubernetes.io/pod-deletion-cost"]}]
+        | group_by(.subset) | map({key: .[0].subset, value: {pods: length, tolerated: map(select(.tolerated)) | length, cost: (map(.cost) | unique)}}) | from_entries'
+}
+placed=$(placement | jq -c 'map_values({pods, tolerated})')
+check migration-spread-placed "kruise-admission placed the CloneSet's 5 Pods: $placed" "placement $placed" \
+    [ "$placed" = '{"zone-a":{"pods":2,"tolerated":2},"zone-b":{"pods":3,"tolerated":0}}' ]
+spread_status() {
+    kc -n mig-budget get workloadspread spread -o json | jq -c '[.status.subsetStatuses[]? | {name, missingReplicas, replicas,
+        creating: (.creatingPods // {} | length)}] + [{versionedCreating: ([.status.versionedSubsetStatuses // {} | .[][] | .creatingPods // {} | length] | add // 0)}]'
+}
+reconciled='[{"name":"zone-a","missingReplicas":0,"replicas":2,"creating":0},{"name":"zone-b","missingReplicas":-1,"replicas":3,"creating":0},{"versionedCreating":0}]'
+costs='{"zone-a":["200"],"zone-b":["100"]}'
+if wait_for 60 eval '[ "$(spread_status)" = "$reconciled" ] && [ "$(placement | jq -c "map_values(.cost)")" = "$costs" ]'; then
+    pass migration-spread-controller "Kruise's WorkloadSpread controller counted the Pods where kruise-admission placed them: $(spread_status); deletion costs $costs"
+else
+    fail migration-spread-controller "status $(spread_status); placement $(placement); $(grep -i workloadspread "$WORK/logs/kruise-manager.log" | tail -2)"
+fi
 # The two evicted Pods are gone (unscheduled Pods are deleted at once) and the CloneSet's replacements
 # are not ready (no kubelet here); Kruise's controller takes the evicted ones out of disruptedPods and
 # recomputes. Then a minute of steady state: the status must not move.
 settled='[6,4,4,0,[]]'
 now_status() { pub_status | jq -c '[.totalReplicas, .desiredAvailable, .currentAvailable, .unavailableAllowed, .disrupted]'; }
+# The same minute for the WorkloadSpread: its status, and the Pods' placement and deletion costs.
+versions() { kc -n mig-budget get podunavailablebudget/web workloadspread/spread -o jsonpath='{.items[*].metadata.resourceVersion}'; }
 if wait_for 60 eval '[ "$(now_status)" = "$settled" ]'; then
-    rv=$(kc -n mig-budget get podunavailablebudget web -o jsonpath='{.metadata.resourceVersion}')
+    rv=$(versions) spread_before="$(spread_status) $(placement)"
     changes=0 samples=()
     for _ in $(seq 12); do
         sleep 5
-        samples+=("$(now_status)")
-        [ "$(kc -n mig-budget get podunavailablebudget web -o jsonpath='{.metadata.resourceVersion}')" = "$rv" ] || changes=$((changes + 1))
+        samples+=("$(now_status) $(spread_status) $(placement)")
+        [ "$(versions)" = "$rv" ] || changes=$((changes + 1))
     done
     moved=$(printf '%s\n' "${samples[@]}" | sort -u | wc -l)
-    check migration-budget-steady "after the evictions Kruise's controller settled the budget at $settled ([total, desired, current, allowed, disrupted]) and it stayed there for 60 s (12 samples, resourceVersion unchanged in $((12 - changes)))" \
-        "samples: $(printf '%s ' "${samples[@]}" | sort -u); resourceVersion changed in $changes of 12" \
-        eval '[ "$moved" = 1 ] && [ "$changes" = 0 ]'
+    check migration-budget-steady "after the evictions Kruise's controllers settled the budget at $settled ([total, desired, current, allowed, disrupted]) and the WorkloadSpread as kruise-admission placed its Pods; both stayed there for 60 s (12 samples, resourceVersions unchanged in $((12 - changes)))" \
+        "samples: $(printf '%s ' "${samples[@]}" | sort -u); before: $spread_before; resourceVersions changed in $changes of 12" \
+        eval '[ "$moved" = 1 ] && [ "$changes" = 0 ] && [ "${samples[0]#* }" = "$spread_before" ]'
 else
     fail migration-budget-steady "the budget did not settle at $settled within 60 s: $(pub_status)"
 fi
-if out=$(run_doc 'kubectl get podunavailablebudgets -A' 2>&1) && grep -q 'mig-budget' <<<"$out"; then
-    pass migration-budget-watch "the step's status commands ran as written: $(grep mig-budget <<<"$out" | head -2 | tr -s ' ' | paste -sd';')"
+if out=$(run_doc 'kubectl get podunavailablebudgets -A' 2>&1) && grep -q 'mig-budget' <<<"$out" \
+    && grep -q '"missingReplicas": -1' <<<"$out"; then
+    pass migration-budget-watch "the step's status commands ran as written: $(grep mig-budget <<<"$out" | head -2 | tr -s ' ' | paste -sd';'); $(grep -c '"name"' <<<"$out") WorkloadSpread names and subsets"
 else
     fail migration-budget-watch "$out"
 fi
