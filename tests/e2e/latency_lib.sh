@@ -49,13 +49,15 @@ latency_rounds() {
     done
 }
 
-# latency_summary WEBHOOK KEY ROUND...: webhook_latency.py's JSON for the webhook named WEBHOOK over
-# the batches of KEY in the given rounds.
+# latency_summary [--validating] WEBHOOK KEY ROUND...: webhook_latency.py's JSON for the mutating (or
+# validating) webhook named WEBHOOK over the batches of KEY in the given rounds.
 latency_summary() {
-    local webhook=$1 key=$2 r files=()
+    local kind=() webhook key r files=()
+    if [ "$1" = --validating ]; then kind=(--validating); shift; fi
+    webhook=$1 key=$2
     shift 2
     for r in "$@"; do files+=("$WORK/latency/$key-$r-before.txt" "$WORK/latency/$key-$r-after.txt"); done
-    "$PYTHON" "$E2E/webhook_latency.py" "$webhook" "${files[@]}"
+    "$PYTHON" "$E2E/webhook_latency.py" "${kind[@]}" "$webhook" "${files[@]}"
 }
 
 # latency_stored_pod NS: what the latency SidecarSet made of the last pod stored in NS (containers,

@@ -242,6 +242,27 @@ log_lines() { wc -l <"$1"; }
 # The apiserver's own metrics (as the admin).
 apiserver_metrics() { kc get --raw /metrics; }
 
+# install_budget_crds: Kruise's PodUnavailableBudget and WorkloadSpread CRDs, from the Kruise module
+# pinned in tests/e2e/kruise-manager/ (tests/e2e/crds/ has only the workloads').
+install_budget_crds() {
+    local src
+    src=$(cd "$E2E/kruise-manager" && go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
+    [ -d "$src/config/crd/bases" ] || die "no Kruise module source at $src"
+    kc apply --server-side -f "$src/config/crd/bases/policy.kruise.io_podunavailablebudgets.yaml" \
+        -f "$src/config/crd/bases/apps.kruise.io_workloadspreads.yaml" >/dev/null
+    established podunavailablebudgets.policy.kruise.io || die "Kruise's PodUnavailableBudget CRD not established"
+    established workloadspreads.apps.kruise.io || die "Kruise's WorkloadSpread CRD not established"
+}
+
+# point_webhook KIND NAME URL: the clientConfig URL of one webhook entry of our configuration KIND.
+point_webhook() {
+    local index
+    index=$(kc get "$1" kruise-admission -o json | jq --arg n "$2" '.webhooks | map(.name) | index($n)')
+    [ "$index" != null ] || die "no webhook $2 in $1 kruise-admission"
+    kc patch "$1" kruise-admission --type=json \
+        -p "[{\"op\": \"replace\", \"path\": \"/webhooks/$index/clientConfig/url\", \"value\": \"$3\"}]" >/dev/null
+}
+
 # start_server [NAME WEBHOOK-PORT METRICS-PORT [KUBECONFIG]]: `kruise-admission serve` in live
 # mode with self-managed certificates, as its service account (KUBECONFIG, default
 # sa.kubeconfig); sets SERVER_PID. Without arguments it is the suite's server (WEBHOOK_PORT,

@@ -2,8 +2,7 @@
 # PodUnavailableBudget and WorkloadSpread accounting across two replicas of ours behind one URL
 # (sourced by run.sh).
 #
-# Kruise's PodUnavailableBudget CRD (from the Kruise module pinned in tests/e2e/kruise-manager/) is
-# installed, and two more replicas of ours start (live mode, the same Secret), behind an HTTPS
+# Kruise's PodUnavailableBudget and WorkloadSpread CRDs (install_budget_crds) are installed, and two more replicas of ours start (live mode, the same Secret), behind an HTTPS
 # round-robin that alternates per request (round_robin.py, with the replicas' certificate);
 # `mpod.kb.io` and `vpod.kb.io` are pointed at it. Then 100 Running
 # and Ready Pods guarded by one PUB with maxUnavailable 10, and 200 requests at once: an eviction
@@ -17,12 +16,7 @@
 # WorkloadSpread's creatingPods hold each Pod of a limited subset once, in its subset.
 
 say "pod budgets: two replicas behind one round-robin address, 200 evictions and deletes"
-KRUISE_SRC=$(cd "$E2E/kruise-manager" && go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
-[ -d "$KRUISE_SRC/config/crd/bases" ] || die "no Kruise module source at $KRUISE_SRC"
-kc apply --server-side -f "$KRUISE_SRC/config/crd/bases/policy.kruise.io_podunavailablebudgets.yaml" \
-    -f "$KRUISE_SRC/config/crd/bases/apps.kruise.io_workloadspreads.yaml" >/dev/null
-established podunavailablebudgets.policy.kruise.io || die "Kruise's PodUnavailableBudget CRD not established"
-established workloadspreads.apps.kruise.io || die "Kruise's WorkloadSpread CRD not established"
+install_budget_crds
 
 BUDGET_PORTS=() BUDGET_METRICS=() BUDGET_PIDS=()
 for replica in a b; do
@@ -43,14 +37,6 @@ spawn "$WORK/logs/round-robin.log" "$PYTHON" "$E2E/round_robin.py" "$RR_PORT" \
 RR_PID=$SPAWNED
 wait_for 10 eval "(: </dev/tcp/127.0.0.1/$RR_PORT) 2>/dev/null" || die "the round-robin did not start"
 
-# point_webhook KIND NAME URL: the clientConfig URL of one webhook entry of the configuration.
-point_webhook() {
-    local index
-    index=$(kc get "$1" kruise-admission -o json | jq --arg n "$2" '.webhooks | map(.name) | index($n)')
-    [ "$index" != null ] || die "no webhook $2 in $1 kruise-admission"
-    kc patch "$1" kruise-admission --type=json \
-        -p "[{\"op\": \"replace\", \"path\": \"/webhooks/$index/clientConfig/url\", \"value\": \"$3\"}]" >/dev/null
-}
 point_webhook mutatingwebhookconfiguration mpod.kb.io "https://localhost:$RR_PORT/mutate-pod"
 point_webhook validatingwebhookconfiguration vpod.kb.io "https://localhost:$RR_PORT/validate-pod"
 

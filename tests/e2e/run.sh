@@ -22,6 +22,9 @@
 #     connections stalled);
 #   - PodUnavailableBudget accounting across two replicas of ours behind one round-robin address
 #     (tests/e2e/pod_budgets.sh: 200 evictions and deletes at once, exactly the allowed number pass);
+#   - the pod path's latency as the API server sees it (tests/e2e/pod_path.sh: creates and evictions
+#     through WorkloadSpread, PodUnavailableBudget and SidecarSet, against a SidecarSet alone; a table,
+#     no timed check);
 #   - last, shadow mode (tests/e2e/shadow.sh): the configurations of `manifests webhooks --shadow`
 #     in place of the enforcing ones, a server with --shadow, and the stored objects unchanged.
 #   - then the migration runbook (tests/e2e/migration.sh): docs/MIGRATING.md executed against
@@ -37,7 +40,7 @@
 #        E2E_MIGRATION_PODS (the migration's random Pod mix, default 200), E2E_MIGRATION_SEED,
 #        E2E_KEEP=1 (keep the temp dir with all logs), E2E_TIMEOUT (seconds per version, default 1800),
 #        E2E_ONLY (space-separated parts to run, named as their scripts: installs dry_run_server
-#        checks latency ca_bundle recovery shutdown client_auth pod_budgets shadow migration; default all; the cluster,
+#        checks latency ca_bundle recovery shutdown client_auth pod_budgets pod_path shadow migration; default all; the cluster,
 #        the shipped RBAC and CRDs and the suite's server are set up either way),
 #        E2E_MANIFESTS (the kustomize base whose RBAC and CRD layout are used, default manifests/),
 #        KUBE_BINARIES_CACHE (see kube-binaries.sh), PYTHON (an interpreter with PyYAML).
@@ -301,6 +304,8 @@ selected shutdown && source "$E2E/shutdown.sh"
 selected client_auth && client_auth_checks
 # shellcheck source=tests/e2e/pod_budgets.sh
 selected pod_budgets && source "$E2E/pod_budgets.sh"
+# shellcheck source=tests/e2e/pod_path.sh
+selected pod_path && source "$E2E/pod_path.sh"
 # shellcheck source=tests/e2e/shadow.sh
 selected shadow && source "$E2E/shadow.sh"
 # shellcheck source=tests/e2e/migration.sh

@@ -2,12 +2,12 @@
 """The API server's view of one webhook's latency between metric snapshots (standard library only).
 
 Reads kube-apiserver's `apiserver_admission_webhook_admission_duration_seconds` histogram for one
-webhook name (operation CREATE, type admit, not rejected) from pairs of /metrics snapshots taken
+webhook name (operation CREATE, type admit or with --validating validating, not rejected) from pairs of /metrics snapshots taken
 before and after a batch of requests, adds up the differences, and prints one JSON object: count,
 mean (from _sum/_count), p50/p90/p99 interpolated inside the buckets the way Prometheus'
 histogram_quantile does, and the bucket counts themselves.
 
-Usage: webhook_latency.py WEBHOOK BEFORE AFTER [BEFORE AFTER ...]
+Usage: webhook_latency.py [--validating] WEBHOOK BEFORE AFTER [BEFORE AFTER ...]
 """
 
 import json
@@ -19,7 +19,7 @@ LINE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def histogram(path, webhook):
+def histogram(path, webhook, kind):
     """{le: cumulative count}, sum, count for the webhook in one snapshot."""
     buckets, total, count = {}, 0.0, 0.0
     with open(path, encoding="utf-8") as f:
@@ -29,7 +29,7 @@ def histogram(path, webhook):
                 continue
             labels = dict(LABEL.findall(m["labels"]))
             if (labels.get("name"), labels.get("operation"), labels.get("type"), labels.get("rejected")) != (
-                webhook, "CREATE", "admit", "false"):
+                webhook, "CREATE", kind, "false"):
                 continue
             value = float(m["value"])
             suffix = m["name"][len(METRIC):]
@@ -59,13 +59,16 @@ def quantile(q, bounds, cumulative):
 
 
 def main(argv):
+    kind = "admit"
+    if argv[1:2] == ["--validating"]:
+        kind, argv = "validating", argv[1:]
     if len(argv) < 4 or len(argv) % 2:
         sys.exit(__doc__)
     webhook, files = argv[1], argv[2:]
     diff, total, count = {}, 0.0, 0.0
     for before, after in zip(files[::2], files[1::2]):
-        b0, s0, c0 = histogram(before, webhook)
-        b1, s1, c1 = histogram(after, webhook)
+        b0, s0, c0 = histogram(before, webhook, kind)
+        b1, s1, c1 = histogram(after, webhook, kind)
         for le, v in b1.items():
             diff[le] = diff.get(le, 0.0) + v - b0.get(le, 0.0)
         total += s1 - s0
