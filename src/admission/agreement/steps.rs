@@ -10,14 +10,14 @@
 //!   compared on the containers both Pods have, the enhanced liveness probe on the review's own
 //!   containers (a sidecar's probe belongs to the whole sidecar the SidecarSet verdict compares).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::diff::{Ctx, diff, entry_key};
 use super::normalize::{normalized_container, tidy};
-use super::{FieldDiff, annotations, by_name, child, list, name_of, spec_list};
+use super::{FieldDiff, annotations, child, list, name_of, spec_list};
 use crate::admission::pod::Step;
 use crate::admission::pod::enhanced_liveness::CONTEXT_ANNOTATION;
 use crate::admission::pod::launch_priority::BARRIER_ENV;
@@ -114,6 +114,21 @@ fn items_at<'v>(pod: &'v Value, keys: &[&str]) -> &'v [Value] {
     at(pod, keys).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
 }
 
+fn tidied_list(pod: &Value, keys: &[&str]) -> Vec<Value> {
+    items_at(pod, keys).iter().map(tidied).collect()
+}
+
+/// The containers of `pod` by name (the first of a name).
+fn containers_by_name(pod: &Value) -> HashMap<&str, &Value> {
+    let mut by_name = HashMap::new();
+    for c in spec_list(pod, "containers") {
+        if let Some(name) = name_of(c) {
+            by_name.entry(name).or_insert(c);
+        }
+    }
+    by_name
+}
+
 /// A subset either Pod's `matched-workloadspread` annotation names, as the cluster has it.
 struct Subset {
     /// `<WorkloadSpread>/<subset>`: where a diff of its entries points.
@@ -162,10 +177,11 @@ fn workload_spread(ours: &Value, stored: &Value, spreads: SpreadLookup, out: &mu
             (PREFERRED_PATH, PREFERRED, "preferredNodeSelectorTerms"),
         ];
         for (path, keys, key) in entries {
+            let (in_ours, in_stored) = (tidied_list(ours, keys), tidied_list(stored, keys));
             for (i, entry) in list(&subset.spec, key).iter().enumerate() {
                 let entry = tidied(entry);
-                let count = |pod: &Value| items_at(pod, keys).iter().filter(|e| tidied(e) == entry).count();
-                let (a, b) = (count(ours), count(stored));
+                let count = |items: &[Value]| items.iter().filter(|e| **e == entry).count();
+                let (a, b) = (count(&in_ours), count(&in_stored));
                 if a != b {
                     out.push(FieldDiff {
                         path: child(path, &format!("{}#{i}", subset.label)),
@@ -252,9 +268,10 @@ fn launch_priority(ours: &Value, stored: &Value, out: &mut Vec<FieldDiff>) {
         }
         Some(env)
     };
+    let theirs_by_name = containers_by_name(stored);
     for container in spec_list(ours, "containers") {
         let Some(name) = name_of(container) else { continue };
-        let Some(theirs) = by_name(spec_list(stored, "containers"), name) else { continue };
+        let Some(theirs) = theirs_by_name.get(name) else { continue };
         let path = child(&format!("{}.env", child("spec.containers", name)), BARRIER_ENV);
         let (a, b) = (barrier(ours, container), barrier(stored, theirs));
         diff(&path, "", a.as_ref(), b.as_ref(), Ctx::default(), out);
@@ -291,17 +308,16 @@ fn persistent_pod_state(
     for key in keys {
         diff(&child("spec.nodeSelector", key), "", a.get(key), b.get(key), Ctx::default(), out);
     }
-    // Each term the review's Pod had, or a subset gives, is taken away once.
-    let not_added: Vec<Value> = items_at(original, PREFERRED)
-        .iter()
-        .chain(subsets.iter().flat_map(|s| list(&s.spec, "preferredNodeSelectorTerms")))
-        .map(tidied)
-        .collect();
+    // Both steps append: the terms past the review's own are added, unless something rewrote the
+    // list (then all of it is compared). A subset's own terms are taken away once each.
+    let own = tidied_list(original, PREFERRED);
+    let subset_terms: Vec<Value> =
+        subsets.iter().flat_map(|s| list(&s.spec, "preferredNodeSelectorTerms")).map(tidied).collect();
     let added = |pod: &Value| {
-        let mut left = not_added.clone();
-        let terms: Vec<Value> = items_at(pod, PREFERRED)
-            .iter()
-            .map(tidied)
+        let terms = tidied_list(pod, PREFERRED);
+        let skip = if terms.starts_with(&own) { own.len() } else { 0 };
+        let mut left = subset_terms.clone();
+        let terms: Vec<Value> = (terms.into_iter().skip(skip))
             .filter(|t| match left.iter().position(|l| l == t) {
                 Some(i) => {
                     left.swap_remove(i);
@@ -319,13 +335,15 @@ fn persistent_pod_state(
 /// own containers (taken off by the step) on both sides.
 fn enhanced_liveness(original: &Value, ours: &Value, stored: &Value, out: &mut Vec<FieldDiff>) {
     json_annotation_diff(CONTEXT_ANNOTATION, &[], ours, stored, out);
-    let probe = |pod: &Value, name: &str| {
-        let container = by_name(spec_list(pod, "containers"), name)?;
-        normalized_container(container, pod, None).get("livenessProbe").cloned()
+    let (in_ours, in_stored) = (containers_by_name(ours), containers_by_name(stored));
+    // The probe alone, defaulted as in its container.
+    let probe = |containers: &HashMap<&str, &Value>, pod: &Value, name: &str| {
+        let probe = field(containers.get(name)?, "livenessProbe")?;
+        normalized_container(&json!({"livenessProbe": probe}), pod, None).get("livenessProbe").cloned()
     };
     for name in spec_list(original, "containers").iter().filter_map(name_of) {
         let path = format!("{}.livenessProbe", child("spec.containers", name));
-        let (a, b) = (probe(ours, name), probe(stored, name));
+        let (a, b) = (probe(&in_ours, ours, name), probe(&in_stored, stored, name));
         diff(&path, "livenessProbe", a.as_ref(), b.as_ref(), Ctx::default(), out);
     }
 }
