@@ -2,7 +2,7 @@
 //! whose sidecar carries N env vars (the shape that made Istio's O(n²) patching take seconds at
 //! 2,000), our Pod against the stored one with the API server's defaults, timed at N = 10, 1,000,
 //! 2,000 and 4,000. Linear means the 2,000 and 4,000 times are about 2 and 4 times the 1,000 time.
-//! The live side runs this once per stored Pod.
+//! The live side runs this once per stored Pod, in `compare_pod` with the other steps' fields.
 //!
 //! `cargo bench --bench agreement -- --warm-up-time 1 --measurement-time 3`
 

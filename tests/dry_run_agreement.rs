@@ -117,6 +117,33 @@ fn stored_as_kruise_stores_it_agrees_and_another_image_or_a_missing_volume_disag
             {"path": "spec.volumes[log-agent-config]", "disagree": 1},
         ]}])
     );
+    // Per step: only the SidecarSet step disagrees, with the SidecarSets' fields; every Pod compared
+    // counts once for each step.
+    let steps = report["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "readiness-gate",
+            "workload-spread",
+            "sidecarset",
+            "launch-priority",
+            "related-pub",
+            "persistent-pod-state",
+            "enhanced-liveness",
+            "probe-marker"
+        ]
+    );
+    for step in steps {
+        let expected = if step["step"] == "sidecarset" { (2, 2) } else { (4, 0) };
+        assert_eq!((step["agree"].as_u64().unwrap(), step["disagree"].as_u64().unwrap()), expected, "{step}");
+    }
+    assert_eq!(steps[2]["fields"], report["sidecarsets"][0]["fields"]);
+    assert_eq!(
+        image["steps"][2],
+        json!({"step": "sidecarset", "result": "disagree", "diffs": image["sidecarsets"][0]["diffs"]})
+    );
+    assert_eq!(image["steps"][0], json!({"step": "readiness-gate", "result": "agree", "diffs": []}));
     assert_eq!(
         report["totals"],
         json!({"podCreates": 4, "agree": 2, "disagree": 2, "denied": 0, "unmatched": 0, "otherReviews": 0, "storedUnpaired": 0})
@@ -155,16 +182,17 @@ fn the_table_lists_each_disagreeing_field_with_both_values() {
     assert_eq!(row("log-agent   spec")[..], ["log-agent", "spec.containers[log-agent].image", "1"]);
     let image = row(&recorded(OTHER_IMAGE));
     assert_eq!(
-        image[image.len() - 5..],
+        image[image.len() - 6..],
         [
             "disagree",
+            "sidecarset",
             "log-agent",
             "spec.containers[log-agent].image",
             "fluent/fluent-bit:3.2.4",
             "fluent/fluent-bit:3.1.9"
         ]
     );
-    assert_eq!(row(&recorded(NOT_STORED))[3..], ["-", "unmatched", "-", "-", "-", "-"]);
+    assert_eq!(row(&recorded(NOT_STORED))[3..], ["-", "unmatched", "-", "-", "-", "-", "-"]);
     assert!(text.ends_with("1 other reviews not compared; 3 stored Pods paired with no review\n"), "{text}");
 }
 
@@ -216,6 +244,67 @@ fn flags_that_do_not_fit_are_refused() {
         .expect("the binary runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot load --stored"));
+}
+
+/// A step other than SidecarSet injection: with a PodUnavailableBudget guarding the nginx Pod, our
+/// decision names it in `kruise.io/related-pub`, which the Pod stored without Kruise's PUB step
+/// lacks. That step alone disagrees, in the JSON and in the table.
+#[test]
+fn a_step_other_than_injection_disagrees_on_its_own_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pub.yaml"),
+        "apiVersion: policy.kruise.io/v1alpha1\nkind: PodUnavailableBudget\nmetadata: {name: nginx-pub, namespace: default}\n\
+         spec: {selector: {matchLabels: {run: nginx}}, maxUnavailable: 1}\n",
+    )
+    .unwrap();
+    let stored = agreement_dir().join("stored/agree-no-injection-nginx.yaml").display().to_string();
+    let run = |output: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kruise-admission"))
+            .args([
+                "dry-run",
+                "--cluster-dir",
+                dir.path().to_str().unwrap(),
+                "--compare",
+                "--stored",
+                &stored,
+            ])
+            .args(["--output", output, &recorded(NO_INJECTION)])
+            .output()
+            .expect("the binary runs")
+    };
+    let out = run("json");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = report(&out);
+    let nginx = pod(&report, NO_INJECTION);
+    assert_eq!((&nginx["result"], &nginx["sidecarsets"]), (&json!("disagree"), &json!([])));
+    let diff =
+        json!({"path": "metadata.annotations[kruise.io/related-pub]", "ours": "nginx-pub", "stored": null});
+    assert_eq!(nginx["steps"][4], json!({"step": "related-pub", "result": "disagree", "diffs": [diff]}));
+    let disagreeing: Vec<&Value> =
+        report["steps"].as_array().unwrap().iter().filter(|s| s["disagree"] != 0).collect();
+    assert_eq!(
+        disagreeing,
+        [&json!({"step": "related-pub", "agree": 0, "disagree": 1,
+                 "fields": [{"path": "metadata.annotations[kruise.io/related-pub]", "disagree": 1}]})]
+    );
+
+    let out = run("summary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |needle: &str| {
+        text.lines().find(|l| l.contains(needle)).map(|l| l.split_whitespace().collect::<Vec<_>>())
+    };
+    assert_eq!(row("related-pub ").unwrap(), ["related-pub", "0", "1"], "{text}");
+    assert_eq!(
+        row("related-pub  metadata").unwrap(),
+        ["related-pub", "metadata.annotations[kruise.io/related-pub]", "1"],
+        "{text}"
+    );
+    let nginx = row(&recorded(NO_INJECTION)).unwrap();
+    assert_eq!(
+        nginx[nginx.len() - 6..],
+        ["disagree", "related-pub", "-", "metadata.annotations[kruise.io/related-pub]", "nginx-pub", "-"]
+    );
 }
 
 /// An audit log holds both sides: each Pod create's request (replayed) and its `responseObject`

@@ -1,7 +1,9 @@
 //! Shadow mode's live agreement (issue 19, point 2), on the binary in live mode against the loopback
 //! stand-in API server: `serve --shadow` decides recorded Pod CREATE reviews, the Pods kruise-manager
 //! stored for them (tests/fixtures/agreement/stored) arrive through the Pod watch, and each pair is
-//! counted in `kruise_admission_shadow_agreement_total`, a disagreement logged with its diff.
+//! counted in `kruise_admission_shadow_agreement_total` (per SidecarSet) and
+//! `kruise_admission_shadow_step_agreement_total` (per /mutate-pod step), a disagreement logged with
+//! its diff.
 
 use crate::common;
 use crate::fake_apiserver;
@@ -46,6 +48,38 @@ async fn wait_for_metrics(
 }
 
 const AGREEMENT: &str = "kruise_admission_shadow_agreement_total";
+const STEPS: &str = "kruise_admission_shadow_step_agreement_total";
+const STEP_NAMES: [&str; 8] = [
+    "readiness-gate",
+    "workload-spread",
+    "sidecarset",
+    "launch-priority",
+    "related-pub",
+    "persistent-pod-state",
+    "enhanced-liveness",
+    "probe-marker",
+];
+
+/// `kruise_admission_shadow_step_agreement_total` of each step, `(agree, disagree)`.
+fn step_counts(metrics: &str) -> Vec<(&'static str, Option<f64>, Option<f64>)> {
+    let count =
+        |step: &str, result: &str| sample(metrics, STEPS, &format!(r#"result="{result}",step="{step}""#));
+    STEP_NAMES.iter().map(|s| (*s, count(s, "agree"), count(s, "disagree"))).collect()
+}
+
+/// Every step at `agree` but those of `disagree`, which are at `(agree, disagree)`.
+fn expected_steps(
+    agree: f64,
+    disagree: &[(&str, f64, f64)],
+) -> Vec<(&'static str, Option<f64>, Option<f64>)> {
+    STEP_NAMES
+        .iter()
+        .map(|s| match disagree.iter().find(|d| d.0 == *s) {
+            Some(&(_, a, d)) => (*s, Some(a), Some(d)),
+            None => (*s, Some(agree), Some(0.0)),
+        })
+        .collect()
+}
 
 /// `serve --shadow` in live mode against `api`, ready, with its Pod watch running.
 async fn start(api: &FakeApiServer, dir: &std::path::Path) -> (Serve, TlsClient, std::net::SocketAddr) {
@@ -113,6 +147,11 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
 
     let text = http_get(metrics, "/metrics").await.1;
     assert_eq!(sample(&text, "kruise_admission_shadow_pending_decisions", ""), Some(3.0), "{text}");
+    assert_eq!(
+        step_counts(&text),
+        expected_steps(0.0, &[]),
+        "every step's series exists from the start:\n{text}"
+    );
     for (_, stored) in &cases {
         api.apply(fixture(stored));
     }
@@ -123,6 +162,8 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="log-agent""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="disagree",sidecarset="log-agent""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="-""#), Some(1.0), "{text}");
+    // Every Pod counts once per step; only the SidecarSet step disagrees, on the keymaker Pod.
+    assert_eq!(step_counts(&text), expected_steps(3.0, &[("sidecarset", 2.0, 1.0)]), "{text}");
     assert_eq!(
         sample(&text, "kruise_admission_shadow_unmatched_total", r#"reason="evicted""#),
         Some(0.0),
@@ -132,6 +173,7 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     let line = serve.until("shadow disagreement").pop().unwrap();
     assert_eq!(line["level"], "WARN");
     assert_eq!(line["pod"], "keymaker/keymaker-keymaker-769579fd65-4tkzm", "{line}");
+    assert_eq!(line["step"], "sidecarset", "{line}");
     assert_eq!(line["sidecarset"], "log-agent", "{line}");
     assert_eq!(line["diffs"], 1, "{line}");
     assert_eq!(
@@ -162,6 +204,40 @@ async fn stored_pods_count_agree_or_disagree_with_our_decisions() {
     assert_eq!(sample(&text, AGREEMENT, r#"result="disagree",sidecarset="other""#), Some(1.0), "{text}");
     assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="log-agent""#), Some(2.0), "{text}");
     assert!(!text.contains("made-up"), "request text never becomes a label");
+}
+
+/// A step other than SidecarSet injection is compared too: with a PodUnavailableBudget guarding the
+/// Pod, our decision names it in `kruise.io/related-pub`; a stored Pod without it disagrees on that
+/// step alone, logged with the step and the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_step_is_compared_and_counted_on_its_own() {
+    let api = FakeApiServer::start_with(fake_apiserver::resources_with_pubs()).await;
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kruise-system"}}));
+    api.apply(json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+        "metadata": {"name": "nginx-pub", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"run": "nginx"}}, "maxUnavailable": 1}}));
+    let dir = tempfile::tempdir().unwrap();
+    let (serve, client, metrics) = start(&api, dir.path()).await;
+    let review = fixture("recorded/openyurt-pod-create.json");
+    assert_eq!(
+        client.post_json(Proto::Http2, "/mutate-pod?timeout=10s", review.to_string()).await.status,
+        StatusCode::OK
+    );
+    api.apply(fixture("agreement/stored/agree-no-injection-nginx.yaml"));
+    let text = wait_for_metrics(metrics, "the comparison", |t| {
+        sample(t, "kruise_admission_shadow_pending_decisions", "") == Some(0.0)
+    })
+    .await;
+    assert_eq!(step_counts(&text), expected_steps(1.0, &[("related-pub", 0.0, 1.0)]), "{text}");
+    assert_eq!(sample(&text, AGREEMENT, r#"result="agree",sidecarset="-""#), Some(1.0), "{text}");
+    let line = serve.until("shadow disagreement").pop().unwrap();
+    assert_eq!(
+        (&line["level"], &line["pod"], &line["step"]),
+        (&json!("WARN"), &json!("default/nginx"), &json!("related-pub"))
+    );
+    assert_eq!(line["diffs"], 1, "{line}");
+    assert_eq!(line["diff"], r#"metadata.annotations[kruise.io/related-pub]: "nginx-pub" -> -"#, "{line}");
+    assert!(line.get("sidecarset").is_none(), "{line}");
 }
 
 /// The watch caches nothing and lists nothing but one Pod: it starts from the current

@@ -27,6 +27,48 @@ use crate::api::meta::LabelSelector;
 use crate::api::tree::Json;
 use crate::cluster::controller_finder::group_of;
 
+/// Kruise's steps, in the order [`mutate`] runs them; the names are the `step` of the agreement
+/// with stored Pods (`agreement::compare_pod`, docs/sidecarset.md#13-6-the-other-steps), which
+/// compares each step's own fields. Our DaemonSet-style stamp is not one: Kruise has no such step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Step {
+    ReadinessGate,
+    WorkloadSpread,
+    SidecarSet,
+    LaunchPriority,
+    RelatedPub,
+    PersistentPodState,
+    EnhancedLiveness,
+    ProbeMarker,
+}
+
+impl Step {
+    pub const ALL: [Step; 8] = [
+        Step::ReadinessGate,
+        Step::WorkloadSpread,
+        Step::SidecarSet,
+        Step::LaunchPriority,
+        Step::RelatedPub,
+        Step::PersistentPodState,
+        Step::EnhancedLiveness,
+        Step::ProbeMarker,
+    ];
+
+    /// The step's label: short, fixed, kebab-case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::ReadinessGate => "readiness-gate",
+            Step::WorkloadSpread => "workload-spread",
+            Step::SidecarSet => "sidecarset",
+            Step::LaunchPriority => "launch-priority",
+            Step::RelatedPub => "related-pub",
+            Step::PersistentPodState => "persistent-pod-state",
+            Step::EnhancedLiveness => "enhanced-liveness",
+            Step::ProbeMarker => "probe-marker",
+        }
+    }
+}
+
 /// Mutate a Pod on CREATE. Subresource requests (`pods/binding`, `pods/status`, ...) and other
 /// operations pass through unchanged. `pod` is the request's pod, not yet changed.
 pub fn mutate<'a>(

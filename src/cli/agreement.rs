@@ -1,7 +1,7 @@
 //! `dry-run --compare --stored PATH`: our decision on each recorded Pod CREATE against the Pod
 //! actually stored (docs/sidecarset.md#13-agreement-with-stored-pods), as a table or one JSON
-//! document: per SidecarSet agree/disagree counts, per field disagree counts, and every Pod's verdict
-//! with its diffs.
+//! document: per SidecarSet and per `/mutate-pod` step agree/disagree counts, per field disagree
+//! counts, and every Pod's verdict with its diffs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use super::inputs;
 use super::report::ReviewResult;
 use super::report::Table;
-use crate::admission::agreement::{self, SidecarSetAgreement, StoredPods};
+use crate::admission::agreement::{self, FieldDiff, Lookups, SidecarSetAgreement, StepAgreement, StoredPods};
+use crate::admission::pod::Step;
+use crate::admission::workload_spread::{WS_GROUP, WS_KIND};
 use crate::api::sidecarset::{GROUP, KIND, SidecarSet};
 use crate::cluster::Snapshot;
 
@@ -54,9 +56,10 @@ fn stored_pod(mut document: Value) -> Option<Value> {
 
 /// One Pod CREATE review's verdict.
 enum Verdict {
-    /// Every SidecarSet either side injected agrees (none at all also agrees: neither injected).
+    /// Every step agrees, every SidecarSet either side injected among them (none at all also
+    /// agrees: neither injected).
     Agree,
-    /// At least one SidecarSet disagrees.
+    /// At least one step disagrees.
     Disagree,
     /// We would deny a Pod that was stored: a disagreement no SidecarSet owns.
     Denied { code: u16, message: String },
@@ -81,10 +84,11 @@ struct PodRow {
     stored: Option<String>,
     verdict: Verdict,
     sidecarsets: Vec<SidecarSetAgreement>,
+    steps: Vec<StepAgreement>,
 }
 
 #[derive(Default)]
-struct SetTotals {
+struct Totals {
     agree: usize,
     disagree: usize,
     /// Field path -> Pods disagreeing on it.
@@ -95,6 +99,8 @@ struct SetTotals {
 pub struct Report {
     /// The SidecarSets our decisions read, by name, decoded once (for attribution).
     sidecarsets: HashMap<String, Arc<SidecarSet>>,
+    /// The WorkloadSpreads, by namespace and name (for what a subset contributes).
+    spreads: HashMap<(String, String), Arc<Value>>,
     stored: StoredPods<String>,
     pods: Vec<PodRow>,
     /// Reviews that are not a Pod CREATE (or cannot be decoded): not compared.
@@ -111,11 +117,15 @@ impl Report {
                 Some((key.name.clone(), Arc::new(SidecarSet::from_value(object).ok()?)))
             })
             .collect();
+        let spreads = cluster
+            .entries(WS_GROUP, WS_KIND)
+            .map(|(key, object)| ((key.namespace.clone(), key.name.clone()), object.clone()))
+            .collect();
         let labelled = stored.into_iter().map(|pod| {
             let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
             (format!("{}/{}", text("/metadata/namespace"), text("/metadata/name")), pod)
         });
-        Report { sidecarsets, stored: StoredPods::new(labelled), pods: Vec::new(), other_reviews: 0 }
+        Report { sidecarsets, spreads, stored: StoredPods::new(labelled), pods: Vec::new(), other_reviews: 0 }
     }
 
     pub fn add(&mut self, source: &str, result: &ReviewResult) {
@@ -130,6 +140,7 @@ impl Report {
             stored: paired.as_ref().map(|(label, _)| label.clone()),
             verdict: Verdict::Unmatched,
             sidecarsets: Vec::new(),
+            steps: Vec::new(),
         };
         match paired {
             None => {}
@@ -137,13 +148,14 @@ impl Report {
                 row.verdict = Verdict::Denied { code: result.status.0, message: result.status.1.clone() };
             }
             Some((_, stored)) => {
-                let lookup = |name: &str| self.sidecarsets.get(name).cloned();
-                row.sidecarsets = agreement::compare(&result.input, &result.object, &stored, &lookup);
-                row.verdict = if row.sidecarsets.iter().all(SidecarSetAgreement::agrees) {
-                    Verdict::Agree
-                } else {
-                    Verdict::Disagree
+                let sidecarset = |name: &str| self.sidecarsets.get(name).cloned();
+                let workload_spread = |namespace: &str, name: &str| {
+                    self.spreads.get(&(namespace.to_owned(), name.to_owned())).cloned()
                 };
+                let lookups = Lookups { sidecarset: &sidecarset, workload_spread: &workload_spread };
+                let verdict = agreement::compare_pod(&result.input, &result.object, &stored, &lookups);
+                row.verdict = if verdict.agrees() { Verdict::Agree } else { Verdict::Disagree };
+                (row.sidecarsets, row.steps) = (verdict.sidecarsets, verdict.steps);
             }
         }
         self.pods.push(row);
@@ -155,22 +167,13 @@ impl Report {
         !self.pods.is_empty() && self.pods.iter().all(|p| matches!(p.verdict, Verdict::Agree))
     }
 
-    fn sidecarset_totals(&self) -> BTreeMap<&str, SetTotals> {
-        let mut totals: BTreeMap<&str, SetTotals> = BTreeMap::new();
-        for set in self.pods.iter().flat_map(|p| &p.sidecarsets) {
-            let entry = totals.entry(set.name.as_str()).or_default();
-            if set.agrees() {
-                entry.agree += 1;
-            } else {
-                entry.disagree += 1;
-            }
-            let mut paths: Vec<&str> = set.diffs.iter().map(|d| d.path.as_str()).collect();
-            paths.dedup();
-            for path in paths {
-                *entry.fields.entry(path.to_owned()).or_default() += 1;
-            }
-        }
-        totals
+    fn sidecarset_totals(&self) -> BTreeMap<&str, Totals> {
+        totals(self.pods.iter().flat_map(|p| &p.sidecarsets).map(|s| (s.name.as_str(), &s.diffs[..])))
+    }
+
+    /// In [`Step::ALL`]'s order.
+    fn step_totals(&self) -> BTreeMap<Step, Totals> {
+        totals(self.pods.iter().flat_map(|p| &p.steps).map(|s| (s.step, &s.diffs[..])))
     }
 
     fn count(&self, word: &str) -> usize {
@@ -196,28 +199,46 @@ impl Report {
         )
     }
 
-    /// `--output summary`: SidecarSets, fields, then every Pod that is not in agreement.
+    /// `--output summary`: SidecarSets and their fields, steps and their fields (the SidecarSet
+    /// step's are the SidecarSets'), then every Pod that is not in agreement.
     pub fn table(&self) -> String {
-        let totals = self.sidecarset_totals();
         let mut out = String::new();
         let mut sets = Table::new(&["SIDECARSET", "AGREE", "DISAGREE"]);
-        let mut fields = Table::new(&["SIDECARSET", "FIELD", "DISAGREE"]);
-        for (name, t) in &totals {
+        let mut set_fields = Table::new(&["SIDECARSET", "FIELD", "DISAGREE"]);
+        for (name, t) in &self.sidecarset_totals() {
             sets.push(vec![(*name).to_owned(), t.agree.to_string(), t.disagree.to_string()]);
             for (path, n) in &t.fields {
-                fields.push(vec![(*name).to_owned(), path.clone(), n.to_string()]);
+                set_fields.push(vec![(*name).to_owned(), path.clone(), n.to_string()]);
             }
         }
-        let mut pods =
-            Table::new(&["SOURCE", "POD", "STORED POD", "RESULT", "SIDECARSET", "FIELD", "OURS", "STORED"]);
+        let mut steps = Table::new(&["STEP", "AGREE", "DISAGREE"]);
+        let mut step_fields = Table::new(&["STEP", "FIELD", "DISAGREE"]);
+        for (step, t) in &self.step_totals() {
+            steps.push(vec![step.as_str().to_owned(), t.agree.to_string(), t.disagree.to_string()]);
+            for (path, n) in t.fields.iter().filter(|_| *step != Step::SidecarSet) {
+                step_fields.push(vec![step.as_str().to_owned(), path.clone(), n.to_string()]);
+            }
+        }
+        let mut pods = Table::new(&[
+            "SOURCE",
+            "POD",
+            "STORED POD",
+            "RESULT",
+            "STEP",
+            "SIDECARSET",
+            "FIELD",
+            "OURS",
+            "STORED",
+        ]);
         for pod in self.pods.iter().filter(|p| !matches!(p.verdict, Verdict::Agree)) {
             let stored = pod.stored.clone().unwrap_or_else(|| "-".to_owned());
-            let row = |set: &str, field: &str, ours: String, theirs: String| {
+            let row = |step: &str, set: &str, field: &str, ours: String, theirs: String| {
                 vec![
                     pod.source.clone(),
                     pod.subject.clone(),
                     stored.clone(),
                     pod.verdict.word().to_owned(),
+                    step.to_owned(),
                     set.to_owned(),
                     field.to_owned(),
                     ours,
@@ -228,20 +249,26 @@ impl Report {
                 Verdict::Denied { code, message } => pods.push(row(
                     "-",
                     "-",
+                    "-",
                     format!("denied {code}: {}", message.replace('\n', " ")),
                     "admitted".into(),
                 )),
-                Verdict::Unmatched => pods.push(row("-", "-", "-".into(), "-".into())),
+                Verdict::Unmatched => pods.push(row("-", "-", "-", "-".into(), "-".into())),
                 _ => {
-                    for set in pod.sidecarsets.iter().filter(|s| !s.agrees()) {
-                        for d in &set.diffs {
-                            pods.push(row(&set.name, &d.path, shown(&d.ours), shown(&d.stored)));
+                    let sidecarset = Step::SidecarSet.as_str();
+                    let by_set = pod.sidecarsets.iter().map(|s| (sidecarset, s.name.as_str(), &s.diffs));
+                    let by_step = (pod.steps.iter())
+                        .filter(|s| s.step != Step::SidecarSet)
+                        .map(|s| (s.step.as_str(), "-", &s.diffs));
+                    for (step, set, diffs) in by_set.chain(by_step) {
+                        for d in diffs {
+                            pods.push(row(step, set, &d.path, shown(&d.ours), shown(&d.stored)));
                         }
                     }
                 }
             }
         }
-        for table in [&sets, &fields, &pods] {
+        for table in [&sets, &set_fields, &steps, &step_fields, &pods] {
             if table.len() > 0 {
                 out.push_str(&table.render());
                 out.push('\n');
@@ -254,13 +281,19 @@ impl Report {
 
     /// `--output json`: one document (shape in docs/sidecarset.md#13-4-the-report).
     pub fn json(&self) -> String {
+        let fields = |t: Totals| -> Vec<Value> {
+            t.fields.into_iter().map(|(path, n)| json!({"path": path, "disagree": n})).collect()
+        };
         let sidecarsets: Vec<Value> = self
             .sidecarset_totals()
             .into_iter()
-            .map(|(name, t)| {
-                let fields: Vec<Value> =
-                    t.fields.into_iter().map(|(path, n)| json!({"path": path, "disagree": n})).collect();
-                json!({"name": name, "agree": t.agree, "disagree": t.disagree, "fields": fields})
+            .map(|(name, t)| json!({"name": name, "agree": t.agree, "disagree": t.disagree, "fields": fields(t)}))
+            .collect();
+        let steps: Vec<Value> = self
+            .step_totals()
+            .into_iter()
+            .map(|(step, t)| {
+                json!({"step": step.as_str(), "agree": t.agree, "disagree": t.disagree, "fields": fields(t)})
             })
             .collect();
         let pods: Vec<Value> = self
@@ -269,7 +302,10 @@ impl Report {
             .map(|p| {
                 let mut row = json!({"source": p.source, "pod": p.subject, "stored": p.stored, "result": p.verdict.word(), "sidecarsets": p.sidecarsets
                     .iter()
-                    .map(|s| json!({"name": s.name, "result": if s.agrees() { "agree" } else { "disagree" }, "diffs": s.diffs}))
+                    .map(|s| json!({"name": s.name, "result": result(s.agrees()), "diffs": s.diffs}))
+                    .collect::<Vec<_>>(), "steps": p.steps
+                    .iter()
+                    .map(|s| json!({"step": s.step.as_str(), "result": result(s.agrees()), "diffs": s.diffs}))
                     .collect::<Vec<_>>()});
                 if let Verdict::Denied { code, message } = &p.verdict {
                     row["status"] = json!({"code": code, "message": message});
@@ -289,12 +325,37 @@ impl Report {
                 "storedUnpaired": unpaired.len(),
             },
             "sidecarsets": sidecarsets,
+            "steps": steps,
             "pods": pods,
             "storedUnpaired": unpaired,
         })
         .to_string()
             + "\n"
     }
+}
+
+/// Agree/disagree counts and per field disagree counts of `verdicts` (a verdict agrees when it has
+/// no diff), by key.
+fn totals<'d, K: Ord>(verdicts: impl Iterator<Item = (K, &'d [FieldDiff])>) -> BTreeMap<K, Totals> {
+    let mut totals: BTreeMap<K, Totals> = BTreeMap::new();
+    for (key, diffs) in verdicts {
+        let entry = totals.entry(key).or_default();
+        if diffs.is_empty() {
+            entry.agree += 1;
+        } else {
+            entry.disagree += 1;
+        }
+        let mut paths: Vec<&str> = diffs.iter().map(|d| d.path.as_str()).collect();
+        paths.dedup();
+        for path in paths {
+            *entry.fields.entry(path.to_owned()).or_default() += 1;
+        }
+    }
+    totals
+}
+
+fn result(agrees: bool) -> &'static str {
+    if agrees { "agree" } else { "disagree" }
 }
 
 /// The longest value a table cell shows; `--output json` has every value whole.

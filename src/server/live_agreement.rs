@@ -1,8 +1,9 @@
 //! `serve --shadow` in live mode: our decision on each Pod CREATE against the Pod the API server
 //! stored (docs/sidecarset.md#13-5-live-agreement). `/mutate-pod` hands its decisions here
 //! ([`LiveAgreement::remember`]); the Pod-creation watch hands the stored Pods
-//! ([`LiveAgreement::stored`]); each pair is compared with [`agreement::compare`] and counted in
-//! `kruise_admission_shadow_agreement_total{sidecarset, result}`, each disagreement logged with its
+//! ([`LiveAgreement::stored`]); each pair is compared with [`agreement::compare_pod`] and counted in
+//! `kruise_admission_shadow_agreement_total{sidecarset, result}` and
+//! `kruise_admission_shadow_step_agreement_total{step, result}`, each disagreement logged with its
 //! diff. Decisions no stored Pod pairs with are counted in `kruise_admission_shadow_unmatched_total`.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,11 +12,13 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::metrics::Metrics;
-use crate::admission::agreement;
+use crate::admission::agreement::{self, Lookups};
 use crate::admission::pending_decisions::{Decided, Limits, PendingDecisions, Remembered, Unmatched};
+use crate::admission::pod::Step;
 use crate::admission::review::{AdmissionRequest, Operation};
 use crate::admission::shadow;
 use crate::admission::webhooks::{Capability, Webhook};
+use crate::admission::workload_spread;
 use crate::api::sidecarset::{self, SidecarSet};
 use crate::api::tree::Json;
 use crate::cluster::Snapshot;
@@ -34,6 +37,11 @@ impl LiveAgreement {
     pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
         for reason in ["expired", "evicted"] {
             metrics.shadow_unmatched.with_label_values(&[reason]);
+        }
+        for step in Step::ALL {
+            for agrees in [true, false] {
+                metrics.shadow_step_agreement.with_label_values(&[step.as_str(), result(agrees)]);
+            }
         }
         LiveAgreement { pending: Mutex::new(PendingDecisions::new(limits)), metrics }
     }
@@ -109,31 +117,51 @@ impl LiveAgreement {
     }
 
     fn compare(&self, decided: &Decided, stored: &Value, snapshot: Option<&Snapshot>) {
-        let lookup = |name: &str| {
+        let sidecarset = |name: &str| {
             let object = snapshot?.get(sidecarset::GROUP, sidecarset::KIND, "", name)?;
             SidecarSet::from_value(object).ok().map(Arc::new)
         };
-        let verdicts = agreement::compare(&decided.original, &decided.ours, stored, &lookup);
-        if verdicts.is_empty() {
-            self.metrics.shadow_agreement.with_label_values(&[NO_SIDECARSET, "agree"]).inc();
-            return;
-        }
+        let workload_spread = |namespace: &str, name: &str| {
+            snapshot?.get(workload_spread::WS_GROUP, workload_spread::WS_KIND, namespace, name).cloned()
+        };
+        let lookups = Lookups { sidecarset: &sidecarset, workload_spread: &workload_spread };
+        let verdict = agreement::compare_pod(&decided.original, &decided.ours, stored, &lookups);
         let pod_name = format!(
             "{}/{}",
             stored.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default(),
             stored.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
         );
-        for verdict in verdicts {
+        for step in &verdict.steps {
+            self.metrics
+                .shadow_step_agreement
+                .with_label_values(&[step.step.as_str(), result(step.agrees())])
+                .inc();
+            // The SidecarSet step's disagreements are logged per SidecarSet, below.
+            if !step.agrees() && step.step != Step::SidecarSet {
+                tracing::warn!(
+                    pod = %pod_name,
+                    step = step.step.as_str(),
+                    diffs = step.diffs.len(),
+                    diff = %shadow::diff_summary(&step.diffs),
+                    "shadow disagreement"
+                );
+            }
+        }
+        if verdict.sidecarsets.is_empty() {
+            self.metrics.shadow_agreement.with_label_values(&[NO_SIDECARSET, "agree"]).inc();
+            return;
+        }
+        for verdict in verdict.sidecarsets {
             // Only names the cluster has become label values: the annotations a name came from are
             // the Pods', which anyone creating a Pod writes.
             let known = snapshot
                 .is_some_and(|s| s.get(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name).is_some());
             let label = if known { verdict.name.as_str() } else { OTHER_SIDECARSET };
-            let result = if verdict.agrees() { "agree" } else { "disagree" };
-            self.metrics.shadow_agreement.with_label_values(&[label, result]).inc();
+            self.metrics.shadow_agreement.with_label_values(&[label, result(verdict.agrees())]).inc();
             if !verdict.agrees() {
                 tracing::warn!(
                     pod = %pod_name,
+                    step = Step::SidecarSet.as_str(),
                     sidecarset = %shadow::truncate(&verdict.name, 253),
                     diffs = verdict.diffs.len(),
                     diff = %shadow::diff_summary(&verdict.diffs),
@@ -142,4 +170,9 @@ impl LiveAgreement {
             }
         }
     }
+}
+
+/// The `result` label of a verdict.
+fn result(agrees: bool) -> &'static str {
+    if agrees { "agree" } else { "disagree" }
 }

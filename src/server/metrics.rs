@@ -61,6 +61,7 @@ pub struct Metrics {
     /// is a SidecarSet of the snapshot, `other` for a name it does not have, `-` when neither side
     /// injected any.
     pub shadow_agreement: IntCounterVec,
+    pub shadow_step_agreement: IntCounterVec,
     /// `{reason}`: `--shadow` decisions on Pod CREATEs that left without a stored Pod (`expired`,
     /// `evicted` by the caps).
     pub shadow_unmatched: IntCounterVec,
@@ -209,6 +210,13 @@ impl Metrics {
                  either side injected (agree, disagree); sidecarset is a SidecarSet of the cluster, other for a name it does not \
                  have, - when neither side injected any",
                 &["sidecarset", "result"],
+            )?,
+            shadow_step_agreement: r.int_counters(
+                "kruise_admission_shadow_step_agreement_total",
+                "--shadow in live mode: our decision on a Pod CREATE compared with the Pod the API server stored, per /mutate-pod \
+                 step (readiness-gate, workload-spread, sidecarset, launch-priority, related-pub, persistent-pod-state, \
+                 enhanced-liveness, probe-marker), each Pod once per step (agree, disagree; agree when neither side did anything)",
+                &["step", "result"],
             )?,
             shadow_unmatched: r.int_counters(
                 "kruise_admission_shadow_unmatched_total",

@@ -181,11 +181,17 @@ agree=$(server_metric kruise_admission_shadow_agreement_total 'result="agree"')
 disagree=$(server_metric kruise_admission_shadow_agreement_total 'result="disagree"')
 per_set=$(curl -s "http://127.0.0.1:$REL_METRICS/metrics" | { grep '^kruise_admission_shadow_agreement_total{' || true; } \
     | sed 's/.*result="\([a-z]*\)",sidecarset="\([^"]*\)".*} \(.*\)/\2=\1:\3/; s/.*sidecarset="\([^"]*\)".*result="\([a-z]*\)".*} \(.*\)/\1=\2:\3/' | sort | paste -sd' ')
-disagreements=$(jq -c 'select(type == "object") | (.fields // .) | select(.message == "shadow disagreement") | {pod, sidecarset, diff}' \
+disagreements=$(jq -c 'select(type == "object") | (.fields // .) | select(.message == "shadow disagreement") | {pod, step, sidecarset, diff}' \
     "$WORK/logs/kruise-admission-shadow.log" 2>/dev/null | head -5)
 check migration-shadow-agreement-live "kruise_admission_shadow_agreement_total over $total stored Pods: $per_set (agree $agree, disagree $disagree; unmatched $(server_metric kruise_admission_shadow_unmatched_total))" \
     "agree $agree, disagree $disagree: $per_set; $disagreements" \
     eval '[ "$disagree" = 0 ] && [ "$agree" -ge "$total" ] && for s in log-agent mesh-proxy metrics-exporter; do grep -q "$s=agree:[1-9]" <<<"$per_set" || exit 1; done'
+# Every other /mutate-pod step (readiness gate, WorkloadSpread, launch priority, ...) agrees as well.
+step_disagree=$(server_metric kruise_admission_shadow_step_agreement_total 'result="disagree"')
+per_step=$(curl -s "http://127.0.0.1:$REL_METRICS/metrics" | { grep '^kruise_admission_shadow_step_agreement_total{.*result="disagree"' || true; } \
+    | sed 's/.*step="\([^"]*\)".*} \(.*\)/\1:\2/' | paste -sd' ')
+check migration-shadow-step-agreement-live "kruise_admission_shadow_step_agreement_total: no step disagrees over $total stored Pods" \
+    "disagree per step: $per_step; $disagreements" test "$step_disagree" = 0
 
 # Offline (§3, as written): the cluster folder, then every logged Pod creation against its stored Pod.
 if out=$(run_doc 'dry-run --cluster-dir cluster --compare' 2>&1); then

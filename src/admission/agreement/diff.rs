@@ -17,7 +17,7 @@ pub(super) struct Ctx {
 }
 
 /// The identity of an entry of the list under `key`, for lists Kubernetes merges by a key.
-fn entry_key(key: &str, entry: &Value) -> Option<String> {
+pub(super) fn entry_key(key: &str, entry: &Value) -> Option<String> {
     let text = |k: &str| field(entry, k).and_then(Value::as_str).map(str::to_owned);
     match key {
         "env" | "imagePullSecrets" | "containers" | "initContainers" | "volumes" => text("name"),

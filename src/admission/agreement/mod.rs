@@ -1,6 +1,6 @@
 //! Agreement between our decision on a Pod CREATE and the Pod actually stored
 //! (docs/sidecarset.md#13-agreement-with-stored-pods): for each SidecarSet that either side injected,
-//! `agree` or `disagree` with a field-level diff.
+//! and for each step of `/mutate-pod` ([`Step`]), `agree` or `disagree` with a field-level diff.
 //!
 //! "Ours" is the Pod of the review with our patch applied; "stored" is the Pod as the API server
 //! persisted it after kruise-manager's injection. Only what injection owns is compared, attributed to
@@ -17,8 +17,10 @@
 mod diff;
 mod normalize;
 mod pairing;
+mod steps;
 
 pub use pairing::StoredPods;
+pub use steps::SpreadLookup;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use serde_json::{Map, Value, json};
 use self::diff::{Ctx, diff};
 use self::normalize::{normalized_container, normalized_volume, token_volume};
 use super::injection::annotations::{HashEntries, parse_hash_map};
+use super::pod::Step;
 use crate::api::json::{at, field};
 use crate::api::sidecarset::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, SidecarSet,
@@ -80,6 +83,58 @@ pub fn compare(
             SidecarSetAgreement { name: name.to_owned(), diffs }
         })
         .collect()
+}
+
+/// What the comparison reads of the cluster the decision was made against.
+pub struct Lookups<'a> {
+    /// A SidecarSet by name (see [`compare`]).
+    pub sidecarset: &'a dyn Fn(&str) -> Option<Arc<SidecarSet>>,
+    /// A WorkloadSpread by namespace and name: what the subset a Pod was given contributes.
+    pub workload_spread: SpreadLookup<'a>,
+}
+
+/// The verdict for one step of `/mutate-pod` on one Pod: it agrees when there is no diff, also
+/// when neither side did anything for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepAgreement {
+    pub step: Step,
+    pub diffs: Vec<FieldDiff>,
+}
+
+impl StepAgreement {
+    pub fn agrees(&self) -> bool {
+        self.diffs.is_empty()
+    }
+}
+
+/// One Pod's verdicts: per SidecarSet ([`compare`]) and per step, every step in [`Step::ALL`]'s
+/// order. The SidecarSet step's diffs are those of its SidecarSets, in name order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodAgreement {
+    pub sidecarsets: Vec<SidecarSetAgreement>,
+    pub steps: Vec<StepAgreement>,
+}
+
+impl PodAgreement {
+    pub fn agrees(&self) -> bool {
+        self.steps.iter().all(StepAgreement::agrees)
+    }
+}
+
+/// Compare `ours` with `stored` per SidecarSet and per step (docs/sidecarset.md#13-6-the-other-steps).
+pub fn compare_pod(original: &Value, ours: &Value, stored: &Value, lookups: &Lookups) -> PodAgreement {
+    let sidecarsets = compare(original, ours, stored, lookups.sidecarset);
+    let steps = Step::ALL
+        .into_iter()
+        .map(|step| {
+            let diffs = match step {
+                Step::SidecarSet => sidecarsets.iter().flat_map(|s| s.diffs.iter().cloned()).collect(),
+                _ => steps::compare_step(step, original, ours, stored, lookups.workload_spread),
+            };
+            StepAgreement { step, diffs }
+        })
+        .collect();
+    PodAgreement { sidecarsets, steps }
 }
 
 /// One Pod with its Kruise annotations parsed once.

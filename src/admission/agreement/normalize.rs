@@ -129,7 +129,7 @@ const POINTER_ZEROES: &[&str] = &["defaultMode", "mode", "storageClassName"];
 /// resource list, the Go zero value (`""`, `false`, `0`) of a non-pointer field, a zero `divisor`
 /// (Go writes an unset one as `"0"`), and `resizePolicy` entries that say `NotRequired` (what an
 /// absent entry means).
-fn tidy(value: &mut Value, in_pointer_struct: bool) {
+pub(super) fn tidy(value: &mut Value, in_pointer_struct: bool) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
