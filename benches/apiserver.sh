@@ -91,29 +91,10 @@ echo "kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) on https://1
 declare -A WEBHOOK_PID=()
 mkdir -p "$WORK/cluster"
 if [ "$KRUISE" = 1 ]; then
-    # shellcheck source=tests/e2e/kruise_manager.sh
-    source "$E2E/kruise_manager.sh"
-    say "kruise-manager: its CRDs and webhook configurations, $SIDECARSETS SidecarSets ($SELECTING selecting the pod)"
-    { read -r KRUISE_MANAGER; read -r KRUISE_SRC; } < <(bash "$E2E/kube-binaries.sh" kruise-manager)
-    kruise_manager_install "$KRUISE_SRC"
-    # Kruise's Pod webhook for the kruise namespace only (its template: the entries it keeps, §5 of
-    # docs/MIGRATING.md).
-    kc get mutatingwebhookconfiguration kruise-mutating-webhook-configuration -o json \
-        | jq '.metadata.annotations.template = (.webhooks | map(if .name == "mpod.kb.io"
-            then .namespaceSelector = {matchLabels: {"e2e-floor": "kruise"}} else . end) | tojson)' | kc replace -f - >/dev/null
-    start_kruise_manager
+    # shellcheck source=benches/support/kruise_peer.sh
+    source benches/support/kruise_peer.sh
+    kruise_peer "$SIDECARSETS" "$SELECTING" "$WORK/cluster"
     WEBHOOK_PID[kruise]=$KM_PID
-    wait_for 120 km_ready || die "kruise-manager did not become ready (see $WORK/logs/kruise-manager.log)"
-    jq -n --argjson n "$SIDECARSETS" --argjson sel "$SELECTING" '{apiVersion: "v1", kind: "List", items: [range($n) as $i | {
-        apiVersion: "apps.kruise.io/v1alpha1", kind: "SidecarSet", metadata: {name: "e2e-lat-\($i)"},
-        spec: {selector: {matchLabels: (if $i < $sel then {"e2e-sidecar": "e2e-lat"} else {"e2e-sidecar": "other-\($i)"} end)},
-               containers: [{name: "agent-\($i)", image: "busybox:1.36", command: ["sleep", "3600"]}]}}]}' \
-        | kc create -f - >/dev/null
-    # Ours reads them as Kruise stored them (its defaults and hashes), with the revisions it wrote.
-    wait_for 60 eval '[ "$(kc -n kruise-system get controllerrevisions -l kruise.io/sidecarset-name -o name | wc -l)" -ge "$SIDECARSETS" ]' || true
-    kc get sidecarsets -o json >"$WORK/cluster/sidecarsets.json"
-    kc -n kruise-system get controllerrevisions -l kruise.io/sidecarset-name -o json >"$WORK/cluster/revisions.json"
-    kc get namespaces -o json >"$WORK/cluster/namespaces.json"
     say "ours (folder mode, Kruise's $SIDECARSETS SidecarSets), the patch floor and the allow floor"
 else
     say "ours (folder mode, one SidecarSet), the patch floor and the allow floor"
@@ -168,18 +149,8 @@ creates() {
         || die "not every create in e2e-lat-$key succeeded: $(grep -E 'status codes|requests:' "$OUT/$name.txt" | tr '\n' ' ')"
 }
 sequential() { creates "seq-$1-$2" "$1" "$PODS" -c 1 -m 1; }
-# cpu_ticks PID...: the CPU time (user + system, every thread, in clock ticks) of each process, 0 for
-# no PID.
-cpu_ticks() {
-    local pid stat fields
-    for pid in "$@"; do
-        if [ -z "$pid" ]; then echo 0; continue; fi
-        stat=$(<"/proc/$pid/stat")
-        stat=${stat##*) } # the fields after the command name, which may hold spaces
-        read -r -a fields <<<"$stat"
-        echo $((fields[11] + fields[12])) # utime and stime, fields 14 and 15 of stat(5)
-    done
-}
+# shellcheck source=benches/support/cpu.sh
+source benches/support/cpu.sh
 # burst KEY ROUND: BURST creates from CONCURRENCY connections; OUT/cpu-KEY-ROUND.txt holds the ticks
 # that kube-apiserver, etcd and the namespace's webhook (0 for none) spent meanwhile, one per line.
 burst() {

@@ -18,13 +18,25 @@
 # that burst (3.2 ms at 5,000 req/s over 16 connections against 1.4 ms from 4 independent clients at the
 # same rate, 2026-12-02). An apiserver's webhook calls come from independent pod creations: interleaved.
 #
-# Usage: benches/h2load.sh      (about ROUNDS × 45 s + 15 s after the build)
+# With KRUISE=1, OpenKruise's kruise-manager v1.9.1 joins as a third server (benches/support/kruise_peer.sh:
+# etcd and kube-apiserver on 127.0.0.1, kruise-manager in a network namespace of its own as the
+# end-to-end suite runs it). The SidecarSets are then SETS created through Kruise's webhooks, SELECTING
+# of them selecting the pod, and ours reads them as Kruise stored them; every server gets the same
+# review, the pod `benches/apiserver.sh` creates (POD is not used), and kruise-manager is driven by
+# h2load inside its namespace. Each round adds kruise-manager's h1 and h2 runs and the ratios ours /
+# kruise-manager. The half-rate latency runs stay ours and the Go floor's (kruise-manager's maximum is
+# below half of ours).
+#
+# Usage: benches/h2load.sh      (about ROUNDS × 45 s + 15 s after the build; KRUISE=1 adds ROUNDS × 20 s
+#        and a minute of setup)
 # Knobs: DURATION=10 (seconds per run) ROUNDS=3 CONNECTIONS=16 H2_CONNECTIONS=2 H2_STREAMS=8 SETS=1000
 #        LATENCY_CLIENTS="4 16" (one half-rate run per count, for each server)
 #        POD=typical (small|typical|largest|env2000) OUT=<cargo target dir>/h2load
 #        H2LOAD=path (else h2load from PATH, else Debian's nghttp2-client unpacked under OUT)
 #        BIN=path TOOL=path (the `kruise-admission` and `bench-tool` to measure, e.g. an earlier build kept
 #        aside for a before/after run; else cargo builds this tree's release binaries)
+#        KRUISE=1 SELECTING=1 (kruise-manager as a third server; needs root, socat, Go, kubectl, jq, python3
+#        with PyYAML; E2E_VERSION picks the kube-apiserver, default the newest of tests/e2e/kube/VERSIONS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/cargo-paths.sh
@@ -37,6 +49,8 @@ H2_CONNECTIONS=${H2_CONNECTIONS:-2}
 H2_STREAMS=${H2_STREAMS:-8}
 LATENCY_CLIENTS=${LATENCY_CLIENTS:-4 16}
 SETS=${SETS:-1000}
+KRUISE=${KRUISE:-0}
+SELECTING=${SELECTING:-1}
 POD=${POD:-typical}
 PORT=${PORT:-19543}
 GO_PORT=$((PORT + 1))
@@ -45,19 +59,51 @@ mkdir -p "$OUT"
 . benches/support/servers.sh
 
 . benches/support/h2load-tool.sh
+. benches/support/cpu.sh
 
 # --- build ---------------------------------------------------------------------------------------
 say "building release binaries (cargo build --release) and the Go floor"
 BIN=${BIN:-$(cargo_exe kruise-admission --release --bin kruise-admission)}
 TOOL=${TOOL:-$(cargo_exe bench-tool --release --example bench-tool)}
 build_go_floor
-"$TOOL" review "$POD" >"$OUT/review-$POD.json"
-cluster_folder "$SETS"
+REVIEW=$OUT/review-$POD.json
+if [ "$KRUISE" = 1 ]; then
+    # The cluster kruise-manager needs, with the e2e suite's helpers (they replace servers.sh's `say`
+    # and stop every process they start, ours included, on exit).
+    E2E=$PWD/tests/e2e WORK=$OUT/work PYTHON=${PYTHON:-python3}
+    EXTRA_APISERVER_FLAGS=()
+    # shellcheck source=tests/e2e/lib.sh
+    source "$E2E/lib.sh"
+    # shellcheck source=tests/e2e/latency_lib.sh
+    source "$E2E/latency_lib.sh"
+    # shellcheck source=benches/support/kruise_peer.sh
+    source benches/support/kruise_peer.sh
+    PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$TARGET/manifests-tools}
+    { read -r KUBE_APISERVER; read -r ETCD; } < <(bash "$E2E/kube-binaries.sh" "${E2E_VERSION:-$(grep -m1 '^v' "$E2E/kube/VERSIONS")}")
+    rm -rf "$WORK" && mkdir -p "$WORK/logs"
+    trap 'e2e_cleanup; cleanup' EXIT
+    start_etcd
+    start_apiserver
+    mkns e2e-lat-none e2e-lat-ours
+    kruise_peer "$SETS" "$SELECTING" "$WORK/cluster"
+    CLUSTER=$WORK/cluster
+else
+    "$TOOL" review "$POD" >"$REVIEW"
+    cluster_folder "$SETS"
+    CLUSTER=$OUT/cluster-$SETS
+fi
 
 # --- servers: ours (its own embedded CA and certificate) and the Go floor with the same certificate
-serve "$OUT/cluster-$SETS"
+serve "$CLUSTER"
+if [ "$KRUISE" = 1 ]; then
+    REVIEW=$OUT/review-kruise.json
+    latency_our_patch e2e-lat-none e2e-lat-ours "https://localhost:$PORT/mutate-pod" "$OUT/certs/ca.crt" "$WORK/our-patch.json" \
+        || die "no patch from ours for the pod the SidecarSets select"
+    cp "$WORK/latency-review.json" "$REVIEW"
+fi
 "$OUT/go-floor" "$OUT/certs/tls.crt" "$OUT/certs/tls.key" "127.0.0.1:$GO_PORT" allow 2>"$OUT/go-floor.log" &
-PIDS+=($!)
+GO_PID=$!
+PIDS+=("$GO_PID")
 wait_tls "$GO_PORT"
 
 # percentiles NAME LOG...: one line with the rate (the sum of the runs' own), p50/p99/p99.9 over every
@@ -84,23 +130,37 @@ open(base + ".rate", "w").write(f"{rate}\n")
 EOF
 }
 
-# h2load_run NAME URL [h2load flags]: one h2load process, its output in OUT/NAME.txt and its
-# per-request log in OUT/NAME.log.
+# h2load_run NAME URL [h2load flags]: one h2load process (inside kruise-manager's network namespace
+# for a URL of kruise-manager's), its output in OUT/NAME.txt and its per-request log in OUT/NAME.log.
 h2load_run() {
-    local name=$1 url=$2
+    local name=$1 url=$2 inside=()
     shift 2
+    [ "$name" = "${name#kruise-}" ] || inside=("${KM_NS[@]}")
     rm -f "$OUT/$name.log"
-    "$H2LOAD" -D "$DURATION" --warm-up-time=1 "$@" -d "$OUT/review-$POD.json" \
+    "${inside[@]}" "$H2LOAD" -D "$DURATION" --warm-up-time=1 "$@" -d "$REVIEW" \
         -H 'content-type: application/json' --log-file="$OUT/$name.log" "$url" >"$OUT/$name.txt"
 }
 
-# run NAME URL h1|h2: one throughput run over CONNECTIONS (HTTP/1.1) or H2_CONNECTIONS × H2_STREAMS.
+# run NAME URL h1|h2 PID: one throughput run over CONNECTIONS (HTTP/1.1) or H2_CONNECTIONS × H2_STREAMS,
+# and the CPU per request of the server PID (its ticks over the requests h2load counted, in µs; the
+# ticks include the 1 s warm-up, the same share for every server), kept in OUT/NAME.cpu: the work the
+# server did, which the client's share of the 2 cores does not cap.
 run() {
-    local name=$1 url=$2 http=$3
+    local name=$1 url=$2 http=$3 pid=$4 before after
     local proto=(--h1 -c "$CONNECTIONS" -m 1)
     [ "$http" = h2 ] && proto=(-c "$H2_CONNECTIONS" -m "$H2_STREAMS")
+    before=$(cpu_ticks "$pid")
     h2load_run "$name" "$url" "${proto[@]}"
+    after=$(cpu_ticks "$pid")
     percentiles "$name" "$OUT/$name.log"
+    python3 - "$OUT/$name" "$((after - before))" "$(getconf CLK_TCK)" <<'EOF'
+import re, sys
+base, ticks, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", open(base + ".txt").read()).group(1))
+cpu = ticks * 1e6 / tck / max(done, 1)
+open(base + ".cpu", "w").write(f"{cpu}\n")
+print(f"{'':<22} server CPU {cpu:.1f} µs per request")
+EOF
 }
 
 # latency NAME URL CLIENTS RATE: CLIENTS independent one-connection HTTP/1.1 clients at RATE req/s
@@ -117,17 +177,42 @@ latency() {
     percentiles "$name" "${logs[@]}"
 }
 
+# ratio WHAT A B: one line, "round R PROTO: WHAT = A/B" from two figure files (round and http: the
+# loop's), also kept in OUT/ratios.tsv for the medians at the end.
+: >"$OUT/ratios.tsv"
+ratio() {
+    local line
+    line=$(python3 -c "import sys; a, b = (float(open(f).read()) for f in sys.argv[2:]); print(f'round $round $http: {sys.argv[1]} = {a / b:.2f}x')" "$@")
+    echo "$line"
+    sed -E 's/^round [0-9]+ (h[12]): (.*) = (.*)x$/\1 \2\t\3/' <<<"$line" >>"$OUT/ratios.tsv"
+}
+
 OURS=https://127.0.0.1:$PORT/mutate-pod
 GOF=https://127.0.0.1:$GO_PORT/floor
 for round in $(seq "$ROUNDS"); do
     for http in h1 h2; do
         say "round $round, $http, ${DURATION}s each"
-        run "go-$http-$round" "$GOF" "$http"
-        run "ours-$http-$round" "$OURS" "$http"
-        python3 -c "import sys; o, g = (float(open(f).read()) for f in sys.argv[1:]); print(f'round $round $http: ours / Go floor = {o / g:.2f}x')" \
-            "$OUT/ours-$http-$round.rate" "$OUT/go-$http-$round.rate"
+        run "go-$http-$round" "$GOF" "$http" "$GO_PID"
+        run "ours-$http-$round" "$OURS" "$http" "$SERVE_PID"
+        ratio "ours / Go floor, requests/s" "$OUT/ours-$http-$round.rate" "$OUT/go-$http-$round.rate"
+        if [ "$KRUISE" = 1 ]; then
+            run "kruise-$http-$round" "https://127.0.0.1:$KM_WEBHOOK_PORT/mutate-pod" "$http" "$KM_PID"
+            ratio "ours / kruise-manager, requests/s" "$OUT/ours-$http-$round.rate" "$OUT/kruise-$http-$round.rate"
+            ratio "kruise-manager / ours, server CPU per request" "$OUT/kruise-$http-$round.cpu" "$OUT/ours-$http-$round.cpu"
+        fi
     done
 done
+
+say "medians of the per-round ratios"
+python3 - "$OUT/ratios.tsv" <<'EOF'
+import statistics, sys
+ratios = {}
+for line in open(sys.argv[1]):
+    what, value = line.rstrip("\n").split("\t")
+    ratios.setdefault(what, []).append(float(value))
+for what, values in ratios.items():
+    print(f"{what}: {statistics.median(values):.2f}x (rounds {', '.join(f'{v:.2f}' for v in values)})")
+EOF
 
 # Half of our best HTTP/1.1 rate of this run, from independent clients (see the top).
 HALF=$(python3 -c "import sys; print(max(float(open(f).read()) for f in sys.argv[1:]) / 2)" "$OUT"/ours-h1-[0-9]*.rate)
