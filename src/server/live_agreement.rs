@@ -111,7 +111,7 @@ impl LiveAgreement {
     fn compare(&self, decided: &Decided, stored: &Value, snapshot: Option<&Snapshot>) {
         let lookup = |name: &str| {
             let object = snapshot?.get(sidecarset::GROUP, sidecarset::KIND, "", name)?;
-            SidecarSet::from_value(object).ok().map(Arc::new)
+            SidecarSet::from_value(&object).ok().map(Arc::new)
         };
         let verdicts = agreement::compare(&decided.original, &decided.ours, stored, &lookup);
         if verdicts.is_empty() {
