@@ -886,17 +886,14 @@ mod tests {
         );
     }
 
-    /// Namespaces and workloads are held as text, and read back as the trimmed tree.
+    /// Every kind but those read on each review or written back whole is held as text.
     #[test]
     fn the_many_small_kinds_are_held_as_text() {
         for object in cluster() {
             let kind = object["kind"].as_str().unwrap().to_owned();
             let Kept::Object(kept) = keep(&kind)(object) else { panic!("{kind}") };
-            let text = matches!(kept, crate::cluster::Stored::Text(_));
-            let many = ["Namespace", "Deployment", "ReplicaSet", "StatefulSet", "Job", "CloneSet"];
-            let expected =
-                many.contains(&kind.as_str()) || kind == "PersistentPodState" || kind == "PodProbeMarker";
-            assert_eq!(text, expected, "{kind}");
+            let tree = ["SidecarSet", "PodUnavailableBudget", "WorkloadSpread"].contains(&kind.as_str());
+            assert_eq!(matches!(kept, crate::cluster::Stored::Tree(_)), tree, "{kind}");
         }
     }
 }
