@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kruise_admission::cluster::{Change, ObjectKey, Snapshot, TypeKey};
+use kruise_admission::cluster::{Change, ObjectKey, Snapshot, Stored, TypeKey};
 use serde_json::{Value, json};
 
 const CACHED: usize = 10_000;
@@ -33,7 +33,7 @@ fn publish_one_change(c: &mut Criterion) {
     let change = Change {
         type_key: TypeKey::new("apps.kruise.io", "SidecarSet"),
         key: ObjectKey::of(&changed).expect("a named SidecarSet"),
-        object: Some(changed),
+        object: Some(Stored::Tree(changed)),
     };
 
     let mut group = c.benchmark_group(format!("publish_one_changed_sidecarset_of_{CACHED}"));

@@ -81,9 +81,9 @@ impl StatusWrite {
 /// The object `target` as the decision should see it: read again from the API server after a
 /// conflicting write (the edge answered `target.query()`), otherwise the cached one. `None`: it
 /// does not exist (any more).
-pub fn current<'a>(inputs: &Inputs<'a>, target: &Target) -> Option<&'a Arc<Value>> {
+pub fn current(inputs: &Inputs<'_>, target: &Target) -> Option<Arc<Value>> {
     match inputs.answers.get(&target.query()) {
-        Ok(fresh) => fresh.first(),
+        Ok(fresh) => fresh.first().cloned(),
         Err(_) => inputs.cluster.get(&target.group, &target.kind, &target.namespace, &target.name),
     }
 }

@@ -114,7 +114,7 @@ impl Report {
         let sidecarsets = cluster
             .entries(GROUP, KIND)
             .filter_map(|(key, object)| {
-                Some((key.name.clone(), Arc::new(SidecarSet::from_value(object).ok()?)))
+                Some((key.name.clone(), Arc::new(SidecarSet::from_value(&object).ok()?)))
             })
             .collect();
         let spreads = cluster

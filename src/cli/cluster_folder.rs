@@ -176,7 +176,7 @@ fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v Value> {
 fn applied(object: Value, inputs: &Inputs) -> Result<Value, String> {
     let existing = match (TypeKey::of(&object), ObjectKey::of(&object)) {
         (Some(t), Some(k)) => {
-            inputs.cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(o))
+            inputs.cluster.get(&t.group, &t.kind, &k.namespace, &k.name).map(|o| Value::clone(&o))
         }
         _ => None,
     };

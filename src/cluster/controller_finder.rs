@@ -159,7 +159,7 @@ fn find_typed(
 /// The object `reference` names (by group, kind and name), if its uid agrees.
 fn get(cluster: &Snapshot, group: &str, reference: ControllerRef<'_>, namespace: &str) -> Option<Arc<Value>> {
     let object = cluster.get(group, reference.kind, namespace, reference.name)?;
-    (reference.uid.is_empty() || uid_of(object) == reference.uid).then(|| Arc::clone(object))
+    (reference.uid.is_empty() || uid_of(&object) == reference.uid).then_some(object)
 }
 
 fn untyped(reference: ControllerRef<'_>, object: Arc<Value>, replicas: i64) -> Workload {
@@ -202,7 +202,8 @@ impl CustomWorkloads {
     /// (keys match case-insensitively, `null` is nothing).
     pub fn read(cluster: &Snapshot, kruise_namespace: &str) -> Result<CustomWorkloads, FinderError> {
         let configmap = cluster.get("", "ConfigMap", kruise_namespace, KRUISE_CONFIGMAP);
-        let text = configmap.and_then(|c| c.pointer(&format!("/data/{STATEFULSET_LIKE_WHITELIST_KEY}")));
+        let text =
+            configmap.as_ref().and_then(|c| c.pointer(&format!("/data/{STATEFULSET_LIKE_WHITELIST_KEY}")));
         match text.and_then(Value::as_str) {
             None => Ok(CustomWorkloads::default()),
             Some(text) => Ok(CustomWorkloads { listed: whitelist(text).map_err(FinderError::Whitelist)? }),

@@ -14,4 +14,4 @@ pub mod sidecarset_index;
 pub mod snapshot;
 
 pub use query::{Answers, Counted, ListFilter, Query};
-pub use snapshot::{Change, ObjectKey, Snapshot, TypeKey};
+pub use snapshot::{Change, ObjectKey, Snapshot, Stored, TypeKey};

@@ -145,10 +145,10 @@ impl Answers {
         for q in queries {
             let objects = match q {
                 Query::List { group, kind, namespace, .. } => {
-                    snapshot.list(group, kind, namespace.as_deref()).cloned().collect()
+                    snapshot.list(group, kind, namespace.as_deref()).collect()
                 }
                 Query::Get { group, kind, namespace, name, .. } => {
-                    snapshot.get(group, kind, namespace, name).cloned().into_iter().collect()
+                    snapshot.get(group, kind, namespace, name).into_iter().collect()
                 }
             };
             answers.insert(q.clone(), Ok(objects));

@@ -163,7 +163,7 @@ impl SidecarSetIndex {
     pub fn build(snapshot: &Snapshot) -> Self {
         let mut index = SidecarSetIndex::default();
         for (key, object) in snapshot.entries(GROUP, KIND) {
-            index.insert(key, object);
+            index.insert(key, &object);
         }
         index
     }

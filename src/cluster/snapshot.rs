@@ -54,24 +54,59 @@ impl ObjectKey {
     }
 }
 
+/// An object as a snapshot holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// The decoded tree.
+    Tree(Arc<Value>),
+    /// Compact JSON text, decoded on each read: a small object's tree costs about ten times its
+    /// text (a Namespace's 160 bytes of labels decode to 1.9 KiB: every map is an `IndexMap` with
+    /// its own hash table, every value 72 bytes). Live mode keeps so the kinds there are many of
+    /// and that a review reads a few of at most ([`Stored::compact`]).
+    Text(Arc<str>),
+}
+
+impl Stored {
+    /// `value` as text when decoding the text gives `value` back, else as a tree: serde_json's
+    /// default float parsing is not exact to the last bit, and its decoder refuses nesting its
+    /// encoder writes. A read then sees what a tree would have given it.
+    pub fn compact(value: Value) -> Stored {
+        let text = serde_json::to_string(&value).ok();
+        match text.filter(|t| serde_json::from_str::<Value>(t).is_ok_and(|decoded| decoded == value)) {
+            Some(text) => Stored::Text(text.into()),
+            None => Stored::Tree(Arc::new(value)),
+        }
+    }
+
+    /// The object (`None` only for text that does not decode, which [`Stored::compact`] never
+    /// keeps).
+    pub fn value(&self) -> Option<Arc<Value>> {
+        match self {
+            Stored::Tree(tree) => Some(Arc::clone(tree)),
+            Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
+        }
+    }
+}
+
 /// One object added or replaced (`object: Some`) or deleted (`None`), for [`Snapshot::apply`].
 #[derive(Debug, Clone)]
 pub struct Change {
     pub type_key: TypeKey,
     pub key: ObjectKey,
-    pub object: Option<Arc<Value>>,
+    pub object: Option<Stored>,
 }
 
 /// The objects a decision may read. Built once, then shared read-only (`Arc<Snapshot>`).
 ///
 /// Each type's objects are a [`SharedMap`], so the next snapshot of a live cluster
 /// ([`Snapshot::apply`]) shares every object, and every chunk of the maps, that did not change.
+/// Objects are held as [`Stored`] trees or text; readers get the tree either way.
 /// ControllerRevisions are kept as [`Revision`]s only (what decisions read of them), never as
 /// objects.
 #[derive(Debug)]
 pub struct Snapshot {
     /// No empty maps: a type without objects has no entry. No ControllerRevisions.
-    objects: HashMap<TypeKey, SharedMap<ObjectKey, Arc<Value>>>,
+    objects: HashMap<TypeKey, SharedMap<ObjectKey, Stored>>,
     revisions: SharedMap<ObjectKey, Arc<Revision>>,
     /// The key `counts` reports the revisions under.
     revision_type: TypeKey,
@@ -100,14 +135,14 @@ impl Snapshot {
 
     /// Like [`Snapshot::from_objects`], from objects that are already shared.
     pub fn from_shared(objects: impl IntoIterator<Item = Arc<Value>>) -> Self {
-        let mut by_type: HashMap<TypeKey, Vec<(ObjectKey, Arc<Value>)>> = HashMap::new();
+        let mut by_type: HashMap<TypeKey, Vec<(ObjectKey, Stored)>> = HashMap::new();
         let mut revisions = Vec::new();
         for object in objects {
             let (Some(t), Some(k)) = (TypeKey::of(&object), ObjectKey::of(&object)) else { continue };
             if t.is_revision() {
                 revisions.push((k, Arc::new(Revision::of(&object))));
             } else {
-                by_type.entry(t).or_default().push((k, object));
+                by_type.entry(t).or_default().push((k, Stored::Tree(object)));
             }
         }
         let objects = by_type.into_iter().map(|(t, entries)| (t, entries.into_iter().collect())).collect();
@@ -140,7 +175,7 @@ impl Snapshot {
         let mut changed_sets: Vec<(ObjectKey, Option<Arc<Value>>)> = Vec::new();
         for Change { type_key, key, object } in changes {
             if type_key.is_revision() {
-                match object {
+                match object.as_ref().and_then(Stored::value) {
                     Some(object) => revisions.insert(key, Arc::new(Revision::of(&object))),
                     None => revisions.remove(&key),
                 };
@@ -148,19 +183,18 @@ impl Snapshot {
             }
             let map = objects.entry(type_key.clone()).or_default();
             let previous = match &object {
-                Some(object) => map.insert(key.clone(), Arc::clone(object)),
+                Some(object) => map.insert(key.clone(), object.clone()),
                 None => map.remove(&key),
             };
             if map.is_empty() {
                 objects.remove(&type_key);
             }
             let same = match (&previous, &object) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
-                (None, None) => true,
-                _ => false,
+                (Some(Stored::Tree(a)), Some(Stored::Tree(b))) => Arc::ptr_eq(a, b) || a == b,
+                (a, b) => a == b,
             };
             if !same && type_key.group == SIDECARSET_GROUP && type_key.kind == SIDECARSET_KIND {
-                changed_sets.push((key, object));
+                changed_sets.push((key, object.as_ref().and_then(Stored::value)));
             }
         }
         let next = Snapshot { objects, revisions, ..Snapshot::default() };
@@ -170,7 +204,16 @@ impl Snapshot {
         next
     }
 
-    pub fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<&Arc<Value>> {
+    pub fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        self.stored(group, kind, namespace, name)?.value()
+    }
+
+    /// Whether the object exists, without decoding it.
+    pub fn contains(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        self.stored(group, kind, namespace, name).is_some()
+    }
+
+    fn stored(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<&Stored> {
         let key = ObjectKey { namespace: namespace.into(), name: name.into() };
         self.objects.get(&TypeKey::new(group, kind))?.get(&key)
     }
@@ -181,10 +224,11 @@ impl Snapshot {
         group: &str,
         kind: &str,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
-        self.entries(group, kind)
+    ) -> impl Iterator<Item = Arc<Value>> + 'a {
+        // Narrowed before decoding: only the listed namespace's objects are read.
+        self.stored_entries(group, kind)
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .map(|(_, v)| v)
+            .filter_map(|(_, v)| v.value())
     }
 
     /// All objects of a type with their keys, in namespace then name order.
@@ -192,7 +236,15 @@ impl Snapshot {
         &'a self,
         group: &str,
         kind: &str,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, Arc<Value>)> + 'a {
+        self.stored_entries(group, kind).filter_map(|(key, object)| Some((key, object.value()?)))
+    }
+
+    fn stored_entries<'a>(
+        &'a self,
+        group: &str,
+        kind: &str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Stored)> + 'a {
         self.objects.get(&TypeKey::new(group, kind)).into_iter().flat_map(SharedMap::iter)
     }
 
@@ -248,5 +300,35 @@ mod tests {
         assert!(s.get("apps.kruise.io", "SidecarSet", "", "s").is_some());
         assert_eq!(s.list("", "Pod", Some("a")).count(), 1);
         assert_eq!(s.list("", "Pod", None).count(), 2);
+    }
+
+    #[test]
+    fn text_reads_back_as_the_tree_it_was_made_from() {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "a", "labels": {"z": "1", "a": "2"}}, "n": [1, -2, 3.5, 1e300, null, true]});
+        let stored = Stored::compact(namespace.clone());
+        assert!(matches!(stored, Stored::Text(_)), "{stored:?}");
+        let read = stored.value().unwrap();
+        assert_eq!(*read, namespace);
+        assert_eq!(read.to_string(), namespace.to_string(), "members in the same order");
+
+        let s = Snapshot::default().apply([Change {
+            type_key: TypeKey::new("", "Namespace"),
+            key: ObjectKey::of(&namespace).unwrap(),
+            object: Some(stored),
+        }]);
+        assert_eq!(s.get("", "Namespace", "", "a").as_deref(), Some(&namespace));
+        assert!(s.contains("", "Namespace", "", "a") && !s.contains("", "Namespace", "", "b"));
+        assert_eq!(s.list("", "Namespace", None).collect::<Vec<_>>(), [read]);
+    }
+
+    #[test]
+    fn what_text_would_not_give_back_stays_a_tree() {
+        // Deeper than serde_json's decoder follows (128), though its encoder writes it.
+        let mut deep = json!(0);
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        assert!(matches!(Stored::compact(deep.clone()), Stored::Tree(t) if *t == deep));
     }
 }

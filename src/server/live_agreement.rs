@@ -119,7 +119,7 @@ impl LiveAgreement {
     fn compare(&self, decided: &Decided, stored: &Value, snapshot: Option<&Snapshot>) {
         let sidecarset = |name: &str| {
             let object = snapshot?.get(sidecarset::GROUP, sidecarset::KIND, "", name)?;
-            SidecarSet::from_value(object).ok().map(Arc::new)
+            SidecarSet::from_value(&object).ok().map(Arc::new)
         };
         let workload_spread = |namespace: &str, name: &str| {
             snapshot?.get(workload_spread::WS_GROUP, workload_spread::WS_KIND, namespace, name).cloned()

@@ -81,7 +81,7 @@ impl StatusWrites {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let mine = written.get(target)?;
         let cached = snapshot.get(&target.group, &target.kind, &target.namespace, &target.name);
-        if cached.is_some_and(|c| resource_version(c) >= resource_version(mine)) {
+        if cached.is_some_and(|c| resource_version(&c) >= resource_version(mine)) {
             written.remove(target);
             return None;
         }
@@ -112,7 +112,6 @@ impl StatusWrites {
             Some(mine) => mine.clone(),
             None => snapshot
                 .get(&target.group, &target.kind, &target.namespace, &target.name)
-                .cloned()
                 .ok_or(WriteFailure::NotFound)?,
         };
         if resource_version(&current) != resource_version(object) {

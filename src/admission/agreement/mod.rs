@@ -825,7 +825,7 @@ mod tests {
         let lookup = |name: &str| {
             let object =
                 cluster.get(crate::api::sidecarset::GROUP, crate::api::sidecarset::KIND, "", name)?;
-            SidecarSet::from_value(object).ok().map(Arc::new)
+            SidecarSet::from_value(&object).ok().map(Arc::new)
         };
         let verdicts = |stored: &Value| -> Vec<(String, bool)> {
             compare(&original, &ours, stored, &lookup)

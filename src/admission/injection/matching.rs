@@ -31,14 +31,14 @@ pub struct PodTarget<'a> {
     /// Read by every candidate's selector: hashed once when there are many.
     pub labels: Option<Lookup<'a, 'a>>,
     /// `None` when the Namespace is not in the snapshot.
-    pub namespace: Option<&'a Value>,
+    pub namespace: Option<Arc<Value>>,
 }
 
 impl<'a> PodTarget<'a> {
     pub fn new(pod: &'a Json<'a>, namespace: &str, cluster: &'a Snapshot) -> Self {
         PodTarget {
             labels: labels_of(pod).map(Object::lookup),
-            namespace: cluster.get("", "Namespace", "", namespace).map(|n| &**n),
+            namespace: cluster.get("", "Namespace", "", namespace),
         }
     }
 }
@@ -53,7 +53,7 @@ pub fn skipped_for_unknown_namespace<'c>(
     namespace: &str,
     cluster: &'c Snapshot,
 ) -> Vec<&'c str> {
-    if namespace.is_empty() || cluster.get("", "Namespace", "", namespace).is_some() {
+    if namespace.is_empty() || cluster.contains("", "Namespace", "", namespace) {
         return Vec::new();
     }
     let candidates = cluster.sidecarset_index().candidates(namespace, labels_of(pod));
@@ -72,8 +72,8 @@ pub fn matches(set: &SidecarSet, pod: &PodTarget) -> Result<bool, String> {
     }
     if let Some(ns_selector) = &set.spec.namespace_selector {
         // A missing Namespace or an invalid namespaceSelector means no match, silently.
-        let Some(ns) = pod.namespace else { return Ok(false) };
-        // The snapshot keeps the Namespace as a `Value`: its labels are read in place.
+        let Some(ns) = &pod.namespace else { return Ok(false) };
+        // The Namespace is decoded once per pod (`PodTarget::new`): its labels are read in place.
         let ns_labels = ns.get("metadata").and_then(|m| m.get("labels"));
         let ns_label = |k: &str| ns_labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         if ns_selector.check().is_err() || !ns_selector.matches_by(ns_label) {

@@ -106,23 +106,19 @@ pub fn apply(request: &AdmissionRequest, pod: &mut Draft<'_>, inputs: &Inputs) -
 /// cannot parse matches nothing). Kruise lists from its informer, whose order is a map's, so with
 /// two for one workload it may take either; name order is one of its orders, and the one we promise.
 fn select(inputs: &Inputs, namespace: &str, group: &str, kind: &str, name: &str) -> Option<Arc<Value>> {
-    inputs
-        .cluster
-        .list(KRUISE_APPS_GROUP, PPS_KIND, Some(namespace))
-        .find(|pps| {
-            let deleting = pps.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-            let target = |key: &str| {
-                pps.pointer("/spec/targetRef")
-                    .and_then(|t| t.get(key))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-            };
-            !deleting
-                && group_of(target("apiVersion")) == Some(group)
-                && target("kind") == kind
-                && target("name") == name
-        })
-        .cloned()
+    inputs.cluster.list(KRUISE_APPS_GROUP, PPS_KIND, Some(namespace)).find(|pps| {
+        let deleting = pps.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let target = |key: &str| {
+            pps.pointer("/spec/targetRef")
+                .and_then(|t| t.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        !deleting
+            && group_of(target("apiVersion")) == Some(group)
+            && target("kind") == kind
+            && target("name") == name
+    })
 }
 
 /// `createNodeAffinity`: the required keys the pod's state has a label for, as nodeSelector

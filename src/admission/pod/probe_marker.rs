@@ -102,7 +102,7 @@ fn markers(request: &AdmissionRequest, pod: &Draft<'_>, inputs: &Inputs) -> Vec<
     if let Some(listed) = listed.filter(|l| !l.is_empty()) {
         return listed
             .split(',')
-            .filter_map(|name| inputs.cluster.get(KRUISE_APPS_GROUP, PPM_KIND, namespace, name).cloned())
+            .filter_map(|name| inputs.cluster.get(KRUISE_APPS_GROUP, PPM_KIND, namespace, name))
             .collect();
     }
     let labels = labels_of(pod);
@@ -110,7 +110,6 @@ fn markers(request: &AdmissionRequest, pod: &Draft<'_>, inputs: &Inputs) -> Vec<
         .cluster
         .list(KRUISE_APPS_GROUP, PPM_KIND, Some(namespace))
         .filter(|marker| selects(marker.pointer("/spec/selector"), &labels))
-        .cloned()
         .collect()
 }
 

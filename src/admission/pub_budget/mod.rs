@@ -101,7 +101,8 @@ pub fn check(
     let status = budget.get("status");
     let number = |key: &str| status.and_then(|s| s.get(key)).and_then(Value::as_i64).unwrap_or(0);
     let pod_name = pod.at(&["metadata", "name"]).and_then(Json::as_str).unwrap_or_default();
-    if number("desiredAvailable") == 0 || !protects(budget, operation, inputs) || records(budget, pod_name) {
+    if number("desiredAvailable") == 0 || !protects(&budget, operation, inputs) || records(&budget, pod_name)
+    {
         return Ok(Effects::default());
     }
     let recorded = |key: &str| status.and_then(|s| s.get(key)).and_then(Value::as_object).map_or(0, Map::len);
@@ -117,7 +118,7 @@ pub fn check(
     if dry_run {
         return Ok(Effects::default());
     }
-    let mut object = Value::clone(budget);
+    let mut object = Value::clone(&budget);
     let status = status_mut(&mut object)
         .ok_or_else(|| AdmissionError::Internal(format!("{PUB_KIND} {} is not an object", target.name)))?;
     status.insert("unavailableAllowed".into(), json!(number("unavailableAllowed") - 1));

@@ -129,7 +129,7 @@ fn annotation_errors(annotations: &BTreeMap<String, String>, path: &str) -> Vec<
 /// The other SidecarSets in the snapshot, in name order, read into the internal form. One that
 /// cannot be read is skipped: it cannot be injected either.
 fn sidecarsets(cluster: &Snapshot) -> impl Iterator<Item = SidecarSet> + '_ {
-    cluster.list(GROUP, KIND, None).filter_map(|v| SidecarSet::from_value(v).ok())
+    cluster.list(GROUP, KIND, None).filter_map(|v| SidecarSet::from_value(&v).ok())
 }
 
 /// The conflicts among the SidecarSets of a cluster folder, said when it loads (`--cluster-dir`):
@@ -148,7 +148,7 @@ pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
 }
 
 fn get_sidecarset(ctx: &Context, name: &str) -> Option<SidecarSet> {
-    ctx.inputs.cluster.get(GROUP, KIND, "", name).and_then(|v| SidecarSet::from_value(v).ok())
+    ctx.inputs.cluster.get(GROUP, KIND, "", name).and_then(|v| SidecarSet::from_value(&v).ok())
 }
 
 /// Canary rules (HEAD): base not itself, base annotation immutable, base exists and is no canary,
@@ -577,7 +577,8 @@ fn patch_whitelist(set: &SidecarSet, ctx: &Context) -> Result<(), String> {
     let defaults_allowed = ctx.inputs.settings.sidecarset_patch_pod_metadata_defaults_allowed();
     let config =
         ctx.inputs.cluster.get("", "ConfigMap", &ctx.inputs.settings.kruise_namespace, CONFIGURATION_NAME);
-    let raw = config.and_then(|c| c.pointer(&format!("/data/{WHITELIST_KEY}"))).and_then(Value::as_str);
+    let raw =
+        config.as_ref().and_then(|c| c.pointer(&format!("/data/{WHITELIST_KEY}"))).and_then(Value::as_str);
     let Some(raw) = raw else {
         return if defaults_allowed {
             Ok(())

@@ -73,9 +73,9 @@ pub fn assign(
     }
     let Some(owner) = &facts.controller else { return Ok(Assignment::default()) };
     let Some(ws) = target::governing(inputs, owner, &facts)? else { return Ok(Assignment::default()) };
-    let chosen = status::acquire(inputs, ws, &facts, status::Record::Creating)?;
+    let chosen = status::acquire(inputs, &ws, &facts, status::Record::Creating)?;
     let patched = match &chosen.subset {
-        Some(subset) => patch::apply(pod, ws, subset, chosen.uid.as_deref())?,
+        Some(subset) => patch::apply(pod, &ws, subset, chosen.uid.as_deref())?,
         None => false,
     };
     Ok(Assignment { patched, write: chosen.write })
@@ -121,7 +121,7 @@ pub fn deletion(
     }
     let target = target_of(&facts.namespace, &matched.name);
     let Some(ws) = writes::current(inputs, &target) else { return Ok(None) };
-    let acquired = status::acquire(inputs, ws, &facts, status::Record::Deleting { subset: &matched.subset })
+    let acquired = status::acquire(inputs, &ws, &facts, status::Record::Deleting { subset: &matched.subset })
         .map_err(|e| AdmissionError::BadRequest(e.to_string()))?;
     Ok(acquired.write.filter(|_| !dry_run))
 }

@@ -63,7 +63,7 @@ pub fn acquire(
     let target = target_of(namespace, name);
     // Gone since it was matched (a fresh read after a conflict): no subset, nothing recorded.
     let Some(current) = writes::current(inputs, &target) else { return Ok(Acquired::default()) };
-    let mut object = Value::clone(current);
+    let mut object = Value::clone(&current);
     let version = pod_version(pod);
     let mut statuses = versioned(&object, &version);
     if statuses.is_empty() {
@@ -278,8 +278,8 @@ fn workload_replicas(inputs: &Inputs, ws: &Value) -> Result<i64, AdmissionError>
     if let Some(paths) = paths.filter(|p| !p.is_empty()) {
         let mut sum = 0;
         for path in paths {
-            sum +=
-                replicas_at(workload, path.as_str().unwrap_or_default()).map_err(AdmissionError::Internal)?;
+            sum += replicas_at(&workload, path.as_str().unwrap_or_default())
+                .map_err(AdmissionError::Internal)?;
         }
         return Ok(sum);
     }
@@ -292,7 +292,7 @@ fn workload_replicas(inputs: &Inputs, ws: &Value) -> Result<i64, AdmissionError>
         _ => custom_workloads(inputs)
             .iter()
             .find(|w| w.group == group && w.kind == kind)
-            .map_or(0, |w| replicas_at(workload, &w.replicas_path).unwrap_or(0)),
+            .map_or(0, |w| replicas_at(&workload, &w.replicas_path).unwrap_or(0)),
     })
 }
 

@@ -34,11 +34,11 @@ const BUILT_IN: [(&str, &str); 6] = [
 /// The first WorkloadSpread, in name order, of the pod's namespace that governs the pod (`owner`
 /// is its controller reference). An owner on the way up that does not exist fails the request as
 /// it fails Kruise's (500, the API's not-found message), unless an earlier WorkloadSpread matched.
-pub fn governing<'i>(
-    inputs: &Inputs<'i>,
+pub fn governing(
+    inputs: &Inputs<'_>,
     owner: &Owner,
     pod: &PodFacts,
-) -> Result<Option<&'i Arc<Value>>, AdmissionError> {
+) -> Result<Option<Arc<Value>>, AdmissionError> {
     // matchReference: a controller of another kind, or an apiVersion Go cannot parse, is no workload.
     if !group_of(&owner.api_version).is_some_and(|group| follows(inputs, group, &owner.kind)) {
         return Ok(None);
@@ -93,7 +93,7 @@ fn refers_to(inputs: &Inputs, target: &Value, mut owner: Owner, namespace: &str)
             }
             return Err(Walk::NotFound(not_found(group, &owner.kind, &owner.name)));
         };
-        match Owner::controller_of(object) {
+        match Owner::controller_of(&object) {
             Some(next) => owner = next,
             None => return Ok(false),
         }
@@ -145,7 +145,7 @@ pub struct CustomWorkload {
 /// lists nothing (Kruise then follows the built-in kinds only).
 pub fn custom_workloads(inputs: &Inputs) -> Vec<CustomWorkload> {
     let configmap = inputs.cluster.get("", "ConfigMap", &inputs.settings.kruise_namespace, KRUISE_CONFIGMAP);
-    let text = configmap.and_then(|c| c.get("data")?.get(WHITELIST_KEY)?.as_str());
+    let text = configmap.as_ref().and_then(|c| c.get("data")?.get(WHITELIST_KEY)?.as_str());
     text.and_then(|t| parse_whitelist(t).ok()).unwrap_or_default()
 }
 

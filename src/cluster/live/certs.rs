@@ -329,7 +329,7 @@ impl CertManager {
                     namespace: None,
                     api: Api::all_with(self.client.clone(), &resource),
                     field_selector: Some(format!("metadata.name={name}")),
-                    keep: |v| Kept::Object(Arc::new(ca_bundles_only(v))),
+                    keep: |v| Kept::tree(ca_bundles_only(v)),
                     optional: false,
                 };
                 let cell = Arc::new(WatchCell::new(&spec));

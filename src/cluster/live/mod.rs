@@ -312,7 +312,7 @@ fn base_watches(client: &kube::Client, sidecarset: &ApiResource, kruise_namespac
             namespace: None,
             api: Api::all_with(client.clone(), sidecarset),
             field_selector: None,
-            keep: |v| Kept::Object(Arc::new(v)),
+            keep: Kept::tree,
             optional: false,
         },
         WatchSpec {
@@ -325,7 +325,7 @@ fn base_watches(client: &kube::Client, sidecarset: &ApiResource, kruise_namespac
                 &ApiResource::from_gvk_with_plural(&gvk("", "v1", "Namespace"), "namespaces"),
             ),
             field_selector: None,
-            keep: |v| Kept::Object(Arc::new(namespace_labels_only(v))),
+            keep: namespace_labels_only,
             optional: false,
         },
         WatchSpec {
@@ -358,7 +358,7 @@ fn base_watches(client: &kube::Client, sidecarset: &ApiResource, kruise_namespac
                 &ApiResource::from_gvk_with_plural(&gvk("", "v1", "ConfigMap"), "configmaps"),
             ),
             field_selector: Some(format!("metadata.name={KRUISE_CONFIGMAP}")),
-            keep: |v| Kept::Object(Arc::new(v)),
+            keep: Kept::tree,
             optional: true,
         },
     ]
@@ -430,7 +430,7 @@ fn gvk(group: &str, version: &str, kind: &str) -> kube::api::GroupVersionKind {
 
 /// Decisions read only a Namespace's name and labels; the rest (uid, resourceVersion, annotations
 /// with last-applied configurations, status) would only cost memory, ten thousand times over.
-fn namespace_labels_only(value: Value) -> Value {
+fn namespace_labels_only(value: Value) -> Kept {
     let meta = value.get("metadata");
     let mut kept = serde_json::Map::new();
     for field in ["name", "labels"] {
@@ -438,7 +438,9 @@ fn namespace_labels_only(value: Value) -> Value {
             kept.insert(field.into(), v.clone());
         }
     }
-    serde_json::json!({"apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept})
+    Kept::compact(
+        serde_json::json!({"apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept}),
+    )
 }
 
 /// The `/mutate-pod` step that reads PodUnavailableBudgets (`kruise.io/related-pub`), as
@@ -461,7 +463,7 @@ async fn pod_step_specs(client: &kube::Client) -> Result<(Vec<WatchSpec>, Vec<&'
     let mut skipped = Vec::new();
     let pubs = served(client, PUB_GROUP, "v1alpha1", PUB_KIND).await?;
     match &pubs {
-        Some(resource) => specs.push(cluster_wide(client, resource, |v| Kept::Object(Arc::new(v)))),
+        Some(resource) => specs.push(cluster_wide(client, resource, Kept::tree)),
         None => {
             tracing::warn!(
                 step = RELATED_PUB_STEP,
@@ -576,9 +578,9 @@ fn workload_fields_only(value: Value) -> Kept {
             kept_spec.insert(field.into(), v.clone());
         }
     }
-    Kept::Object(Arc::new(serde_json::json!({
+    Kept::compact(serde_json::json!({
         "apiVersion": value["apiVersion"], "kind": value["kind"], "metadata": kept_meta, "spec": kept_spec,
-    })))
+    }))
 }
 
 /// `members` of `value`'s object at `key`, the others dropped (absent members stay absent).
@@ -597,12 +599,12 @@ fn persistent_pod_state_fields_only(value: Value) -> Kept {
         .flatten()
         .map(|(pod, state)| (pod.clone(), Value::Object(pick_members(Some(state), &["nodeTopologyLabels"]))))
         .collect();
-    Kept::Object(Arc::new(serde_json::json!({
+    Kept::compact(serde_json::json!({
         "apiVersion": value["apiVersion"], "kind": value["kind"],
         "metadata": pick_members(value.get("metadata"), &["name", "namespace", "deletionTimestamp"]),
         "spec": pick_members(value.get("spec"), &["targetRef", "requiredPersistentTopology", "preferredPersistentTopology"]),
         "status": {"podStates": states},
-    })))
+    }))
 }
 
 /// What step 7 reads of a PodProbeMarker: its name, namespace, selector and probes without their
@@ -619,11 +621,11 @@ fn probe_marker_fields_only(value: Value) -> Kept {
         .collect();
     let mut spec = pick_members(value.get("spec"), &["selector"]);
     spec.insert("probes".into(), Value::Array(probes));
-    Kept::Object(Arc::new(serde_json::json!({
+    Kept::compact(serde_json::json!({
         "apiVersion": value["apiVersion"], "kind": value["kind"],
         "metadata": pick_members(value.get("metadata"), &["name", "namespace"]),
         "spec": spec,
-    })))
+    }))
 }
 
 /// A WorkloadSpread as its decisions read and write it: whole but for what the API server keeps
@@ -634,7 +636,7 @@ fn workload_spread_fields(mut value: Value) -> Kept {
         meta.remove("managedFields");
         meta.remove("annotations");
     }
-    Kept::Object(Arc::new(value))
+    Kept::tree(value)
 }
 
 /// The SidecarSet resource the cluster serves: v1beta1 when available (Kruise 1.8+), else v1alpha1.
@@ -686,7 +688,7 @@ mod tests {
 
     fn kept(kept: Kept) -> Value {
         match kept {
-            Kept::Object(object) => (*object).clone(),
+            Kept::Object(object) => (*object.value().expect("kept text decodes")).clone(),
             Kept::Revision(_) => panic!("an object is kept whole"),
         }
     }
@@ -720,5 +722,178 @@ mod tests {
                 "spec": {"selector": {"matchLabels": {"app": "a"}}, "probes": [{"name": "p", "containerName": "c",
                     "probe": {"exec": {"command": ["x"]}}, "podConditionType": "t"}]}})
         );
+    }
+
+    /// What live mode keeps of an object of `kind`, as its watch keeps it.
+    fn keep(kind: &str) -> KeepFn {
+        match kind {
+            "Namespace" => namespace_labels_only,
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "CloneSet" => workload_fields_only,
+            "WorkloadSpread" => workload_spread_fields,
+            "PersistentPodState" => persistent_pod_state_fields_only,
+            "PodProbeMarker" => probe_marker_fields_only,
+            _ => Kept::tree,
+        }
+    }
+
+    /// A snapshot of `objects` as live mode holds them: trimmed, and the many small kinds as text.
+    fn as_live_mode_keeps(objects: &[Value]) -> Snapshot {
+        Snapshot::default().apply(objects.iter().map(|o| {
+            let Kept::Object(kept) = keep(o["kind"].as_str().unwrap())(o.clone()) else { panic!("{o}") };
+            Change {
+                type_key: crate::cluster::TypeKey::of(o).unwrap(),
+                key: crate::cluster::ObjectKey::of(o).unwrap(),
+                object: Some(kept),
+            }
+        }))
+    }
+
+    /// Whole objects, with the fields a real cluster has beside the ones decisions read.
+    fn cluster() -> Vec<Value> {
+        use serde_json::json;
+        let meta = |kind: &str, name: &str, owner: Option<(&str, &str)>| {
+            let mut meta = json!({"name": name, "namespace": "shop", "uid": format!("{kind}-uid"), "generation": 3,
+                "resourceVersion": "41", "labels": {"app": "shop"}, "annotations": {"note": "x"},
+                "managedFields": [{"manager": "kubectl"}]});
+            if let Some((kind, name)) = owner {
+                meta["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": name,
+                    "uid": format!("{kind}-uid"), "controller": true, "blockOwnerDeletion": true}]);
+            }
+            meta
+        };
+        let template = json!({"metadata": {"labels": {"app": "shop"}}, "spec": {"containers": [{"name": "app", "image": "shop:1"}]}});
+        let spec = json!({"replicas": 4, "selector": {"matchLabels": {"app": "shop"}}, "template": template});
+        let target = |api_version: &str, kind: &str, name: &str| json!({"apiVersion": api_version, "kind": kind, "name": name});
+        let zones = json!([{"name": "a", "maxReplicas": 1, "patch": {"metadata": {"labels": {"zone": "a"}}}},
+            {"name": "b", "maxReplicas": 3, "patch": {"metadata": {"labels": {"zone": "b"}}}}]);
+        vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "uid": "ns-uid",
+                "labels": {"team": "a", "kubernetes.io/metadata.name": "shop"}, "annotations": {"owner": "a@example.com"}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+            json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "logs"},
+                "spec": {"selector": {"matchLabels": {"app": "shop"}}, "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    "containers": [{"name": "logs", "image": "logs:1"}]}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("Deployment", "shop", None), "spec": spec,
+                "status": {"replicas": 4}}),
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta("ReplicaSet", "shop-1", Some(("Deployment", "shop"))),
+                "spec": spec, "status": {"replicas": 4}}),
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("Job", "batch", None),
+                "spec": {"parallelism": 2, "completions": 10, "selector": {"matchLabels": {"app": "shop"}}, "template": template}}),
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": meta("CloneSet", "clone", None), "spec": spec}),
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("StatefulSet", "db", None), "spec": spec}),
+            json!({"apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+                "metadata": {"name": "budget", "namespace": "shop", "resourceVersion": "7"},
+                "spec": {"targetRef": target("apps/v1", "Deployment", "shop"), "maxUnavailable": 1},
+                "status": {"totalReplicas": 4, "desiredAvailable": 3, "currentAvailable": 4, "unavailableAllowed": 1}}),
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+                "metadata": {"name": "spread", "namespace": "shop", "resourceVersion": "7", "annotations": {"a": "b"}},
+                "spec": {"targetRef": target("apps/v1", "Deployment", "shop"), "subsets": zones},
+                "status": {"observedGeneration": 1, "subsetStatuses": [{"name": "a", "replicas": 1, "missingReplicas": 0},
+                    {"name": "b", "replicas": 0, "missingReplicas": 3}]}}),
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "WorkloadSpread",
+                "metadata": {"name": "jobs", "namespace": "shop", "resourceVersion": "7"},
+                "spec": {"targetRef": target("batch/v1", "Job", "batch"), "subsets": zones}}),
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PersistentPodState",
+                "metadata": {"name": "db", "namespace": "shop", "uid": "pps-uid"},
+                "spec": {"targetRef": target("apps/v1", "StatefulSet", "db"),
+                    "requiredPersistentTopology": {"nodeTopologyKeys": ["zone"]},
+                    "preferredPersistentTopology": [{"preference": {"nodeTopologyKeys": ["host"]}, "weight": 10}]},
+                "status": {"podStates": {"db-0": {"nodeName": "n1", "nodeTopologyLabels": {"zone": "a", "host": "n1"}}}}}),
+            json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PodProbeMarker",
+                "metadata": {"name": "ready", "namespace": "shop", "uid": "ppm-uid"},
+                "spec": {"selector": {"matchLabels": {"app": "shop"}}, "probes": [{"name": "healthy", "containerName": "app",
+                    "probe": {"exec": {"command": ["true"]}}, "podConditionType": "game.io/healthy",
+                    "markerPolicy": [{"state": "Succeeded", "labels": {"healthy": "true"}}]}]}}),
+        ]
+    }
+
+    /// Decisions read what live mode keeps (trimmed, Namespaces and workloads as text) as they
+    /// read the whole objects: every `/mutate-pod` step that reads the cache decides the same.
+    /// (`/validate-pod` reads only the PodUnavailableBudget, kept whole.)
+    #[test]
+    fn decisions_read_what_live_mode_keeps_as_the_whole_objects() {
+        use serde_json::json;
+
+        use crate::admission::feature_gates::{FeatureGates, Gate};
+        use crate::admission::review::decode_review;
+        use crate::admission::{FixedClock, Inputs, SeededRandom, Settings, webhooks};
+        use crate::cluster::Answers;
+
+        let review = |pod: Value| {
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "shop",
+                "operation": "CREATE", "object": pod}})
+        };
+        let pod = |name: &str, owner: (&str, &str, &str)| {
+            json!({"metadata": {"name": name, "namespace": "shop", "labels": {"app": "shop"},
+                    "ownerReferences": [{"apiVersion": owner.0, "kind": owner.1, "name": owner.2,
+                        "uid": format!("{}-uid", owner.1), "controller": true}]},
+                "spec": {"containers": [{"name": "app", "image": "shop:1"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        let reviews = [
+            review(pod("shop-1-a", ("apps/v1", "ReplicaSet", "shop-1"))),
+            review(pod("batch-a", ("batch/v1", "Job", "batch"))),
+            review(pod("clone-a", ("apps.kruise.io/v1alpha1", "CloneSet", "clone"))),
+            review(pod("db-0", ("apps/v1", "StatefulSet", "db"))),
+        ];
+        let whole = Snapshot::from_objects(cluster());
+        let kept = as_live_mode_keeps(&cluster());
+        let settings =
+            Settings { gates: FeatureGates::from_flags(&[(Gate::AllAlpha, true)]), ..Settings::default() };
+        let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
+        let decide = |cluster: &Snapshot, review: &Value| {
+            let request = decode_review(review.clone()).unwrap();
+            let random = SeededRandom::new(1);
+            let inputs = Inputs {
+                cluster,
+                answers: &Answers::default(),
+                clock: &clock,
+                random: &random,
+                settings: &settings,
+            };
+            let mut outcome =
+                webhooks::run_offline(webhooks::by_path("/mutate-pod").unwrap(), &request, &inputs);
+            // A status write sends the object back as read, of which the API server takes only
+            // the status and the resourceVersion (a WorkloadSpread is kept without annotations).
+            let writes: Vec<Value> = std::mem::take(&mut outcome.decision.writes)
+                .into_iter()
+                .map(|w| json!([w.target.name, w.object["metadata"]["resourceVersion"], w.object["status"]]))
+                .collect();
+            (outcome.decision, outcome.mutated, writes)
+        };
+        let decided: Vec<_> = reviews
+            .iter()
+            .map(|review| {
+                let on_whole = decide(&whole, review);
+                assert_eq!(decide(&kept, review), on_whole, "{review}");
+                assert!(on_whole.0.allowed, "{:?}", on_whole.0);
+                on_whole
+            })
+            .collect();
+        // Every kept kind was read: the steps changed the pods and wrote the statuses.
+        let patch = |n: usize| serde_json::to_string(&decided[n].0.patch).unwrap();
+        for read in ["logs:1", "kruise.io/related-pub", "workloadspread", "game.io/healthy"] {
+            assert!(patch(0).contains(read), "{read} missing from {}", patch(0));
+        }
+        assert_eq!(decided[0].2.len(), 1, "the Deployment's WorkloadSpread records the pod");
+        assert_eq!(decided[1].2.len(), 1, "the Job's WorkloadSpread records the pod");
+        assert!(
+            patch(3).contains(r#"/spec/nodeSelector","value":{"zone":"a"}"#),
+            "the PersistentPodState: {}",
+            patch(3)
+        );
+    }
+
+    /// Every kind but those read on each review or written back whole is held as text.
+    #[test]
+    fn the_many_small_kinds_are_held_as_text() {
+        for object in cluster() {
+            let kind = object["kind"].as_str().unwrap().to_owned();
+            let Kept::Object(kept) = keep(&kind)(object) else { panic!("{kind}") };
+            let tree = ["SidecarSet", "PodUnavailableBudget", "WorkloadSpread"].contains(&kind.as_str());
+            assert_eq!(matches!(kept, crate::cluster::Stored::Tree(_)), tree, "{kind}");
+        }
     }
 }

@@ -23,14 +23,29 @@ use serde_json::Value;
 use super::api_error::{ApiFailure, FailureKind, classify};
 use super::outage::{Backoff, FailureLog, Line, Waiter};
 use crate::cluster::revisions::Revision;
-use crate::cluster::{ObjectKey, TypeKey};
+use crate::cluster::{ObjectKey, Stored, TypeKey};
 
-/// An object as a watch keeps it until it is published: whole (or trimmed) JSON, or, for
-/// ControllerRevisions, only what decisions read, so that not even a list holds them whole.
+/// An object as a watch keeps it until it is published: whole (or trimmed) JSON, as a tree or as
+/// text ([`Stored`]), or, for ControllerRevisions, only what decisions read, so that not even a
+/// list holds them whole.
 #[derive(Debug, Clone)]
 pub(super) enum Kept {
-    Object(Arc<Value>),
+    Object(Stored),
     Revision(Arc<Revision>),
+}
+
+impl Kept {
+    /// Kept decoded: the kinds read on every review (SidecarSets, the Kruise ConfigMap) or
+    /// listed and written back whole (PodUnavailableBudgets, WorkloadSpreads).
+    pub fn tree(value: Value) -> Kept {
+        Kept::Object(Stored::Tree(Arc::new(value)))
+    }
+
+    /// Kept as text ([`Stored::compact`]): the kinds there are many of, of which a review decodes
+    /// the one or few it reads.
+    pub fn compact(value: Value) -> Kept {
+        Kept::Object(Stored::compact(value))
+    }
 }
 
 /// How objects of one resource are fetched and what is kept of them.
@@ -130,7 +145,7 @@ impl WatchCell {
         s.dirty
             .values()
             .filter_map(|kept| match kept {
-                Some(Kept::Object(object)) => Some(Arc::clone(object)),
+                Some(Kept::Object(object)) => object.value(),
                 Some(Kept::Revision(_)) | None => None,
             })
             .collect()
