@@ -122,7 +122,7 @@ impl LiveAgreement {
             SidecarSet::from_value(&object).ok().map(Arc::new)
         };
         let workload_spread = |namespace: &str, name: &str| {
-            snapshot?.get(workload_spread::WS_GROUP, workload_spread::WS_KIND, namespace, name).cloned()
+            snapshot?.get(workload_spread::WS_GROUP, workload_spread::WS_KIND, namespace, name)
         };
         let lookups = Lookups { sidecarset: &sidecarset, workload_spread: &workload_spread };
         let verdict = agreement::compare_pod(&decided.original, &decided.ours, stored, &lookups);
@@ -154,8 +154,8 @@ impl LiveAgreement {
         for verdict in verdict.sidecarsets {
             // Only names the cluster has become label values: the annotations a name came from are
             // the Pods', which anyone creating a Pod writes.
-            let known = snapshot
-                .is_some_and(|s| s.get(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name).is_some());
+            let known =
+                snapshot.is_some_and(|s| s.contains(sidecarset::GROUP, sidecarset::KIND, "", &verdict.name));
             let label = if known { verdict.name.as_str() } else { OTHER_SIDECARSET };
             self.metrics.shadow_agreement.with_label_values(&[label, result(verdict.agrees())]).inc();
             if !verdict.agrees() {

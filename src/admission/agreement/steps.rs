@@ -437,9 +437,8 @@ mod tests {
 
     fn verdict(cluster: &Snapshot, original: &Value, ours: &Value, stored: &Value) -> PodAgreement {
         let sidecarset = |_: &str| None;
-        let workload_spread = |namespace: &str, name: &str| {
-            cluster.get("apps.kruise.io", "WorkloadSpread", namespace, name).cloned()
-        };
+        let workload_spread =
+            |namespace: &str, name: &str| cluster.get("apps.kruise.io", "WorkloadSpread", namespace, name);
         compare_pod(
             original,
             ours,
