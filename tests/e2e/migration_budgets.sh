@@ -141,3 +141,21 @@ if out=$(run_doc 'kubectl get podunavailablebudgets -A' 2>&1) && grep -q 'mig-bu
 else
     fail migration-budget-watch "$out"
 fi
+# Deletes flow through kruise-admission too: with the budget at 0 a guarded Pod's DELETE is refused;
+# a zone-b Pod of the WorkloadSpread's CloneSet is deleted, and the replacement Kruise's CloneSet
+# controller creates is placed by kruise-admission in zone-b again (zone-a is full).
+guarded=$(budget_pods | jq -r '[.items[] | select(.status.phase == "Running")][0].metadata.name')
+if out=$(kc -n mig-budget delete pod "$guarded" --wait=false 2>&1); then
+    fail migration-budget-delete "the DELETE of $guarded was allowed with the budget at 0: $out"
+else
+    check migration-budget-delete "the DELETE of a guarded Pod with the budget at 0 was refused: $out" "$out" \
+        grep -q 'pub unavailable allowed is negative' <<<"$out"
+fi
+spread_victim=$(spread_pods | jq -r '[.items[] | select((.metadata.annotations["apps.kruise.io/matched-workloadspread"] // "" | fromjson? | .subset) == "zone-b")][0].metadata.name')
+kc -n mig-budget delete pod "$spread_victim" --wait=false >/dev/null
+replaced() { [ "$(placement | jq -c 'map_values(.pods)')" = '{"zone-a":2,"zone-b":3}' ] && ! spread_pods | jq -e --arg v "$spread_victim" 'any(.items[]; .metadata.name == $v)' >/dev/null; }
+if wait_for 60 replaced; then
+    pass migration-spread-delete "zone-b's $spread_victim deleted through kruise-admission; the CloneSet's replacement was placed in zone-b: $(placement | jq -c 'map_values(.pods)')"
+else
+    fail migration-spread-delete "after deleting $spread_victim: placement $(placement | jq -c 'map_values(.pods)')"
+fi
