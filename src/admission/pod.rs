@@ -214,8 +214,32 @@ pub(crate) mod tests {
         settings: &Settings,
         f: impl FnOnce(&Inputs) -> R,
     ) -> R {
-        let (cluster, answers) = (Snapshot::from_objects(objects), Answers::default());
+        with_snapshot(&Snapshot::from_objects(objects), settings, f)
+    }
+
+    /// Run `f` with `cluster`, the epoch, seed 0 and `settings`.
+    pub(crate) fn with_snapshot<R>(
+        cluster: &Snapshot,
+        settings: &Settings,
+        f: impl FnOnce(&Inputs) -> R,
+    ) -> R {
+        let answers = Answers::default();
         let (clock, random) = (FixedClock(time::OffsetDateTime::UNIX_EPOCH), SeededRandom::new(0));
-        f(&Inputs { cluster: &cluster, answers: &answers, clock: &clock, random: &random, settings })
+        f(&Inputs { cluster, answers: &answers, clock: &clock, random: &random, settings })
+    }
+
+    /// The Pod of `review` (an AdmissionReview of a Pod CREATE) as `/mutate-pod`'s steps leave it,
+    /// with `cluster` and `settings`.
+    pub(crate) fn mutated(
+        cluster: &Snapshot,
+        review: serde_json::Value,
+        settings: &Settings,
+    ) -> serde_json::Value {
+        let request = crate::admission::review::decode_review(review).unwrap();
+        with_snapshot(cluster, settings, |inputs| {
+            let mut draft = crate::admission::draft::Draft::Same(request.object.as_ref().unwrap());
+            super::mutate(&request, &mut draft, inputs).unwrap();
+            draft.into_json().into_value()
+        })
     }
 }

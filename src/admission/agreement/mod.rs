@@ -756,7 +756,7 @@ mod tests {
     /// hot-upgrade sidecar, a volume, a pull secret, an annotation) and `logs` (a container and its
     /// volume): the cluster, the Pod as sent and as injected.
     fn injected_by_mesh_and_logs() -> (crate::cluster::Snapshot, Value, Value) {
-        use crate::admission::{FixedClock, Inputs, SeededRandom, Settings};
+        use crate::admission::Settings;
         let mesh = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet", "metadata": {"name": "mesh"}, "spec": {
             "selector": {"matchLabels": {"app": "web"}},
             "initContainers": [{"name": "init-net", "image": "net:1"},
@@ -780,19 +780,7 @@ mod tests {
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
             "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "u"}, "object": original}});
-        let request = crate::admission::review::decode_review(review).unwrap();
-        let (answers, settings, random) = (Default::default(), Settings::default(), SeededRandom::new(0));
-        let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
-        let inputs = Inputs {
-            cluster: &cluster,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
-        let mut draft = crate::admission::draft::Draft::Same(request.object.as_ref().unwrap());
-        crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
-        let ours = draft.into_json().into_value();
+        let ours = crate::admission::pod::tests::mutated(&cluster, review, &Settings::default());
         (cluster, original, ours)
     }
 

@@ -353,9 +353,9 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::admission::Settings;
     use crate::admission::agreement::{Lookups, PodAgreement, compare_pod};
     use crate::admission::feature_gates::{FeatureGates, Gate};
-    use crate::admission::{FixedClock, Inputs, SeededRandom, Settings};
     use crate::cluster::Snapshot;
 
     const WS: &str = "apps.kruise.io/matched-workloadspread";
@@ -401,21 +401,9 @@ mod tests {
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
             "namespace": "ns", "name": "web-0", "operation": "CREATE", "userInfo": {"username": "u"}, "object": original}});
-        let request = crate::admission::review::decode_review(review).unwrap();
         let gates = [(Gate::EnhancedLivenessProbe, true), (Gate::EnablePodProbeMarkerOnServerless, true)];
         let settings = Settings { gates: FeatureGates::from_flags(&gates), ..Settings::default() };
-        let (answers, random) = (Default::default(), SeededRandom::new(0));
-        let clock = FixedClock(time::OffsetDateTime::UNIX_EPOCH);
-        let inputs = Inputs {
-            cluster: &cluster,
-            answers: &answers,
-            clock: &clock,
-            random: &random,
-            settings: &settings,
-        };
-        let mut draft = crate::admission::draft::Draft::Same(request.object.as_ref().unwrap());
-        crate::admission::pod::mutate(&request, &mut draft, &inputs).unwrap();
-        let ours = draft.into_json().into_value();
+        let ours = crate::admission::pod::tests::mutated(&cluster, review, &settings);
         (cluster, original, ours)
     }
 
