@@ -314,17 +314,34 @@ phase back3
 stop_kruise_manager
 start_kruise_manager
 wait_for 120 km_ready || fail migration-back3 "kruise-manager not ready: $(tail -3 "$WORK/logs/kruise-manager.log")"
-# Halfway back, Kruise has its default gates and its Pod entries are still out of its templates: the
-# state §4 step 3 leaves PodUnavailableBudget users in.
+# templates_back CHECK: step 3's way back as written (the saved templates patched back), and Kruise's
+# Pod entries listed again.
+templates_back() {
+    if out=$(run_doc 'kubectl patch mutatingwebhookconfiguration kruise-mutating-webhook-configuration --type merge' 2>&1) \
+        && wait_for 30 has_entry mutating kruise-mutating-webhook-configuration mpod.kb.io \
+        && wait_for 30 has_entry validating kruise-validating-webhook-configuration vpod.kb.io; then
+        pass "$1" "Kruise's gates as they were, saved templates patched back: mpod.kb.io and vpod.kb.io listed again ($(entries mutating kruise-mutating-webhook-configuration | tr ',' '\n' | wc -l) mutating entries)"
+    else
+        fail "$1" "$out; Kruise: $(entries mutating kruise-mutating-webhook-configuration)"
+    fi
+}
+templates_back migration-back3
+sleep 3
+
+# --- §4 step 3 for WorkloadSpread and PodUnavailableBudget users, then its way back -------------
+say "MIGRATING §4 step 3 with WorkloadSpread or PodUnavailableBudget: Kruise keeps its gates, its Pod entries leave its templates"
+phase budgets
+VALUES+=(--set capabilities.podValidation.enabled=true)
+release budgets "${VALUES[@]}" || fail migration-budget-release "kruise-admission with capabilities.podValidation.enabled=true did not roll out"
+# The section's block as written; its `helm upgrade` is the release above.
+if out=$(run_doc 'capabilities.podValidation.enabled=true' '^helm upgrade|^  --set capabilities.podValidation' 2>&1); then
+    pass migration-budget-templates "the section's template edit ran as written: $(grep -c . <<<"$out") lines of output"
+else
+    fail migration-budget-templates "$out"
+fi
 # shellcheck source=tests/e2e/migration_budgets.sh
 source "$E2E/migration_budgets.sh"
-if out=$(run_doc 'kubectl patch mutatingwebhookconfiguration kruise-mutating-webhook-configuration --type merge' 2>&1) \
-    && wait_for 30 has_entry mutating kruise-mutating-webhook-configuration mpod.kb.io \
-    && wait_for 30 has_entry validating kruise-validating-webhook-configuration vpod.kb.io; then
-    pass migration-back3 "gates back to Kruise's defaults, saved templates patched back: mpod.kb.io and vpod.kb.io listed again ($(entries mutating kruise-mutating-webhook-configuration | tr ',' '\n' | wc -l) mutating entries)"
-else
-    fail migration-back3 "$out; Kruise: $(entries mutating kruise-mutating-webhook-configuration)"
-fi
+templates_back migration-budget-back
 sleep 3
 say "rollback of step 2: --set capabilities.podMutation.enabled=false"
 phase back2

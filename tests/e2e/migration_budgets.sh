@@ -1,11 +1,12 @@
 # shellcheck shell=bash
-# MIGRATING §4 step 3 for PodUnavailableBudget and WorkloadSpread users (sourced by migration.sh while
-# kruise-manager runs with its default gates and its Pod entries are out of its templates): Kruise's
-# PUB and WorkloadSpread controllers keep reconciling, kruise-admission alone answers /mutate-pod and
-# /validate-pod, and the two agree on the statuses (no fight over a minute of steady state). Needs
-# migration.sh's helpers (kc, run_doc, server_metric, REL_LOG).
+# MIGRATING §4 step 3 for PodUnavailableBudget and WorkloadSpread users (sourced by migration.sh once
+# that section's template edit ran: kruise-manager with its default gates, its Pod entries out of its
+# templates): Kruise's PUB and WorkloadSpread controllers keep reconciling, kruise-admission alone
+# answers /mutate-pod and /validate-pod, and the two agree on the statuses (no fight over a minute of
+# steady state). Needs migration.sh's helpers (kc, run_doc, has_entry, server_metric, REL_LOG).
 
-say "MIGRATING §4 step 3, PodUnavailableBudget users: kruise-manager keeps its gates, kruise-admission checks evictions"
+# kruise-manager rebuilds its lists from the edited templates within seconds (MIGRATING §5).
+wait_for 30 eval '! has_entry mutating kruise-mutating-webhook-configuration mpod.kb.io && ! has_entry validating kruise-validating-webhook-configuration vpod.kb.io' || true
 if out=$(run_doc 'no vpod.kb.io, no vpodeviction.kb.io' 'rollout status' 2>&1) \
     && ! grep -qx 'mpod.kb.io\|vpod.kb.io\|vpodeviction.kb.io' <<<"$out" && has_entry validating kruise-admission vpod.kb.io; then
     pass migration-budget-entries "Kruise's configurations without its Pod entries ($(wc -l <<<"$out") entries), kruise-admission's with vpod.kb.io; kruise-manager runs with its default gates"
