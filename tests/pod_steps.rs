@@ -19,8 +19,8 @@ use time::macros::datetime;
 const NOW: &str = "2026-07-02T09:56:09Z";
 
 // As the cluster stores it (defaults and hash annotations, what `dry-run -o patched` of the
-// hand-written SidecarSet prints): `serve --cluster-dir` reads a folder's SidecarSets as they are,
-// while dry-run admits a hand-written one first, so only a stored form is the same input to both.
+// hand-written SidecarSet prints); both `serve --cluster-dir` and `dry-run` keep such a SidecarSet as
+// it is, and admit a hand-written one ([`HAND_WRITTEN`]) first.
 const SIDECARSET: &str = "\
 apiVersion: apps.kruise.io/v1beta1
 kind: SidecarSet
@@ -204,6 +204,32 @@ fn the_readiness_gate_follows_kruises_gates() {
 #[tokio::test]
 async fn serve_answers_as_dry_run_does() {
     assert_serve_answers_as_dry_run(None, &[cloneset_pod()]).await;
+}
+
+/// A SidecarSet written by hand: no defaults, no hash annotations.
+const HAND_WRITTEN: &str = "\
+apiVersion: apps.kruise.io/v1alpha1
+kind: SidecarSet
+metadata: {name: tracer}
+spec:
+  selector: {matchLabels: {app: web}}
+  containers: [{name: tracer, image: 'tracer:1'}]
+";
+
+/// A hand-written SidecarSet in the folder is admitted by `serve` as by `dry-run`: Kruise's defaults
+/// and the hashes its webhook would store, which the injected pod records.
+#[tokio::test]
+async fn serve_admits_a_hand_written_sidecarset_as_dry_run_does() {
+    assert_serve_answers_as_dry_run(Some(("tracer.yaml", HAND_WRITTEN)), &[cloneset_pod()]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = cluster(dir.path());
+    std::fs::write(cluster_dir.join("tracer.yaml"), HAND_WRITTEN).unwrap();
+    let patched = apply(&cloneset_pod(), &decided(&cluster_dir, &[], &cloneset_pod())["patch"]);
+    let hashes: Value = serde_json::from_str(
+        patched["metadata"]["annotations"]["kruise.io/sidecarset-hash"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert!(hashes["tracer"]["hash"].as_str().is_some_and(|h| h.len() > 20), "{hashes}");
 }
 
 /// `serve` over a cluster folder (plus `extra`, a file name and its text, when given) answers each

@@ -1,13 +1,8 @@
 //! The cluster `dry-run` and `inject` decide against, as the cluster would hold it, and never a
-//! silent guess about it: `--cluster-dir` read as an export of a cluster (`kubectl get -o yaml`), and
-//! the `--with` objects layered over it as `kubectl apply` would store them.
-//!
-//! A folder SidecarSet is something the cluster accepted, so at load each one goes through our
-//! SidecarSet webhooks as a CREATE: Kruise's defaults, then our validation (conflicts with the
-//! others aside: `folder_conflicts` reports each pair from both sides), and what Kruise would
-//! refuse stops the command, in the words `--with` uses. A hand-written SidecarSet without its hash
-//! annotations gets the ones our SidecarSet mutating webhook (Kruise's hashes) would store, with a
-//! note, since injection copies them into every pod.
+//! silent guess about it: `--cluster-dir` read as an export of a cluster (`kubectl get -o yaml`), its
+//! SidecarSets admitted as the cluster stored them (`sidecarset_rules::stored`: what Kruise would
+//! refuse stops the command, in the words `--with` uses), and the `--with` objects layered over it as
+//! `kubectl apply` would store them.
 
 use std::path::{Path, PathBuf};
 
@@ -16,10 +11,10 @@ use serde_json::Value;
 use super::inputs::bare_object;
 use crate::admission::injection::matching::skipped_for_unknown_namespace;
 use crate::admission::review::{AdmissionRequest, Decision, Operation};
-use crate::admission::sidecarset_rules::{self, validate::folder_conflicts};
+use crate::admission::sidecarset_rules::{stored, validate::folder_conflicts};
 use crate::admission::webhooks::{self, Capability};
 use crate::admission::{Clock, Inputs, Random, Settings};
-use crate::api::sidecarset::{GROUP, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, KIND};
+use crate::api::sidecarset::HASH_ANNOTATION;
 use crate::api::tree::Json;
 use crate::cluster::files::{Loaded, load_objects};
 use crate::cluster::{Answers, ObjectKey, Snapshot, TypeKey};
@@ -92,82 +87,23 @@ fn read(command: &str, flag: &str, path: &Path) -> Result<Vec<Loaded>, String> {
     Ok(loaded)
 }
 
-/// The folder's objects as the cluster stores them: each SidecarSet defaulted and validated, and
-/// given the hash annotations it lacks.
+/// The folder's objects as the cluster stores them (`sidecarset_rules::stored`), with a note naming
+/// the SidecarSets that were given hashes here.
 fn as_stored(
     command: &str,
     loaded: Vec<(PathBuf, Value)>,
     deciding: &Deciding,
 ) -> Result<Vec<Value>, String> {
-    let lookups = Snapshot::from_objects(loaded.iter().map(|(_, object)| object.clone()));
-    let answers = Answers::default();
-    let inputs = deciding.inputs(&lookups, &answers);
-    let mut hashed = Vec::new();
-    let mut objects = Vec::with_capacity(loaded.len());
-    for (file, object) in loaded {
-        if !TypeKey::of(&object).is_some_and(|t| t.group == GROUP && t.kind == KIND) {
-            objects.push(object);
-            continue;
-        }
-        let (stored, was_hashed) = stored_sidecarset(object, &file, &inputs)
-            .map_err(|message| format!("--cluster-dir {}: {message}", file.display()))?;
-        if !was_hashed {
-            hashed.push(
-                stored.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            );
-        }
-        objects.push(stored);
-    }
-    if !hashed.is_empty() {
+    let folder = stored::folder(loaded, deciding.settings, deciding.clock, deciding.random)
+        .map_err(|message| format!("--cluster-dir {message}"))?;
+    if !folder.hashed_here.is_empty() {
         eprintln!(
             "{command}: note: --cluster-dir: no {HASH_ANNOTATION} annotations on SidecarSet {}: using the ones \
              Kruise's SidecarSet webhook would store",
-            hashed.join(", ")
+            folder.hashed_here.join(", ")
         );
     }
-    Ok(objects)
-}
-
-/// A folder SidecarSet as the cluster stores it, and whether it came with both hash annotations:
-/// through our SidecarSet mutating webhook (Kruise's defaults, and its hashes, which injection
-/// copies into every pod) and then our validation, as a CREATE. Hashes the object carries are kept:
-/// they are what the cluster computed when it stored it. Why the cluster would refuse it, if it would.
-fn stored_sidecarset(object: Value, file: &Path, inputs: &Inputs) -> Result<(Value, bool), String> {
-    let source = file.display().to_string();
-    let hashes =
-        |o: &Value| [HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION].map(|key| annotation(o, key).cloned());
-    let carried = hashes(&object);
-    let request = bare_object(object, &source);
-    let Some(webhook) = webhooks::by_path("/mutate-apps-kruise-io-sidecarset") else {
-        return Err("no SidecarSet mutating webhook".into());
-    };
-    let outcome = webhooks::run_offline(webhook, &request, inputs);
-    let mut stored = match outcome.mutated {
-        Some(mutated) if outcome.decision.allowed => mutated,
-        _ => return Err(refusal(&request, &outcome.decision)),
-    };
-    let was_hashed = carried.iter().all(Option::is_some);
-    if was_hashed
-        && let Some(annotations) = stored.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
-    {
-        for (key, value) in [HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION].into_iter().zip(carried) {
-            annotations.insert(key.to_owned(), value.unwrap_or_default());
-        }
-    }
-    let request = bare_object(stored, &source);
-    let decision = Decision::from_result(
-        sidecarset_rules::validate_in_folder(&request, inputs)
-            .map(|warnings| Decision { warnings, ..Decision::allow() }),
-    );
-    if !decision.allowed {
-        return Err(refusal(&request, &decision));
-    }
-    Ok((request.object.map_or(Value::Null, Json::into_value), was_hashed))
-}
-
-/// `metadata.annotations[key]` of an object.
-fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v Value> {
-    object.get("metadata")?.get("annotations")?.get(key)
+    Ok(folder.objects)
 }
 
 /// `object` as `kubectl apply` would leave it in `inputs.cluster`: an UPDATE of the object of the

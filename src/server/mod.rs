@@ -314,7 +314,9 @@ impl Server {
 
         let cluster = Arc::new(ClusterState::default());
         let source = match &config.live {
-            None => Source::Folder(load_folder(&config.cluster_dir, &cluster, &metrics).await?),
+            None => {
+                Source::Folder(load_folder(&config.cluster_dir, &config.settings, &cluster, &metrics).await?)
+            }
             Some(live) => start_live(live, &cluster, &metrics).await?,
         };
 
@@ -497,10 +499,11 @@ fn load_client_ca(config: &ServerConfig) -> anyhow::Result<Option<(ClientCaFile,
 /// Folder mode: load the cluster folder once (a failure only leaves the server unready).
 async fn load_folder(
     dir: &Path,
+    settings: &Settings,
     cluster: &Arc<ClusterState>,
     metrics: &Arc<Metrics>,
 ) -> anyhow::Result<ClusterDir> {
-    let mut cluster_dir = ClusterDir::new(dir.to_path_buf());
+    let mut cluster_dir = ClusterDir::new(dir.to_path_buf(), settings.clone());
     let (state, m) = (cluster.clone(), metrics.clone());
     let cluster_dir = tokio::task::spawn_blocking(move || {
         cluster_dir.poll(&state, &m);

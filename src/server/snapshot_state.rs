@@ -1,5 +1,6 @@
 //! The cluster snapshot `serve` decides against, loaded from a folder and reloaded when its files
-//! change. A folder that stops loading keeps the last good snapshot in use.
+//! change: its SidecarSets as the cluster stores them (`sidecarset_rules::stored`, as `dry-run`
+//! reads the same folder). A folder that stops loading keeps the last good snapshot in use.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwapOption;
 
 use super::metrics::Metrics;
-use crate::admission::sidecarset_rules::validate::folder_conflicts;
+use crate::admission::sidecarset_rules::{stored, validate::folder_conflicts};
+use crate::admission::{Settings, SystemClock, ThreadRandom};
 use crate::cluster::{Snapshot, files};
 
 /// The snapshot in use; `None` until a folder has loaded once.
@@ -60,12 +62,22 @@ fn fingerprint(dir: &Path) -> Result<Fingerprint, String> {
 /// Watches one folder.
 pub struct ClusterDir {
     dir: PathBuf,
+    /// What the folder's SidecarSets are admitted with (the server's feature gates).
+    settings: Settings,
     last: Option<Result<Fingerprint, String>>,
 }
 
 impl ClusterDir {
-    pub fn new(dir: PathBuf) -> Self {
-        ClusterDir { dir, last: None }
+    pub fn new(dir: PathBuf, settings: Settings) -> Self {
+        ClusterDir { dir, settings, last: None }
+    }
+
+    /// The folder's objects, its SidecarSets as the cluster stores them; the load warnings, and the
+    /// SidecarSets given hashes here.
+    fn load(&self) -> Result<(Snapshot, Vec<String>, Vec<String>), String> {
+        let (loaded, warnings) = files::load_objects(&self.dir).map_err(|e| e.to_string())?;
+        let folder = stored::folder(loaded, &self.settings, &SystemClock, &ThreadRandom)?;
+        Ok((Snapshot::from_objects(folder.objects), warnings, folder.hashed_here))
     }
 
     /// Reload when the folder changed since the last call (always on the first). Blocking I/O.
@@ -76,13 +88,17 @@ impl ClusterDir {
         }
         let result = match &print {
             Err(e) => Err(e.clone()),
-            Ok(_) => files::load_dir(&self.dir).map_err(|e| e.to_string()),
+            Ok(_) => self.load(),
         };
         self.last = Some(print);
         match result {
-            Ok((snapshot, warnings)) => {
+            Ok((snapshot, warnings, hashed_here)) => {
                 for warning in warnings.iter().chain(&folder_conflicts(&snapshot)) {
                     tracing::warn!(dir = %self.dir.display(), "{warning}");
+                }
+                if !hashed_here.is_empty() {
+                    tracing::info!(dir = %self.dir.display(), sidecarsets = %hashed_here.join(", "),
+                        "SidecarSets without hash annotations: using the ones Kruise's SidecarSet webhook would store");
                 }
                 metrics.record_snapshot(&snapshot, unix_now());
                 tracing::info!(dir = %self.dir.display(), objects = snapshot.len(), "cluster objects loaded");
@@ -137,7 +153,7 @@ mod tests {
         let ns = |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}}}\n");
         std::fs::write(dir.path().join("a.yaml"), ns("a")).unwrap();
         let (state, metrics) = (ClusterState::default(), Metrics::new().unwrap());
-        let mut watcher = ClusterDir::new(dir.path().to_path_buf());
+        let mut watcher = ClusterDir::new(dir.path().to_path_buf(), Settings::default());
         watcher.poll(&state, &metrics);
         assert_eq!(state.snapshot().unwrap().len(), 1);
         std::fs::write(dir.path().join("b.yaml"), ns("b")).unwrap();
@@ -152,7 +168,7 @@ mod tests {
     #[test]
     fn a_folder_that_never_loaded_leaves_the_state_unloaded() {
         let state = ClusterState::default();
-        ClusterDir::new(PathBuf::from("/nonexistent/kruise-admission"))
+        ClusterDir::new(PathBuf::from("/nonexistent/kruise-admission"), Settings::default())
             .poll(&state, &Metrics::new().unwrap());
         assert!(!state.is_loaded());
     }

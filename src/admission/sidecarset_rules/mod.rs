@@ -8,6 +8,7 @@ pub mod defaults;
 pub mod hash;
 pub mod host_access;
 pub mod selector;
+pub mod stored;
 pub mod validate;
 
 use serde_json::{Map, Value};
