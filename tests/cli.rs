@@ -398,10 +398,10 @@ fn a_sidecarset_typo_and_a_refused_pair_are_reported_at_load() {
         assert!(err.contains(&refused), "{refused}\nnot in:\n{err}");
     }
 
-    // serve logs them as warnings when it loads the folder.
+    // serve logs them as warnings when it reads the folder, then does not load it: the same refusal.
     let serve = crate::common::serve_process::Serve::start(dir.path(), &["--cluster-dir", &cluster]);
-    let logged: Vec<String> = serve
-        .until("cluster objects loaded")
+    let lines = serve.until("cluster objects cannot be loaded; not ready");
+    let logged: Vec<String> = lines
         .iter()
         .filter(|e| e["level"] == "WARN")
         .filter_map(|e| e["message"].as_str().map(str::to_owned))
@@ -409,6 +409,11 @@ fn a_sidecarset_typo_and_a_refused_pair_are_reported_at_load() {
     for line in &expected {
         assert!(logged.contains(line), "{line}\nnot in {logged:#?}");
     }
+    let error = lines.last().unwrap()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        error.contains("SidecarSet log-agent would be refused (500): [spec.selector: Required value"),
+        "{error}"
+    );
 }
 
 /// Two SidecarSets of a folder that can select the same pods and both inject a container named

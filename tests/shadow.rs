@@ -178,7 +178,9 @@ async fn shadow_answers_allowed_unchanged_and_counts_what_it_would_have_done() {
         match case.outcome {
             "would-patch" => {
                 let patch = line["patch"].as_str().unwrap().to_owned();
-                assert!(patch.contains("add /spec/containers/1"), "{patch}");
+                // Before the pod's container: the folder's SidecarSet is admitted with Kruise's default
+                // `podInjectPolicy: BeforeAppContainer`.
+                assert!(patch.contains("add /spec/containers/0"), "{patch}");
                 assert!(
                     patch.contains("add /metadata/annotations/kruise.io~1sidecarset-injected-list"),
                     "{patch}"
@@ -247,7 +249,7 @@ async fn without_shadow_the_same_reviews_are_patched_and_denied() {
             "would-patch" => {
                 assert_eq!(response["allowed"], true, "{}", case.name);
                 let ops = decoded_patch(response);
-                assert!(ops.contains(&"add /spec/containers/1".to_owned()), "{}: {ops:?}", case.name);
+                assert!(ops.contains(&"add /spec/containers/0".to_owned()), "{}: {ops:?}", case.name);
             }
             "would-deny" => {
                 assert_eq!(response["allowed"], false, "{}: {response}", case.name);

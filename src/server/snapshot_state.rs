@@ -72,12 +72,16 @@ impl ClusterDir {
         ClusterDir { dir, settings, last: None }
     }
 
-    /// The folder's objects, its SidecarSets as the cluster stores them; the load warnings, and the
-    /// SidecarSets given hashes here.
-    fn load(&self) -> Result<(Snapshot, Vec<String>, Vec<String>), String> {
+    /// The folder's objects, its SidecarSets as the cluster stores them, and the SidecarSets given
+    /// hashes here. The load's warnings are logged whatever follows: a typo they name is often why
+    /// a SidecarSet is then refused.
+    fn load(&self) -> Result<(Snapshot, Vec<String>), String> {
         let (loaded, warnings) = files::load_objects(&self.dir).map_err(|e| e.to_string())?;
+        for warning in &warnings {
+            tracing::warn!(dir = %self.dir.display(), "{warning}");
+        }
         let folder = stored::folder(loaded, &self.settings, &SystemClock, &ThreadRandom)?;
-        Ok((Snapshot::from_objects(folder.objects), warnings, folder.hashed_here))
+        Ok((Snapshot::from_objects(folder.objects), folder.hashed_here))
     }
 
     /// Reload when the folder changed since the last call (always on the first). Blocking I/O.
@@ -92,9 +96,9 @@ impl ClusterDir {
         };
         self.last = Some(print);
         match result {
-            Ok((snapshot, warnings, hashed_here)) => {
-                for warning in warnings.iter().chain(&folder_conflicts(&snapshot)) {
-                    tracing::warn!(dir = %self.dir.display(), "{warning}");
+            Ok((snapshot, hashed_here)) => {
+                for conflict in folder_conflicts(&snapshot) {
+                    tracing::warn!(dir = %self.dir.display(), "{conflict}");
                 }
                 if !hashed_here.is_empty() {
                     tracing::info!(dir = %self.dir.display(), sidecarsets = %hashed_here.join(", "),
