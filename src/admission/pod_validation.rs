@@ -77,21 +77,10 @@ fn no_content() -> AdmissionError {
 /// subresource passes.
 fn check_removal(request: &AdmissionRequest, inputs: &Inputs) -> Result<Effects, AdmissionError> {
     let dry_run = writes::is_dry_run(request);
-    match request.operation {
-        Operation::Delete if request.sub_resource.is_empty() => {
-            let pod = request.old_object.as_ref().ok_or_else(no_content)?;
-            pub_budget::check(pod, pub_budget::Operation::Delete, dry_run, inputs)
-        }
-        Operation::Create if is_eviction(request) => {
-            request.object.as_ref().ok_or_else(no_content)?;
-            let found = inputs.answers.get(&evicted_pod(request)).map_err(AdmissionError::BadRequest)?;
-            let pod = found
-                .first()
-                .ok_or_else(|| AdmissionError::BadRequest(format!("pods \"{}\" not found", request.name)))?;
-            pub_budget::check(&Json::from(&**pod), pub_budget::Operation::Evict, dry_run, inputs)
-        }
-        _ => Ok(Effects::default()),
-    }
+    let checked = with_removed_pod(request, inputs, |pod, operation| {
+        pub_budget::check(pod, operation, dry_run, inputs)
+    })?;
+    Ok(checked.unwrap_or_default())
 }
 
 /// WorkloadSpread's record of a DELETE of the pod itself (the old object) or of an eviction (the pod
@@ -100,10 +89,23 @@ fn spread_removal(
     request: &AdmissionRequest,
     inputs: &Inputs,
 ) -> Result<Option<writes::StatusWrite>, AdmissionError> {
+    let recorded =
+        with_removed_pod(request, inputs, |pod, _| workload_spread::deletion(request, pod, inputs))?;
+    Ok(recorded.flatten())
+}
+
+/// `f` on the pod `request` removes, with the budget operation that removes it: a DELETE's old object,
+/// or the pod an eviction names (read by lookup; a pod not found is Kruise's 400). `None` for any
+/// other request, a subresource's DELETE included.
+fn with_removed_pod<T>(
+    request: &AdmissionRequest,
+    inputs: &Inputs,
+    f: impl FnOnce(&Json, pub_budget::Operation) -> Result<T, AdmissionError>,
+) -> Result<Option<T>, AdmissionError> {
     match request.operation {
         Operation::Delete if request.sub_resource.is_empty() => {
             let pod = request.old_object.as_ref().ok_or_else(no_content)?;
-            workload_spread::deletion(request, pod, inputs)
+            f(pod, pub_budget::Operation::Delete).map(Some)
         }
         Operation::Create if is_eviction(request) => {
             request.object.as_ref().ok_or_else(no_content)?;
@@ -111,7 +113,7 @@ fn spread_removal(
             let pod = found
                 .first()
                 .ok_or_else(|| AdmissionError::BadRequest(format!("pods \"{}\" not found", request.name)))?;
-            workload_spread::deletion(request, &Json::from(&**pod), inputs)
+            f(&Json::from(&**pod), pub_budget::Operation::Evict).map(Some)
         }
         _ => Ok(None),
     }

@@ -43,9 +43,7 @@ pub fn governing(
     if !group_of(&owner.api_version).is_some_and(|group| follows(inputs, group, &owner.kind)) {
         return Ok(None);
     }
-    let in_namespace =
-        inputs.cluster.entries(WS_GROUP, WS_KIND).filter(|(key, _)| key.namespace == pod.namespace);
-    for (_, ws) in in_namespace {
+    for ws in inputs.cluster.list(WS_GROUP, WS_KIND, Some(&pod.namespace)) {
         let deleting = ws.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let Some(target) = ws.pointer("/spec/targetRef").filter(|t| t.is_object()) else { continue };
         if deleting {
