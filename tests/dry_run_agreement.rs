@@ -121,19 +121,7 @@ fn stored_as_kruise_stores_it_agrees_and_another_image_or_a_missing_volume_disag
     // counts once for each step.
     let steps = report["steps"].as_array().unwrap();
     let names: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "readiness-gate",
-            "workload-spread",
-            "sidecarset",
-            "launch-priority",
-            "related-pub",
-            "persistent-pod-state",
-            "enhanced-liveness",
-            "probe-marker"
-        ]
-    );
+    assert_eq!(names, common::STEP_NAMES);
     for step in steps {
         let expected = if step["step"] == "sidecarset" { (2, 2) } else { (4, 0) };
         assert_eq!((step["agree"].as_u64().unwrap(), step["disagree"].as_u64().unwrap()), expected, "{step}");

@@ -49,22 +49,12 @@ async fn wait_for_metrics(
 
 const AGREEMENT: &str = "kruise_admission_shadow_agreement_total";
 const STEPS: &str = "kruise_admission_shadow_step_agreement_total";
-const STEP_NAMES: [&str; 8] = [
-    "readiness-gate",
-    "workload-spread",
-    "sidecarset",
-    "launch-priority",
-    "related-pub",
-    "persistent-pod-state",
-    "enhanced-liveness",
-    "probe-marker",
-];
 
 /// `kruise_admission_shadow_step_agreement_total` of each step, `(agree, disagree)`.
 fn step_counts(metrics: &str) -> Vec<(&'static str, Option<f64>, Option<f64>)> {
     let count =
         |step: &str, result: &str| sample(metrics, STEPS, &format!(r#"result="{result}",step="{step}""#));
-    STEP_NAMES.iter().map(|s| (*s, count(s, "agree"), count(s, "disagree"))).collect()
+    common::STEP_NAMES.iter().map(|s| (*s, count(s, "agree"), count(s, "disagree"))).collect()
 }
 
 /// Every step at `agree` but those of `disagree`, which are at `(agree, disagree)`.
@@ -72,7 +62,7 @@ fn expected_steps(
     agree: f64,
     disagree: &[(&str, f64, f64)],
 ) -> Vec<(&'static str, Option<f64>, Option<f64>)> {
-    STEP_NAMES
+    common::STEP_NAMES
         .iter()
         .map(|s| match disagree.iter().find(|d| d.0 == *s) {
             Some(&(_, a, d)) => (*s, Some(a), Some(d)),

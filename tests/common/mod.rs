@@ -63,6 +63,19 @@ pub fn workload_template_pods() -> Vec<(String, serde_json::Value)> {
     out
 }
 
+/// The `step` label values of the per-step shadow agreement, in `/mutate-pod`'s order: what the
+/// live metric and `dry-run --compare` are expected to name.
+pub const STEP_NAMES: [&str; 8] = [
+    "readiness-gate",
+    "workload-spread",
+    "sidecarset",
+    "launch-priority",
+    "related-pub",
+    "persistent-pod-state",
+    "enhanced-liveness",
+    "probe-marker",
+];
+
 /// An `admission.k8s.io/v1` CREATE review of `pod` in `namespace`, uid `u`.
 pub fn pod_create_review(pod: &serde_json::Value, namespace: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {

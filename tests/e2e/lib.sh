@@ -263,6 +263,12 @@ point_webhook() {
         -p "[{\"op\": \"replace\", \"path\": \"/webhooks/$index/clientConfig/url\", \"value\": \"$3\"}]" >/dev/null
 }
 
+# cached METRICS-PORT KIND: that server's snapshot holds at least one object of KIND (`Kind.group`).
+cached() {
+    curl -s "http://127.0.0.1:$1/metrics" \
+        | awk -v k="kruise_admission_cluster_objects{kind=\"$2\"}" '$1 == k && $2 >= 1 {found = 1} END {exit !found}'
+}
+
 # start_server [NAME WEBHOOK-PORT METRICS-PORT [KUBECONFIG]]: `kruise-admission serve` in live
 # mode with self-managed certificates, as its service account (KUBECONFIG, default
 # sa.kubeconfig); sets SERVER_PID. Without arguments it is the suite's server (WEBHOOK_PORT,

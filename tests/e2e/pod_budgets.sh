@@ -54,11 +54,6 @@ kc -n budgets patch podunavailablebudget web --subresource=status --type=merge -
     "observedGeneration": 1, "totalReplicas": 100, "desiredAvailable": 90, "currentAvailable": 100,
     "unavailableAllowed": 10}}' >/dev/null
 # The replicas must have the PUB before its Pods are created: /mutate-pod names it in each Pod.
-# cached METRICS-PORT KIND: the replica's snapshot holds at least one object of KIND (`Kind.group`).
-cached() {
-    curl -s "http://127.0.0.1:$1/metrics" \
-        | awk -v k="kruise_admission_cluster_objects{kind=\"$2\"}" '$1 == k && $2 >= 1 {found = 1} END {exit !found}'
-}
 pub_cached() {
     local metrics
     for metrics in "${BUDGET_METRICS[@]}"; do

@@ -79,8 +79,7 @@ pod_json path-plain plain- e2e-path=yes >"$WORK/path-pod-plain.json"
 path_cached() {
     local kind
     for kind in SidecarSet.apps.kruise.io CloneSet.apps.kruise.io WorkloadSpread.apps.kruise.io PodUnavailableBudget.policy.kruise.io; do
-        curl -s "http://127.0.0.1:$PATH_METRICS/metrics" \
-            | awk -v k="kruise_admission_cluster_objects{kind=\"$kind\"}" '$1 == k && $2 >= 1 {found = 1} END {exit !found}' || return 1
+        cached "$PATH_METRICS" "$kind" || return 1
     done
 }
 wait_for 30 path_cached || fail pod-path-cached "the server did not cache the pod path's objects within 30 s"
