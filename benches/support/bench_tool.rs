@@ -104,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         }
         ["floor", cert, key, listen] => {
             let _ = rustls::crypto::ring::default_provider().install_default();
-            init_logging(LogFormat::Json);
+            let _log = init_logging(LogFormat::Json)?;
             let empty = tempfile::tempdir()?;
             let mut config = ServerConfig::new(cert.into(), key.into(), empty.path().to_path_buf());
             config.listen = listen.parse().context("LISTEN must be an address")?;

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 use super::certs;
 use super::connections::ConnectionArgs;
+use super::log_output::{self, BatchedLog, FlushOnDrop};
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
 use crate::cluster::live::{CertMode, ClusterMode, LiveOptions, LiveSettings};
@@ -126,17 +127,22 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// (docs/operations.md#api-server-faults).
 pub const DEFAULT_LOG_FILTER: &str = "info,kube_client::client=error,kube_client::client::builder=off";
 
-pub fn init_logging(format: LogFormat) {
+/// Log to stderr in batches ([`log_output`]); the returned guard writes out what is left when
+/// `serve` returns.
+pub fn init_logging(format: LogFormat) -> anyhow::Result<FlushOnDrop> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    let log = BatchedLog::new(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(log.clone())
         .with_ansi(super::colour::wanted(&std::io::stderr()));
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.fmt_fields(escaped_fields()).try_init(),
     };
+    log.flush_every(log_output::BATCH_INTERVAL).context("starting the log flush thread")?;
+    Ok(FlushOnDrop(log))
 }
 
 /// `--log-format text`'s fields, `name=value` separated by spaces, the message bare (as
@@ -175,7 +181,7 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_format);
+    let _log = init_logging(args.log_format)?;
     let settings = args.decisions.settings().map_err(anyhow::Error::msg)?;
     check_cluster_dir(&args)?;
     // A panic inside a decision is contained per request (HTTP 500); route its report through the
