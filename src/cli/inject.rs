@@ -21,9 +21,14 @@ use super::dry_run::parse_rfc3339;
 use super::inputs::{self, bare_object};
 use super::report::yaml;
 use super::settings::DecisionArgs;
+use crate::admission::pod::enhanced_liveness::CONTEXT_ANNOTATION;
 use crate::admission::pod::launch_priority::BARRIER_ENV;
+use crate::admission::pod::persistent_pod_state::INJECTED_ANNOTATION;
+use crate::admission::pod::probe_marker::{LIST_ANNOTATION, PROBES_ANNOTATION};
+use crate::admission::pod::related_pub::RELATED_PUB_ANNOTATION;
 use crate::admission::review::Decision;
 use crate::admission::webhooks;
+use crate::admission::workload_spread::MATCHED_ANNOTATION;
 use crate::admission::{FixedClock, Inputs, SeededRandom};
 use crate::api::json::object_entry;
 use crate::cluster::Answers;
@@ -328,13 +333,17 @@ fn mutate_pod(
 
 /// Copy what injection writes from the mutated pod into `template` (a template or a Pod).
 fn write_back(template: &mut Value, mutated: &Value) {
-    if let Some(annotations) =
-        mutated.pointer("/metadata/annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
-        && template.pointer("/metadata/annotations") != Some(annotations)
-        && let Some(target) = template.as_object_mut()
-        && let Some(metadata) = object_entry(target, "metadata")
-    {
-        metadata.insert("annotations".into(), annotations.clone());
+    if let Some(annotations) = mutated.pointer("/metadata/annotations").and_then(Value::as_object) {
+        let own = template.pointer("/metadata/annotations").and_then(Value::as_object);
+        let mut annotations = annotations.clone();
+        keep_per_pod_annotations(&mut annotations, own);
+        if !annotations.is_empty()
+            && own != Some(&annotations)
+            && let Some(target) = template.as_object_mut()
+            && let Some(metadata) = object_entry(target, "metadata")
+        {
+            metadata.insert("annotations".into(), Value::Object(annotations));
+        }
     }
     let (Some(spec), Some(new_spec)) =
         (template.get_mut("spec").and_then(Value::as_object_mut), mutated.get("spec"))
@@ -348,11 +357,53 @@ fn write_back(template: &mut Value, mutated: &Value) {
             let mut value = value.clone();
             if *field == "containers" {
                 drop_launch_barriers(&mut value, spec.get("containers"));
+                keep_liveness_probes(&mut value, spec.get("containers"));
             }
             if spec.get(*field) != Some(&value) {
                 spec.insert((*field).to_owned(), value);
             }
         }
+    }
+}
+
+/// The annotations the other steps of `/mutate-pod` write, each about one Pod: the WorkloadSpread
+/// subset it was counted in, the PodUnavailableBudget that selects it, the topology recorded for its
+/// name, its probes (enhanced liveness, PodProbeMarker on serverless). Like the DaemonSet stamp,
+/// they are decided when a real pod is created, so a template keeps its own value of each (or none).
+const PER_POD_ANNOTATIONS: &[&str] = &[
+    MATCHED_ANNOTATION,
+    RELATED_PUB_ANNOTATION,
+    INJECTED_ANNOTATION,
+    CONTEXT_ANNOTATION,
+    PROBES_ANNOTATION,
+    LIST_ANNOTATION,
+];
+
+fn keep_per_pod_annotations(annotations: &mut Map<String, Value>, own: Option<&Map<String, Value>>) {
+    for key in PER_POD_ANNOTATIONS {
+        match own.and_then(|own| own.get(*key)) {
+            Some(value) => annotations.insert((*key).to_owned(), value.clone()),
+            None => annotations.remove(*key),
+        };
+    }
+}
+
+/// The enhanced liveness step (gate `EnhancedLivenessProbe`) takes a container's `livenessProbe`
+/// off the Pod and records it in an annotation: a template keeps the probes it has (a cluster
+/// without the gate would run its pods without them).
+fn keep_liveness_probes(containers: &mut Value, template: Option<&Value>) {
+    for container in containers.as_array_mut().into_iter().flatten() {
+        let own = template
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|t| t.get("name") == container.get("name"));
+        let (Some(probe), Some(fields)) =
+            (own.and_then(|t| t.get("livenessProbe")), container.as_object_mut())
+        else {
+            continue;
+        };
+        fields.insert("livenessProbe".into(), probe.clone());
     }
 }
 
@@ -443,6 +494,40 @@ mod tests {
             json!({
                 "metadata": {"labels": {"a": "b"}, "annotations": {"k": "v"}},
                 "spec": {"containers": [{"name": "app"}, {"name": "sidecar"}], "x-unknown": 1, "volumes": [{"name": "v"}]},
+            })
+        );
+    }
+
+    #[test]
+    fn what_other_steps_write_about_one_pod_stays_out_of_templates() {
+        let probe = json!({"httpGet": {"path": "/healthz", "port": 8080}});
+        let mut template = json!({
+            "metadata": {"annotations": {"apps.kruise.io/using-enhanced-liveness": "true", "kruise.io/related-pub": "own"}},
+            "spec": {"containers": [{"name": "app", "livenessProbe": probe.clone()}]},
+        });
+        let mutated = json!({
+            "metadata": {"annotations": {
+                "apps.kruise.io/using-enhanced-liveness": "true",
+                "kruise.io/sidecarset-injected-list": "log-agent",
+                "kruise.io/related-pub": "budget",
+                "kruise.io/podprobe": "[]",
+                "kruise.io/podprobemarker-list": "marker",
+                "apps.kruise.io/container-probe-context": "[]",
+                "apps.kruise.io/matched-workloadspread": "{}",
+                "kruise.io/injected-persistent-pod-state": "true",
+            }},
+            "spec": {"containers": [{"name": "app"}, {"name": "log-agent"}]},
+        });
+        write_back(&mut template, &mutated);
+        assert_eq!(
+            template,
+            json!({
+                "metadata": {"annotations": {
+                    "apps.kruise.io/using-enhanced-liveness": "true",
+                    "kruise.io/sidecarset-injected-list": "log-agent",
+                    "kruise.io/related-pub": "own",
+                }},
+                "spec": {"containers": [{"name": "app", "livenessProbe": probe}, {"name": "log-agent"}]},
             })
         );
     }
