@@ -27,6 +27,12 @@
 # kruise-manager. The half-rate latency runs stay ours and the Go floor's (kruise-manager's maximum is
 # below half of ours).
 #
+# With PIN=1 the servers and the client stop sharing cores: every server process (all its threads) is
+# pinned to CPU 0 once started and every h2load runs on CPU 1 (taskset), so a server's requests/s is
+# what one core gives it, not what is left after the client's share. Each server keeps the threads it
+# started with (ours 2 tokio workers, Go GOMAXPROCS 2), on one core. The kernel's loopback work is
+# charged to whichever side sends, as without pinning.
+#
 # Usage: benches/h2load.sh      (about ROUNDS × 45 s + 15 s after the build; KRUISE=1 adds ROUNDS × 20 s
 #        and a minute of setup)
 # Knobs: DURATION=10 (seconds per run) ROUNDS=3 CONNECTIONS=16 H2_CONNECTIONS=2 H2_STREAMS=8 SETS=1000
@@ -35,6 +41,7 @@
 #        H2LOAD=path (else h2load from PATH, else Debian's nghttp2-client unpacked under OUT)
 #        BIN=path TOOL=path (the `kruise-admission` and `bench-tool` to measure, e.g. an earlier build kept
 #        aside for a before/after run; else cargo builds this tree's release binaries)
+#        PIN=1 (servers on CPU 0, h2load on CPU 1; needs taskset and 2 CPUs)
 #        KRUISE=1 SELECTING=1 (kruise-manager as a third server; needs root, socat, Go, kubectl, jq, python3
 #        with PyYAML; E2E_VERSION picks the kube-apiserver, default the newest of tests/e2e/kube/VERSIONS)
 set -euo pipefail
@@ -52,6 +59,7 @@ SETS=${SETS:-1000}
 KRUISE=${KRUISE:-0}
 SELECTING=${SELECTING:-1}
 POD=${POD:-typical}
+PIN=${PIN:-0}
 PORT=${PORT:-19543}
 GO_PORT=$((PORT + 1))
 METRICS_PORT=$((PORT + 2))
@@ -105,6 +113,17 @@ fi
 GO_PID=$!
 PIDS+=("$GO_PID")
 wait_tls "$GO_PORT"
+CLIENT_PIN=()
+if [ "$PIN" = 1 ]; then
+    if [ "$(nproc)" -lt 2 ]; then
+        echo "PIN=1 needs 2 CPUs; this machine has $(nproc)" >&2
+        exit 2
+    fi
+    for pid in "$SERVE_PID" "$GO_PID" ${KM_PID:+"$KM_PID"}; do
+        taskset -a -p -c 0 "$pid" >/dev/null
+    done
+    CLIENT_PIN=(taskset -c 1)
+fi
 
 # percentiles NAME LOG...: one line with the rate (the sum of the runs' own), p50/p99/p99.9 over every
 # request of the logs (start, status, microseconds to the end of the response), and the outcomes;
@@ -137,7 +156,7 @@ h2load_run() {
     shift 2
     [ "$name" = "${name#kruise-}" ] || inside=("${KM_NS[@]}")
     rm -f "$OUT/$name.log"
-    "${inside[@]}" "$H2LOAD" -D "$DURATION" --warm-up-time=1 "$@" -d "$REVIEW" \
+    "${inside[@]}" "${CLIENT_PIN[@]}" "$H2LOAD" -D "$DURATION" --warm-up-time=1 "$@" -d "$REVIEW" \
         -H 'content-type: application/json' --log-file="$OUT/$name.log" "$url" >"$OUT/$name.txt"
 }
 

@@ -10,6 +10,7 @@ pub mod dry_run;
 pub mod inject;
 mod inputs;
 mod line_diff;
+mod log_json;
 pub mod log_output;
 pub mod manifests;
 mod report;

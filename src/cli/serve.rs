@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use tracing_subscriber::fmt::format::JsonFields;
 
 use super::certs;
 use super::connections::ConnectionArgs;
+use super::log_json::JsonLine;
 use super::log_output::{self, BatchedLog, FlushOnDrop};
 use super::settings::DecisionArgs;
 use crate::cluster::live::certs::{CertHandle, CertManager, CertSettings};
@@ -138,7 +140,7 @@ pub fn init_logging(format: LogFormat) -> anyhow::Result<FlushOnDrop> {
         .with_writer(log.clone())
         .with_ansi(super::colour::wanted(&std::io::stderr()));
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder.fmt_fields(JsonFields::new()).event_format(JsonLine).try_init(),
         LogFormat::Text => builder.fmt_fields(escaped_fields()).try_init(),
     };
     log.flush_every(log_output::BATCH_INTERVAL).context("starting the log flush thread")?;
