@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
+use super::coalesce::Coalesce;
 use super::log_summary::LogSummary;
 use super::metrics::Metrics;
 
@@ -397,7 +398,10 @@ impl Connection {
         let _ = tcp.set_nodelay(true);
         let acceptor = match port {
             Port::Webhooks(acceptor) => acceptor,
-            Port::Metrics => return serve_http(tcp, peer, &builder, app, &limits, activity, draining).await,
+            Port::Metrics => {
+                let io = watched(tcp, &activity, false);
+                return serve_http(io, peer, &builder, app, &limits, activity, draining).await;
+            }
         };
         let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp));
         // A handshake that has not finished is idle too: it may be closed for a newcomer.
@@ -418,8 +422,18 @@ impl Connection {
                 return;
             }
         };
-        serve_http(tls, peer, &builder, app, &limits, activity, draining).await;
+        // HTTP/2 answers are written together ([`Coalesce`]); HTTP/1.1 has one in flight.
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+        let io = watched(tls, &activity, h2);
+        serve_http(io, peer, &builder, app, &limits, activity, draining).await;
     }
+}
+
+/// A connection's I/O as [`serve_http`] takes it: writes watched for a peer that does not read, and
+/// with `coalesce` (HTTP/2) answers written together. Held answers are outside [`WriteWatch`]: it
+/// sees the writes that wait for the peer, not the deliberate wait before a flush.
+fn watched<I>(io: I, activity: &Arc<Activity>, coalesce: bool) -> Coalesce<WriteWatch<I>> {
+    Coalesce::new(WriteWatch { inner: io, activity: activity.clone() }, coalesce)
 }
 
 /// Serve HTTP on an established connection (plain or after the TLS handshake) until it ends,
@@ -436,7 +450,6 @@ async fn serve_http<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = TowerToHyperService::new(Tracked { app, activity: activity.clone(), peer });
-    let io = WriteWatch { inner: io, activity: activity.clone() };
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service));
     let age = tokio::time::sleep(jittered(limits.max_connection_age, peer));
     let mut age = std::pin::pin!(age);

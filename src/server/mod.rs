@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod client_auth;
+mod coalesce;
 pub mod deadline;
 pub mod fail_open;
 pub mod health;
