@@ -28,8 +28,8 @@
 # below half of ours).
 #
 # With PIN=1 the servers and the client stop sharing cores: every server process (all its threads) is
-# pinned to CPU 0 once started and every h2load runs on CPU 1 (taskset), so a server's requests/s is
-# what one core gives it, not what is left after the client's share. Each server keeps the threads it
+# pinned to CPU 0 once started and every h2load runs on CPU 1 (taskset), with the cluster's processes,
+# so a server's requests/s is what one core gives it, not what is left after the client's share. Each server keeps the threads it
 # started with (ours 2 tokio workers, Go GOMAXPROCS 2), on one core. The kernel's loopback work is
 # charged to whichever side sends, as without pinning.
 #
@@ -89,7 +89,7 @@ if [ "$KRUISE" = 1 ]; then
     PATH=$PATH:${MANIFESTS_TOOLS_DIR:-$TARGET/manifests-tools}
     { read -r KUBE_APISERVER; read -r ETCD; } < <(bash "$E2E/kube-binaries.sh" "${E2E_VERSION:-$(grep -m1 '^v' "$E2E/kube/VERSIONS")}")
     rm -rf "$WORK" && mkdir -p "$WORK/logs"
-    trap 'e2e_cleanup; cleanup' EXIT
+    trap 'peer_wake; e2e_cleanup; cleanup' EXIT
     start_etcd
     start_apiserver
     mkns e2e-lat-none e2e-lat-ours
@@ -119,6 +119,11 @@ if [ "$PIN" = 1 ]; then
         echo "PIN=1 needs 2 CPUs; this machine has $(nproc)" >&2
         exit 2
     fi
+    # What else runs (etcd, kube-apiserver and kruise-manager's relays with KRUISE=1) goes with the
+    # client, so that CPU 0 holds only the servers.
+    for pid in "${PIDS[@]}"; do
+        taskset -a -p -c 1 "$pid" >/dev/null 2>&1 || true
+    done
     for pid in "$SERVE_PID" "$GO_PID" ${KM_PID:+"$KM_PID"}; do
         taskset -a -p -c 0 "$pid" >/dev/null
     done
@@ -160,17 +165,25 @@ h2load_run() {
         -H 'content-type: application/json' --log-file="$OUT/$name.log" "$url" >"$OUT/$name.txt"
 }
 
+# peer_pause / peer_wake: kruise-manager's controllers keep working in the background (its SidecarSet
+# controller, its caches); it is stopped (SIGSTOP) while another server is measured, so that work
+# does not take the measured server's CPU, and woken for its own runs. Nothing without KRUISE=1.
+peer_pause() { if [ -n "${KM_PID:-}" ]; then kill -STOP "$KM_PID"; fi; }
+peer_wake() { if [ -n "${KM_PID:-}" ]; then kill -CONT "$KM_PID" 2>/dev/null || true; fi; }
+
 # run NAME URL h1|h2 PID: one throughput run over CONNECTIONS (HTTP/1.1) or H2_CONNECTIONS × H2_STREAMS,
 # and the CPU per request of the server PID (its ticks over the requests h2load counted, in µs; the
 # ticks include the 1 s warm-up, the same share for every server), kept in OUT/NAME.cpu: the work the
 # server did, which the client's share of the 2 cores does not cap.
 run() {
     local name=$1 url=$2 http=$3 pid=$4 before after
+    [ "$pid" = "${KM_PID:-}" ] || peer_pause
     local proto=(--h1 -c "$CONNECTIONS" -m 1)
     [ "$http" = h2 ] && proto=(-c "$H2_CONNECTIONS" -m "$H2_STREAMS")
     before=$(cpu_ticks "$pid")
     h2load_run "$name" "$url" "${proto[@]}"
     after=$(cpu_ticks "$pid")
+    peer_wake
     percentiles "$name" "$OUT/$name.log"
     python3 - "$OUT/$name" "$((after - before))" "$(getconf CLK_TCK)" <<'EOF'
 import re, sys
@@ -238,6 +251,8 @@ HALF=$(python3 -c "import sys; print(max(float(open(f).read()) for f in sys.argv
 for clients in $LATENCY_CLIENTS; do
     PER=$(python3 -c "import math; print(max(1, math.ceil($HALF / $clients)))")
     say "latency at half of our maximum: $((PER * clients)) req/s from $clients independent HTTP/1.1 clients"
+    peer_pause
     latency "ours-h1-half-$clients" "$OURS" "$clients" "$PER"
     latency "go-h1-half-$clients" "$GOF" "$clients" "$PER"
+    peer_wake
 done

@@ -390,11 +390,11 @@ fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionReq
             return Err(fail(format!("request.dryRun must be a boolean, got {}", type_name(other))));
         }
     };
-    let user_info = match request.get("userInfo") {
+    let user_info = match request.remove("userInfo") {
         None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
+        Some(v @ Value::Object(_)) => v,
         Some(other) => {
-            return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other))));
+            return Err(fail(format!("request.userInfo must be an object, got {}", type_name(&other))));
         }
     };
     let object =

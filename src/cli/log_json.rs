@@ -14,7 +14,7 @@ use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::api::json_text::push_string;
+use crate::api::json_text::{push_decimal, push_string};
 
 /// The event format of `serve --log-format json`; span fields come from [`JsonFields`].
 pub struct JsonLine;
@@ -72,17 +72,29 @@ fn span_object<'a, S: LookupSpan<'a>>(span: &tracing_subscriber::registry::SpanR
 
 /// RFC 3339 in UTC with microseconds, as `2026-12-07T14:52:50.754134Z`.
 fn push_timestamp(out: &mut String, now: OffsetDateTime) {
-    let _ = write!(
-        out,
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        now.microsecond()
-    );
+    let year = u32::try_from(now.year()).unwrap_or(0);
+    let parts = [
+        (year, 4, '-'),
+        (u32::from(u8::from(now.month())), 2, '-'),
+        (u32::from(now.day()), 2, 'T'),
+        (u32::from(now.hour()), 2, ':'),
+        (u32::from(now.minute()), 2, ':'),
+        (u32::from(now.second()), 2, '.'),
+        (now.microsecond(), 6, 'Z'),
+    ];
+    for (value, width, then) in parts {
+        push_padded(out, value, width);
+        out.push(then);
+    }
+}
+
+/// `value` in decimal, zero-padded to `width` digits.
+fn push_padded(out: &mut String, value: u32, width: u32) {
+    let mut place = 10u32.pow(width - 1);
+    while place > 0 {
+        out.push(char::from(b'0' + ((value / place) % 10) as u8));
+        place /= 10;
+    }
 }
 
 /// The event's fields as members of the line's object, in the order they were recorded.
@@ -123,12 +135,15 @@ impl Visit for Members<'_> {
 
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.key(field);
-        let _ = write!(self.line, "{value}");
+        push_decimal(self.line, value);
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
-        let _ = write!(self.line, "{value}");
+        if value < 0 {
+            self.line.push('-');
+        }
+        push_decimal(self.line, value.unsigned_abs());
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
@@ -214,6 +229,7 @@ mod tests {
                 allowed = true,
                 code = 200u16,
                 delta = -3i64,
+                least = i64::MIN,
                 ratio = 25.0f64,
                 nan = f64::NAN,
                 peer = ?Some("10.0.0.1"),
@@ -242,5 +258,8 @@ mod tests {
         let mut out = String::new();
         push_timestamp(&mut out, time::macros::datetime!(2026-01-02 03:04:05.000006 UTC));
         assert_eq!(out, "2026-01-02T03:04:05.000006Z");
+        out.clear();
+        push_timestamp(&mut out, time::macros::datetime!(1999-12-31 23:59:59.999999 UTC));
+        assert_eq!(out, "1999-12-31T23:59:59.999999Z");
     }
 }
