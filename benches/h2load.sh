@@ -29,9 +29,9 @@
 #
 # With PIN=1 the servers and the client stop sharing cores: every server process (all its threads) is
 # pinned to CPU 0 once started and every h2load runs on CPU 1 (taskset), with the cluster's processes,
-# so a server's requests/s is what one core gives it, not what is left after the client's share. Each server keeps the threads it
-# started with (ours 2 tokio workers, Go GOMAXPROCS 2), on one core. The kernel's loopback work is
-# charged to whichever side sends, as without pinning.
+# so a server's requests/s is what one core gives it, not what is left after the client's share. Each
+# server keeps the threads it started with (ours 2 tokio workers, Go GOMAXPROCS 2), on one core. The
+# kernel's loopback work is charged to whichever side sends, as without pinning.
 #
 # Usage: benches/h2load.sh      (about ROUNDS × 45 s + 15 s after the build; KRUISE=1 adds ROUNDS × 20 s
 #        and a minute of setup)

@@ -393,11 +393,7 @@ fn keep_per_pod_annotations(annotations: &mut Map<String, Value>, own: Option<&M
 /// without the gate would run its pods without them).
 fn keep_liveness_probes(containers: &mut Value, template: Option<&Value>) {
     for container in containers.as_array_mut().into_iter().flatten() {
-        let own = template
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|t| t.get("name") == container.get("name"));
+        let own = template_twin(template, container);
         let (Some(probe), Some(fields)) =
             (own.and_then(|t| t.get("livenessProbe")), container.as_object_mut())
         else {
@@ -411,11 +407,8 @@ fn keep_liveness_probes(containers: &mut Value, template: Option<&Value>) {
 /// yet: like the DaemonSet stamp, they are decided when a real pod is created, so the ones the
 /// webhook added are not written into a template (a container's own are kept).
 fn drop_launch_barriers(containers: &mut Value, template: Option<&Value>) {
-    let name_of = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_owned);
-    let template: Vec<&Value> =
-        template.and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
     for container in containers.as_array_mut().into_iter().flatten() {
-        let own = template.iter().find(|t| name_of(t) == name_of(container));
+        let own = template_twin(template, container);
         let is_barrier = |e: &Value| e.get("name").and_then(Value::as_str) == Some(BARRIER_ENV);
         let had_env = own.and_then(|t| t.get("env"));
         if had_env.and_then(Value::as_array).is_some_and(|env| env.iter().any(is_barrier)) {
@@ -429,6 +422,14 @@ fn drop_launch_barriers(containers: &mut Value, template: Option<&Value>) {
             }
         }
     }
+}
+
+/// The template's own container of the same name as `container` (a container of the mutated Pod).
+fn template_twin<'t>(template: Option<&'t Value>, container: &Value) -> Option<&'t Value> {
+    fn name_of(c: &Value) -> Option<&str> {
+        c.get("name").and_then(Value::as_str)
+    }
+    template.and_then(Value::as_array)?.iter().find(|t| name_of(t) == name_of(container))
 }
 
 #[cfg(test)]

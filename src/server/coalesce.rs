@@ -52,6 +52,22 @@ impl<I: AsyncWrite + Unpin> Coalesce<I> {
         }
         Poll::Ready(Ok(()))
     }
+
+    /// Hold `bufs`, after writing out what is held when they would not fit beside it; a record's
+    /// worth or more on its own goes straight to `inner`.
+    fn poll_hold(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if self.held.len() + total > HELD_BYTES {
+            ready!(self.poll_write_held(cx))?;
+            if total >= HELD_BYTES {
+                return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+            }
+        }
+        for buf in bufs {
+            self.held.extend_from_slice(buf);
+        }
+        Poll::Ready(Ok(total))
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Coalesce<I> {
@@ -70,18 +86,10 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Coalesce<I> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let this = &mut *self;
-        if !this.on {
-            return Pin::new(&mut this.inner).poll_write(cx, buf);
+        if !self.on {
+            return Pin::new(&mut self.inner).poll_write(cx, buf);
         }
-        if this.held.len() + buf.len() > HELD_BYTES {
-            ready!(this.poll_write_held(cx))?;
-            if buf.len() >= HELD_BYTES {
-                return Pin::new(&mut this.inner).poll_write(cx, buf);
-            }
-        }
-        this.held.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        self.poll_hold(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -89,21 +97,10 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Coalesce<I> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let this = &mut *self;
-        if !this.on {
-            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if !self.on {
+            return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         }
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
-        if this.held.len() + total > HELD_BYTES {
-            ready!(this.poll_write_held(cx))?;
-            if total >= HELD_BYTES {
-                return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-            }
-        }
-        for buf in bufs {
-            this.held.extend_from_slice(buf);
-        }
-        Poll::Ready(Ok(total))
+        self.poll_hold(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
