@@ -236,8 +236,13 @@ register_floor() {
 crd_gone() { ! kc get crd "$1" >/dev/null 2>&1; }
 established() { kc wait --for condition=Established --timeout=30s "crd/$1" >/dev/null; }
 
+# Our server writes its INFO lines in batches at most 100 ms apart (src/cli/log_output.rs), so a
+# review's line can reach the log that long after its answer. Reading the log waits this long first,
+# so a step's lines neither spill past where it starts counting nor miss its own last review.
+LOG_SETTLE=0.3
+
 # log_lines FILE: how many lines FILE has now (to read only what a step adds after it).
-log_lines() { wc -l <"$1"; }
+log_lines() { sleep "$LOG_SETTLE"; wc -l <"$1"; }
 
 # The apiserver's own metrics (as the admin).
 apiserver_metrics() { kc get --raw /metrics; }
@@ -289,6 +294,7 @@ server_ready() { curl -sf "http://127.0.0.1:${1:-$METRICS_PORT}/readyz" >/dev/nu
 
 # server_reviews [FROM-LINE [LOG]]: the server's review log lines (after FROM-LINE) as JSON, one per line.
 server_reviews() {
+    sleep "$LOG_SETTLE"
     tail -n +"$((${1:-0} + 1))" "${2:-$WORK/logs/kruise-admission.log}" \
         | jq -c 'select(type == "object") | (.fields // .) | select(.message == "admission review")' 2>/dev/null
 }
