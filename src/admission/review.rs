@@ -13,11 +13,11 @@
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::patch::{self, PatchOp};
 use super::writes::StatusWrite;
-use crate::api::tree::{self, Json};
+use crate::api::tree::{self, Json, Object};
 
 /// The two AdmissionReview versions the apiserver may send. The response uses the request's version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,6 @@ pub struct AdmissionRequest<'a> {
     pub name: String,
     pub namespace: String,
     pub operation: Operation,
-    pub user_info: Value,
     /// `None` when absent or `null` (DELETE). An empty object `{}` counts as absent too: real
     /// reviews carry `oldObject: {}` on CREATE.
     pub object: Option<Json<'a>>,
@@ -139,7 +138,6 @@ impl<'a> AdmissionRequest<'a> {
             name: self.name,
             namespace: self.namespace,
             operation: self.operation,
-            user_info: self.user_info,
             dry_run: self.dry_run,
             decode_warnings: self.decode_warnings,
         }
@@ -286,11 +284,11 @@ fn oversized(key: &str, len: usize) -> String {
     )
 }
 
-fn str_field(map: &Map<String, Value>, key: &str) -> Result<String, String> {
+fn str_field(map: &Object<'_>, key: &str) -> Result<String, String> {
     match map.get(key) {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) if s.len() > MAX_IDENTITY_BYTES => Err(oversized(key, s.len())),
-        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Json::Null) => Ok(String::new()),
+        Some(Json::String(s)) if s.len() > MAX_IDENTITY_BYTES => Err(oversized(key, s.len())),
+        Some(Json::String(s)) => Ok(s.to_string()),
         Some(other) => Err(format!("request.{key} must be a string, got {}", type_name(other))),
     }
 }
@@ -318,18 +316,18 @@ fn bounded_warnings(warnings: &[String]) -> Vec<std::borrow::Cow<'_, str>> {
     kept
 }
 
-fn type_name(v: &Value) -> &'static str {
+fn type_name(v: &Json<'_>) -> &'static str {
     match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
     }
 }
 
-fn gv_field(map: &Map<String, Value>, key: &str, last: &str) -> Result<[String; 3], String> {
+fn gv_field(map: &Object<'_>, key: &str, last: &str) -> Result<[String; 3], String> {
     let Some(v) = map.get(key) else { return Ok(Default::default()) };
     if v.is_null() {
         return Ok(Default::default());
@@ -346,25 +344,26 @@ fn gv_field(map: &Map<String, Value>, key: &str, last: &str) -> Result<[String; 
 /// object is an error. `decoded` is the part as [`decode_review_body`] built it, when it did; else
 /// the value in `request` (a placeholder of the right type when the body's part was not built).
 fn take_object<'a>(
-    request: &mut Map<String, Value>,
+    request: &mut Object<'a>,
     decoded: Option<Json<'a>>,
     key: &str,
 ) -> Result<Option<Json<'a>>, String> {
-    let part = decoded.or_else(|| request.remove(key).map(Json::from));
-    match part {
+    match decoded.or_else(|| request.remove(key)) {
         None | Some(Json::Null) => Ok(None),
         Some(Json::Object(o)) if o.is_empty() => Ok(None),
         Some(v @ Json::Object(_)) => Ok(Some(v)),
-        Some(other) => Err(format!(
-            "request.{key} must be an object, got {}",
-            type_name(&Skip::of(&other).placeholder())
-        )),
+        Some(other) => Err(format!("request.{key} must be an object, got {}", type_name(&other))),
     }
 }
 
-/// Decode an AdmissionReview from its JSON value.
+/// Decode an AdmissionReview from its JSON value, through the same visitors as
+/// [`decode_review_body`] (a `Value` deserializes itself; its strings are moved, not borrowed).
 pub fn decode_review(review: Value) -> Result<AdmissionRequest<'static>, DecodeError> {
-    decode_envelope(review, Decoded::default())
+    let mut decoded = Decoded::default();
+    let envelope = Fields { level: Level::Top, parts: Parts::ALL, decoded: &mut decoded }
+        .deserialize(review)
+        .map_err(|e| DecodeError::envelope(e.to_string()))?;
+    decode_envelope(envelope, decoded)
 }
 
 /// `object` and `oldObject` as [`decode_review_body`] decoded them, kept out of the envelope.
@@ -374,7 +373,7 @@ struct Decoded<'a> {
     old_object: Option<Json<'a>>,
 }
 
-fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionRequest<'a>, DecodeError> {
+fn decode_envelope<'a>(review: Json<'a>, parts: Decoded<'a>) -> Result<AdmissionRequest<'a>, DecodeError> {
     let (version, mut request) = envelope(review)?;
     let uid = request_uid(&request)?;
     // From here on the envelope is good enough to answer inside an AdmissionReview.
@@ -384,19 +383,16 @@ fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionReq
     let mut decode_warnings = Vec::new();
     let operation = operation(&request, &mut decode_warnings).map_err(fail)?;
     let dry_run = match request.get("dryRun") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
+        None | Some(Json::Null) => false,
+        Some(Json::Bool(b)) => *b,
         Some(other) => {
             return Err(fail(format!("request.dryRun must be a boolean, got {}", type_name(other))));
         }
     };
-    let user_info = match request.remove("userInfo") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v,
-        Some(other) => {
-            return Err(fail(format!("request.userInfo must be an object, got {}", type_name(&other))));
-        }
-    };
+    // No decision reads who asked; only its type is checked (the decoder kept nothing else).
+    if let Some(other) = request.get("userInfo").filter(|v| !matches!(v, Json::Null | Json::Object(_))) {
+        return Err(fail(format!("request.userInfo must be an object, got {}", type_name(other))));
+    }
     let object =
         take_object(&mut request, parts.object, "object").map_err(fail)?.filter(|_| operation.carries(true));
     let old_object = take_object(&mut request, parts.old_object, "oldObject")
@@ -411,7 +407,6 @@ fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionReq
         name: str_field(&request, "name").map_err(fail)?,
         namespace: str_field(&request, "namespace").map_err(fail)?,
         operation,
-        user_info,
         object,
         old_object,
         dry_run,
@@ -421,14 +416,14 @@ fn decode_envelope<'a>(review: Value, parts: Decoded<'a>) -> Result<AdmissionReq
 
 /// The review's version and its `request`, once `apiVersion` and `kind` say it is an
 /// AdmissionReview. Errors here cannot be answered inside a review (no version or uid yet).
-fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), DecodeError> {
-    let Value::Object(mut top) = review else {
+fn envelope(review: Json<'_>) -> Result<(ReviewVersion, Object<'_>), DecodeError> {
+    let Json::Object(mut top) = review else {
         return Err(DecodeError::envelope(format!(
             "an AdmissionReview must be a JSON object, got {}",
             type_name(&review)
         )));
     };
-    let version = match top.get("apiVersion").and_then(Value::as_str) {
+    let version = match top.get("apiVersion").and_then(Json::as_str) {
         Some("admission.k8s.io/v1") => ReviewVersion::V1,
         Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
         Some(other) => {
@@ -442,7 +437,7 @@ fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), Decode
             ));
         }
     };
-    match top.get("kind").and_then(Value::as_str) {
+    match top.get("kind").and_then(Json::as_str) {
         Some("AdmissionReview") => {}
         Some(other) => {
             return Err(DecodeError::envelope(format!("kind must be AdmissionReview, got {other:?}")));
@@ -450,8 +445,8 @@ fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), Decode
         None => return Err(DecodeError::envelope("kind is missing: expected AdmissionReview")),
     }
     match top.remove("request") {
-        Some(Value::Object(r)) => Ok((version, r)),
-        Some(Value::Null) | None => Err(DecodeError::envelope("the AdmissionReview has no request")),
+        Some(Json::Object(r)) => Ok((version, r)),
+        Some(Json::Null) | None => Err(DecodeError::envelope("the AdmissionReview has no request")),
         Some(other) => {
             Err(DecodeError::envelope(format!("request must be an object, got {}", type_name(&other))))
         }
@@ -459,14 +454,14 @@ fn envelope(review: Value) -> Result<(ReviewVersion, Map<String, Value>), Decode
 }
 
 /// `request.uid`: without it no answer can be matched to the request.
-fn request_uid(request: &Map<String, Value>) -> Result<String, DecodeError> {
+fn request_uid(request: &Object<'_>) -> Result<String, DecodeError> {
     match request.get("uid") {
         // Not answerable: the answer would have to echo it.
-        Some(Value::String(s)) if s.len() > MAX_IDENTITY_BYTES => {
+        Some(Json::String(s)) if s.len() > MAX_IDENTITY_BYTES => {
             Err(DecodeError::envelope(oversized("uid", s.len())))
         }
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(Value::String(_)) | None | Some(Value::Null) => Err(DecodeError::envelope(
+        Some(Json::String(s)) if !s.is_empty() => Ok(s.to_string()),
+        Some(Json::String(_)) | None | Some(Json::Null) => Err(DecodeError::envelope(
             "request.uid is missing: the response could not be matched to the request",
         )),
         Some(other) => {
@@ -477,7 +472,7 @@ fn request_uid(request: &Map<String, Value>) -> Result<String, DecodeError> {
 
 /// `request.operation`; a spelling the API server would not send (`create`) is accepted with a
 /// warning.
-fn operation(request: &Map<String, Value>, warnings: &mut Vec<String>) -> Result<Operation, String> {
+fn operation(request: &Object<'_>, warnings: &mut Vec<String>) -> Result<Operation, String> {
     let text = str_field(request, "operation")?;
     match Operation::parse(&text) {
         Some((op, noncanonical)) => {
@@ -542,7 +537,7 @@ fn decode_from<'de, R: serde_json::de::Read<'de>>(
 
 const TOP_FIELDS: &[&str] = &["apiVersion", "kind"];
 const REQUEST_FIELDS: &[&str] =
-    &["uid", "kind", "resource", "subResource", "name", "namespace", "operation", "dryRun", "userInfo"];
+    &["uid", "kind", "resource", "subResource", "name", "namespace", "operation", "dryRun"];
 
 #[derive(Clone, Copy)]
 enum Level {
@@ -552,15 +547,19 @@ enum Level {
 
 /// What to do with the value after a key.
 enum Field {
+    /// Built as a tree (small: the envelope's own fields) into the envelope.
     Keep(&'static str),
     Request,
-    /// `object` or `oldObject`: built as a tree when the flag is set, else only its type is kept.
-    Part(&'static str, bool),
+    /// `object` or `oldObject`, to be built: kept out of the envelope, in [`Decoded`].
+    Part(&'static str),
+    /// Parsed and checked; only its type goes into the envelope (`userInfo`, which no decision
+    /// reads, and a part the operation leaves empty).
+    Typed(&'static str),
     Drop,
 }
 
 /// The keys of the top level or of `request` that [`decode_review`] reads; the parts built go to
-/// `decoded`, the rest into the envelope's `Value`.
+/// `decoded`, the rest into the envelope, a tree of a few small members.
 struct Fields<'s, 'de> {
     level: Level,
     parts: Parts,
@@ -568,9 +567,9 @@ struct Fields<'s, 'de> {
 }
 
 impl<'de> DeserializeSeed<'de> for Fields<'_, 'de> {
-    type Value = Value;
+    type Value = Json<'de>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json<'de>, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
@@ -598,35 +597,37 @@ impl Visitor<'_> for KeyOf {
         let keep = |names: &[&'static str]| {
             names.iter().find(|name| **name == key).map_or(Field::Drop, |name| Field::Keep(name))
         };
+        let part = |name, build| if build { Field::Part(name) } else { Field::Typed(name) };
         Ok(match (level, key) {
             (Level::Top, "request") => Field::Request,
             (Level::Top, _) => keep(TOP_FIELDS),
-            (Level::Request, "object") => Field::Part("object", parts.object),
-            (Level::Request, "oldObject") => Field::Part("oldObject", parts.old_object),
+            (Level::Request, "object") => part("object", parts.object),
+            (Level::Request, "oldObject") => part("oldObject", parts.old_object),
+            (Level::Request, "userInfo") => Field::Typed("userInfo"),
             (Level::Request, _) => keep(REQUEST_FIELDS),
         })
     }
 }
 
 impl<'de> Visitor<'de> for Fields<'_, 'de> {
-    type Value = Value;
+    type Value = Json<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut kept = Map::new();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
+        // The last of repeated keys wins, as for any member.
+        let mut kept = Object::new();
         while let Some(field) = map.next_key_seed(KeyOf(self.level, self.parts))? {
             let (name, value) = match field {
-                Field::Keep(name) => (name, map.next_value::<Value>()?),
+                Field::Keep(name) => (name, map.next_value_seed(ExactTree)?),
                 Field::Request => {
                     let request =
                         Fields { level: Level::Request, parts: self.parts, decoded: &mut *self.decoded };
                     ("request", map.next_value_seed(request)?)
                 }
-                Field::Part(name, true) => {
-                    // Kept out of the envelope; the last of repeated keys wins, as for any member.
+                Field::Part(name) => {
                     let part = map.next_value_seed(ExactTree)?;
                     if name == "object" {
                         self.decoded.object = Some(part)
@@ -635,43 +636,43 @@ impl<'de> Visitor<'de> for Fields<'_, 'de> {
                     }
                     continue;
                 }
-                Field::Part(name, false) => (name, map.next_value::<Skip>()?.placeholder()),
+                Field::Typed(name) => (name, map.next_value::<Skip>()?.placeholder()),
                 Field::Drop => {
                     map.next_value::<Skip>()?;
                     continue;
                 }
             };
-            kept.insert(name.to_owned(), value);
+            kept.insert(name, value);
         }
-        Ok(Value::Object(kept))
+        Ok(Json::Object(kept))
     }
 
     // Not an object: `decode_review` only needs its type to say what is wrong.
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Json<'de>, A::Error> {
         SkipVisitor.visit_seq(seq).map(Skip::placeholder)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<Json<'de>, E> {
+        Ok(Json::Null)
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Value, E> {
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Json<'de>, E> {
         Ok(Skip::Bool.placeholder())
     }
 
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Value, E> {
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Json<'de>, E> {
         Ok(Skip::Number.placeholder())
     }
 
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Value, E> {
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Json<'de>, E> {
         Ok(Skip::Number.placeholder())
     }
 
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Value, E> {
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Json<'de>, E> {
         Ok(Skip::Number.placeholder())
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Json<'de>, E> {
         Ok(Skip::String.placeholder())
     }
 }
@@ -699,27 +700,16 @@ enum Skip {
 }
 
 impl Skip {
-    fn of(value: &Json<'_>) -> Skip {
-        match value {
-            Json::Null => Skip::Null,
-            Json::Bool(_) => Skip::Bool,
-            Json::Number(_) => Skip::Number,
-            Json::String(_) => Skip::String,
-            Json::Array(_) => Skip::Array,
-            Json::Object(_) => Skip::Object,
-        }
-    }
-
     /// The smallest value of the same type: an empty object reads as absent, anything else as
     /// the type error it is.
-    fn placeholder(self) -> Value {
+    fn placeholder(self) -> Json<'static> {
         match self {
-            Skip::Null => Value::Null,
-            Skip::Bool => Value::Bool(false),
-            Skip::Number => Value::from(0),
-            Skip::String => Value::String(String::new()),
-            Skip::Array => Value::Array(Vec::new()),
-            Skip::Object => Value::Object(Map::new()),
+            Skip::Null => Json::Null,
+            Skip::Bool => Json::Bool(false),
+            Skip::Number => Json::Number(0.into()),
+            Skip::String => Json::String("".into()),
+            Skip::Array => Json::Array(Vec::new()),
+            Skip::Object => Json::Object(Object::new()),
         }
     }
 }

@@ -2,12 +2,16 @@
 //! of it is decoded, so `serve` can refuse a body whose decoded form would not fit (issue 17.1).
 //!
 //! Decoded JSON is larger than its text: `object` and `oldObject` become trees ([`Json`]) of
-//! 32-byte nodes, so `[0,0,0,…]` takes 16 bytes per byte of text and more while vectors grow;
-//! the envelope becomes `serde_json::Value`s (with `preserve_order` every value an 80-byte slot,
-//! every object member a hash-map entry around it). The scan charges each value what
-//! [`decode_review_body`](super::review::decode_review_body) will allocate for it, as an upper
-//! bound, counting only the parts that are built: the envelope, and `object` / `oldObject` as the
-//! operation found by the same scan selects them ([`Parts::for_operation`]).
+//! 32-byte nodes, so `[0,0,0,…]` takes 16 bytes per byte of text and more while vectors grow.
+//! The envelope (the few request fields decisions read, built as trees too) is charged as
+//! `serde_json::Value`s would take it (with `preserve_order` every value an 80-byte slot, every
+//! object member a hash-map entry around it), which bounds its trees from above: while decoded, a
+//! tree's element takes at most four 32-byte slots (240 bytes charged) and a member three 56-byte
+//! ones plus 25 bytes of sorting scratch (242 charged), and a key is borrowed, not copied. The
+//! scan charges each value what [`decode_review_body`](super::review::decode_review_body) will
+//! allocate for it, as an upper bound, counting only the parts that are built: the envelope, and
+//! `object` / `oldObject` as the operation found by the same scan selects them
+//! ([`Parts::for_operation`]).
 //!
 //! The scan costs about a third of what decoding does, and most reviews are small: a body shorter
 //! than [`SCAN_FROM`] is not scanned but charged [`worst_case`] for its length, which bounds what
@@ -58,7 +62,7 @@ impl Model {
 /// An index-map entry: hash, key, value.
 const ENTRY: usize = size_of::<(u64, String, Value)>();
 
-/// The envelope (`userInfo`, the request's small fields): `serde_json::Value`s.
+/// What the envelope is charged (`userInfo`, the request's small fields): as `serde_json::Value`s.
 const VALUE: Model = Model {
     array_slot: 3 * size_of::<Value>(),
     // The entry plus its index, doubled for growth.

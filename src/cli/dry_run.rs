@@ -634,7 +634,6 @@ mod tests {
             name: String::new(),
             namespace: String::new(),
             operation: Operation::Create,
-            user_info: json!({}),
             object: Some(Json::from(json!({"metadata": {"labels": {}}, "spec": {}}))),
             old_object: None,
             dry_run: false,

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::admission::review::{AdmissionRequest, Gvk, Gvr, Operation, ReviewVersion};
@@ -121,10 +121,6 @@ impl Skip {
 /// Counts of skipped audit events by reason.
 pub type Skipped = BTreeMap<Skip, usize>;
 
-/// The user a bare object is created by: an ordinary authenticated user, not a controller or a
-/// node, so no webhook treats the request as coming from the system.
-pub const DRY_RUN_USER: &str = "dry-run";
-
 /// Turns documents into cases. Holds what the audit log has shown so far: the last state of each
 /// object an UPDATE or DELETE webhook of this binary may need as `oldObject`.
 #[derive(Default)]
@@ -235,7 +231,6 @@ impl Classifier {
                     name: String::new(),
                     namespace: String::new(),
                     operation,
-                    user_info: Value::Null,
                     object: None,
                     old_object: None,
                     dry_run: false,
@@ -292,12 +287,6 @@ fn audit_request(event: &Value, operation: Operation) -> Result<AdmissionRequest
         name: audit_text(object_ref, "/name"),
         namespace: audit_text(object_ref, "/namespace"),
         operation,
-        // The apiserver admits impersonated requests as the impersonated user.
-        user_info: event
-            .get("impersonatedUser")
-            .or_else(|| event.get("user"))
-            .cloned()
-            .unwrap_or_else(|| json!({})),
         object: None,
         old_object: None,
         dry_run: false,
@@ -360,7 +349,7 @@ fn kind_of(group: &str, resource: &str) -> Option<&'static str> {
     KINDS.iter().find(|(g, _, r, _)| *g == group && *r == resource).map(|&(_, k, _, _)| k)
 }
 
-/// A CREATE of `object` by [`DRY_RUN_USER`], as the apiserver would send it for `kubectl create`.
+/// A CREATE of `object`, as the apiserver would send it for `kubectl create`.
 /// The namespace is the object's, or `default` for a namespaced kind without one (kubectl's
 /// default context namespace). The uid is derived from the source so runs are repeatable.
 pub fn bare_object(object: Value, source: &str) -> AdmissionRequest<'static> {
@@ -385,7 +374,6 @@ pub fn bare_object(object: Value, source: &str) -> AdmissionRequest<'static> {
         name: text("/metadata/name"),
         namespace,
         operation: Operation::Create,
-        user_info: json!({"username": DRY_RUN_USER, "groups": ["system:authenticated"]}),
         object: Some(Json::from(object)),
         old_object: None,
         dry_run: false,
@@ -402,6 +390,8 @@ pub fn uid_for(source: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn docs(text: &str) -> Result<Vec<(usize, bool, Value)>, String> {
@@ -433,7 +423,6 @@ mod tests {
         let r = bare_object(pod.clone(), "pods.yaml#2");
         assert_eq!((r.operation, r.namespace.as_str(), r.name.as_str()), (Operation::Create, "default", "p"));
         assert_eq!(r.resource, Gvr { group: String::new(), version: "v1".into(), resource: "pods".into() });
-        assert_eq!(r.user_info["username"], DRY_RUN_USER);
         assert_eq!(r.uid, bare_object(pod.clone(), "pods.yaml#2").uid);
         assert_ne!(r.uid, bare_object(pod, "pods.yaml#3").uid);
         let set =
@@ -473,11 +462,7 @@ mod tests {
             ("id-create-", Operation::Create, "web-1", "shop")
         );
         assert_eq!(r.kind.kind, "Pod");
-        assert_eq!(r.user_info["username"], "alice");
         assert_eq!(r.object, Some(Json::from(pod.clone())));
-        create["impersonatedUser"] = json!({"username": "bob"});
-        let Ok(Case::Request(r)) = c.classify(create.clone(), "log#0") else { panic!() };
-        assert_eq!(r.user_info["username"], "bob");
         create["stage"] = json!("RequestReceived");
         assert!(matches!(c.classify(create, "log#0"), Ok(Case::Skip(Skip::Stage))));
         let get = event("get", "pods", "web-1", Value::Null, Value::Null);

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{mutate, validate_in_folder};
 use crate::admission::draft::Draft;
@@ -19,9 +19,6 @@ use crate::admission::{Clock, Inputs, Random, Settings};
 use crate::api::sidecarset::{GROUP, HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, KIND};
 use crate::api::tree::Json;
 use crate::cluster::{Answers, Snapshot, TypeKey};
-
-/// The user the folder's SidecarSets are admitted as (no SidecarSet decision reads it).
-const FOLDER_USER: &str = "kruise-admission:cluster-folder";
 
 /// The folder's objects as the cluster stores them, and the names of the SidecarSets that were given
 /// hashes here (they came without them).
@@ -102,7 +99,6 @@ fn create(object: Value) -> AdmissionRequest<'static> {
         name: object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned(),
         namespace: String::new(),
         operation: Operation::Create,
-        user_info: json!({"username": FOLDER_USER, "groups": ["system:authenticated"]}),
         object: Some(Json::from(object)),
         old_object: None,
         dry_run: false,
@@ -112,6 +108,8 @@ fn create(object: Value) -> AdmissionRequest<'static> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::admission::{FixedClock, SeededRandom};
 
