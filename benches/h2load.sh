@@ -30,8 +30,11 @@
 # With PIN=1 the servers and the client stop sharing cores: every server process (all its threads) is
 # pinned to CPU 0 once started and every h2load runs on CPU 1 (taskset), with the cluster's processes,
 # so a server's requests/s is what one core gives it, not what is left after the client's share. Each
-# server keeps the threads it started with (ours 2 tokio workers, Go GOMAXPROCS 2), on one core. The
-# kernel's loopback work is charged to whichever side sends, as without pinning.
+# server runs the threads its runtime would start in a Pod with a CPU limit of one core or less: ours
+# one tokio worker (TOKIO_WORKER_THREADS=1; std's available_parallelism reads the cgroup's cpu.max,
+# so our chart's 500m limit gives one), Go GOMAXPROCS 2 (Go reads cpu.max too, with a floor of 2,
+# which is also the CPU count here). The kernel's loopback work is charged to whichever side sends,
+# as without pinning.
 #
 # Usage: benches/h2load.sh      (about ROUNDS × 45 s + 15 s after the build; KRUISE=1 adds ROUNDS × 20 s
 #        and a minute of setup)
@@ -102,7 +105,8 @@ else
 fi
 
 # --- servers: ours (its own embedded CA and certificate) and the Go floor with the same certificate
-serve "$CLUSTER"
+# One tokio worker, as in a Pod with our chart's CPU limit (see PIN above).
+if [ "$PIN" = 1 ]; then TOKIO_WORKER_THREADS=1 serve "$CLUSTER"; else serve "$CLUSTER"; fi
 if [ "$KRUISE" = 1 ]; then
     REVIEW=$OUT/review-kruise.json
     latency_our_patch e2e-lat-none e2e-lat-ours "https://localhost:$PORT/mutate-pod" "$OUT/certs/ca.crt" "$WORK/our-patch.json" \
