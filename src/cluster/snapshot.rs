@@ -1,6 +1,8 @@
 //! An immutable set of cluster objects, indexed by type, namespace and name.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -12,7 +14,7 @@ use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 /// An object type: API group (empty for core) and kind. Versions are not part of the key: one
 /// object is one object whatever version it was written in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone)]
 pub struct TypeKey {
     pub group: String,
     pub kind: String,
@@ -38,10 +40,58 @@ impl TypeKey {
 }
 
 /// Namespace (empty for cluster-scoped objects) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone)]
 pub struct ObjectKey {
     pub namespace: String,
     pub name: String,
+}
+
+/// Equality, order and hash of the keys by their two strings, in order, as derived; but an empty
+/// string is never handed to `memcmp`. An empty `String`'s pointer is dangling, and glibc's AVX-512
+/// `memcmp` reads it with a masked load whose fault suppression took about 130 ns per comparison on
+/// the AMD EPYC machines the benchmarks run on (two 12-byte names: under 2 ns). Core types have an
+/// empty group and cluster-scoped objects an empty namespace, so a Namespace lookup made about six
+/// such comparisons: 7 % of a Pod review's CPU.
+macro_rules! compared_by {
+    ($key:ty, $first:ident, $second:ident) => {
+        impl PartialEq for $key {
+            fn eq(&self, other: &Self) -> bool {
+                text_eq(&self.$first, &other.$first) && text_eq(&self.$second, &other.$second)
+            }
+        }
+
+        impl Eq for $key {}
+
+        impl Ord for $key {
+            fn cmp(&self, other: &Self) -> Ordering {
+                text_cmp(&self.$first, &other.$first).then_with(|| text_cmp(&self.$second, &other.$second))
+            }
+        }
+
+        impl PartialOrd for $key {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl Hash for $key {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                self.$first.hash(state);
+                self.$second.hash(state);
+            }
+        }
+    };
+}
+
+compared_by!(TypeKey, group, kind);
+compared_by!(ObjectKey, namespace, name);
+
+fn text_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
+fn text_cmp(a: &str, b: &str) -> Ordering {
+    if a.is_empty() || b.is_empty() { a.len().cmp(&b.len()) } else { a.cmp(b) }
 }
 
 impl ObjectKey {
