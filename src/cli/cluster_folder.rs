@@ -100,7 +100,7 @@ fn as_stored(
         eprintln!(
             "{command}: note: --cluster-dir: no {HASH_ANNOTATION} annotations on SidecarSet {}: using the ones \
              Kruise's SidecarSet webhook would store",
-            folder.hashed_here.join(", ")
+            folder.hashed_here_shown()
         );
     }
     Ok(folder.objects)

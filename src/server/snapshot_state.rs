@@ -73,15 +73,16 @@ impl ClusterDir {
     }
 
     /// The folder's objects, its SidecarSets as the cluster stores them, and the SidecarSets given
-    /// hashes here. The load's warnings are logged whatever follows: a typo they name is often why
+    /// hashes here (named for a log line; `None` when there are none). The load's warnings are logged whatever follows: a typo they name is often why
     /// a SidecarSet is then refused.
-    fn load(&self) -> Result<(Snapshot, Vec<String>), String> {
+    fn load(&self) -> Result<(Snapshot, Option<String>), String> {
         let (loaded, warnings) = files::load_objects(&self.dir).map_err(|e| e.to_string())?;
         for warning in &warnings {
             tracing::warn!(dir = %self.dir.display(), "{warning}");
         }
         let folder = stored::folder(loaded, &self.settings, &SystemClock, &ThreadRandom)?;
-        Ok((Snapshot::from_objects(folder.objects), folder.hashed_here))
+        let hashed_here = (!folder.hashed_here.is_empty()).then(|| folder.hashed_here_shown());
+        Ok((Snapshot::from_objects(folder.objects), hashed_here))
     }
 
     /// Reload when the folder changed since the last call (always on the first). Blocking I/O.
@@ -100,8 +101,8 @@ impl ClusterDir {
                 for conflict in folder_conflicts(&snapshot) {
                     tracing::warn!(dir = %self.dir.display(), "{conflict}");
                 }
-                if !hashed_here.is_empty() {
-                    tracing::info!(dir = %self.dir.display(), sidecarsets = %hashed_here.join(", "),
+                if let Some(hashed_here) = hashed_here {
+                    tracing::info!(dir = %self.dir.display(), sidecarsets = %hashed_here,
                         "SidecarSets without hash annotations: using the ones Kruise's SidecarSet webhook would store");
                 }
                 metrics.record_snapshot(&snapshot, unix_now());

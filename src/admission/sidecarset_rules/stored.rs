@@ -28,6 +28,21 @@ pub struct Folder {
     pub hashed_here: Vec<String>,
 }
 
+/// How many of [`Folder::hashed_here`] a log line names; a folder of generated SidecarSets would
+/// otherwise make it thousands of names long.
+const HASHED_HERE_SHOWN: usize = 10;
+
+impl Folder {
+    /// The SidecarSets given hashes here, for one line: the first few names, then how many more.
+    pub fn hashed_here_shown(&self) -> String {
+        let shown = self.hashed_here.iter().take(HASHED_HERE_SHOWN).map(String::as_str).collect::<Vec<_>>();
+        match self.hashed_here.len().saturating_sub(HASHED_HERE_SHOWN) {
+            0 => shown.join(", "),
+            more => format!("{} and {more} more", shown.join(", ")),
+        }
+    }
+}
+
 /// Each SidecarSet of `loaded` (objects with their files) as the cluster stores it, the other
 /// objects as they are; the error names the file and says why the cluster would refuse the
 /// SidecarSet, in the words `dry-run --with` uses.
@@ -140,6 +155,15 @@ mod tests {
         assert_eq!(stored["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent", "Kruise's defaults");
         assert_eq!(folder.hashed_here, ["log-agent"]);
         assert_eq!(folder.objects[1]["kind"], "Namespace", "other objects pass as they are");
+    }
+
+    #[test]
+    fn a_long_list_of_hashed_here_names_the_first_ten_then_counts() {
+        let names = |n: usize| (0..n).map(|i| format!("s{i}")).collect::<Vec<_>>();
+        let shown = |n| Folder { objects: Vec::new(), hashed_here: names(n) }.hashed_here_shown();
+        assert_eq!(shown(2), "s0, s1");
+        assert_eq!(shown(10), names(10).join(", "));
+        assert_eq!(shown(997), format!("{} and 987 more", names(10).join(", ")));
     }
 
     #[test]
