@@ -39,6 +39,10 @@ build_reference() {
         (cd "$HERE" && go build -trimpath -o "$out.tmp" .)
         mv "$out.tmp" "$out"
         say "built $out in $((SECONDS - start)) s"
+        # Each edit of the harness is a new hash and an 80 MB binary: keep the three newest (other
+        # worktrees may be on other revisions of it).
+        find "$CACHE" -maxdepth 1 -name 'kruise-reference-????????????????' -type f -printf '%T@ %p\n' \
+            | sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r -d '\n' rm -f
     fi
     echo "$out"
 }
