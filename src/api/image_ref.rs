@@ -23,7 +23,8 @@ static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
     let domain = format!(r"{host}(?::[0-9]+)?");
     let path_component = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*";
     let name = format!(r"(?:{domain}/)?{path_component}(?:/{path_component})*");
-    let tag = r"[\w][\w.-]{0,127}";
+    // Go's `\w` is ASCII; Rust's would take any Unicode letter (and compile to a far larger NFA).
+    let tag = r"[0-9A-Za-z_][0-9A-Za-z_.-]{0,127}";
     let digest = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}";
     Regex::new(&format!(r"^({name})(?::({tag}))?(?:@({digest}))?$")).expect("the reference grammar compiles")
 });
@@ -97,7 +98,15 @@ mod tests {
 
     #[test]
     fn what_reference_parse_refuses_does_not_parse() {
-        for bad in ["", "Busybox", "busybox:", "busybox@sha256:abc", &format!("busybox@md5:{SHA}"), "a//b"] {
+        for bad in [
+            "",
+            "Busybox",
+            "busybox:",
+            "busybox:vé1",
+            "busybox@sha256:abc",
+            &format!("busybox@md5:{SHA}"),
+            "a//b",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
         assert_eq!(parse(&format!("busybox@sha256:{}", SHA.to_uppercase())), None);

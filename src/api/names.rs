@@ -12,7 +12,8 @@ const DNS1123_SUBDOMAIN: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 const QUALIFIED_NAME: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 
-fn anchored(pattern: &str) -> Regex {
+/// A static pattern (ASCII classes only, as Go's) matched against the whole string.
+pub fn anchored(pattern: &str) -> Regex {
     Regex::new(&format!("^(?:{pattern})$")).unwrap_or_else(|e| unreachable!("static pattern {pattern}: {e}"))
 }
 

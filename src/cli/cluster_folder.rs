@@ -5,6 +5,7 @@
 //! `kubectl apply` would store them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -53,7 +54,7 @@ pub fn load(
         let loaded = read(command, "--cluster-dir", dir)?;
         objects = as_stored(command, loaded, deciding)?;
     }
-    let folder = Snapshot::from_objects(objects.clone());
+    let folder = Snapshot::from_shared(objects.clone());
     for conflict in folder_conflicts(&folder) {
         eprintln!("{command}: warning: --cluster-dir: {conflict}");
     }
@@ -67,9 +68,10 @@ pub fn load(
     let answers = Answers::default();
     let inputs = deciding.inputs(&folder, &answers);
     for (file, object) in layers {
-        objects.push(applied(object, &inputs).map_err(|m| format!("--with {}: {m}", file.display()))?);
+        let applied = applied(object, &inputs).map_err(|m| format!("--with {}: {m}", file.display()))?;
+        objects.push(Arc::new(applied));
     }
-    Ok(Cluster { folder, with: Some(Snapshot::from_objects(objects)) })
+    Ok(Cluster { folder, with: Some(Snapshot::from_shared(objects)) })
 }
 
 impl<'a> Deciding<'a> {
@@ -93,7 +95,7 @@ fn as_stored(
     command: &str,
     loaded: Vec<(PathBuf, Value)>,
     deciding: &Deciding,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Arc<Value>>, String> {
     let folder = stored::folder(loaded, deciding.settings, deciding.clock, deciding.random)
         .map_err(|message| format!("--cluster-dir {message}"))?;
     if !folder.hashed_here.is_empty() {

@@ -272,6 +272,11 @@ impl SidecarSetIndex {
         self.name_regexes.get(pattern).map(|(regex, _)| regex)
     }
 
+    /// The decoded SidecarSets, in name order.
+    pub fn sets(&self) -> impl Iterator<Item = &SidecarSet> {
+        self.sets.values().filter_map(|s| s.as_deref().ok())
+    }
+
     /// Number of decoded SidecarSets.
     pub fn len(&self) -> usize {
         self.readable

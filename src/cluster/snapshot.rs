@@ -315,6 +315,12 @@ impl Snapshot {
         self.sidecarsets.get_or_init(|| SidecarSetIndex::build(self))
     }
 
+    /// The SidecarSet index if it was built already (a published snapshot's always is), for what
+    /// only saves work with it and should not build it.
+    pub fn built_sidecarset_index(&self) -> Option<&SidecarSetIndex> {
+        self.sidecarsets.get()
+    }
+
     /// Number of objects, for metrics and logs.
     pub fn len(&self) -> usize {
         self.objects.values().map(SharedMap::len).sum::<usize>() + self.revisions.len()

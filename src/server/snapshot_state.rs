@@ -82,7 +82,7 @@ impl ClusterDir {
         }
         let folder = stored::folder(loaded, &self.settings, &SystemClock, &ThreadRandom)?;
         let hashed_here = (!folder.hashed_here.is_empty()).then(|| folder.hashed_here_shown());
-        Ok((Snapshot::from_objects(folder.objects), hashed_here))
+        Ok((Snapshot::from_shared(folder.objects), hashed_here))
     }
 
     /// Reload when the folder changed since the last call (always on the first). Blocking I/O.

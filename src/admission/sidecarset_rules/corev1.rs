@@ -17,15 +17,11 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::api::field_errors::{self, FieldError};
-use crate::api::names::qualified_name_errors;
+use crate::api::names::{anchored, qualified_name_errors};
 use crate::api::quantity;
 
 const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const ENV_VAR_NAME: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
-
-fn anchored(pattern: &str) -> Regex {
-    Regex::new(&format!("^(?:{pattern})$")).unwrap_or_else(|e| unreachable!("static pattern {pattern}: {e}"))
-}
 
 static DNS1123_LABEL_RE: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_LABEL));
 static ENV_VAR_NAME_RE: LazyLock<Regex> = LazyLock::new(|| anchored(ENV_VAR_NAME));

@@ -9,12 +9,10 @@
 //! - an empty `transferEnv[].sourceContainerNameFrom` is left alone (Kruise dereferences it and
 //!   would crash; we simply do nothing).
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::{Map, Value, json};
 
 use super::corev1::VOLUME_SOURCES;
+use crate::api::image_ref;
 use crate::api::json::object_entry;
 
 /// `0644`, the default mode of secret, configMap, downwardAPI and projected volumes.
@@ -208,28 +206,10 @@ fn downward_items(downward: &mut Map<String, Value>) {
     }
 }
 
-/// The container image reference grammar (distribution/reference), enough to tell whether a
-/// reference parses and what its tag is.
-static IMAGE_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    let component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
-    let domain_label = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])";
-    let domain = format!(r"(?:{domain_label}(?:\.{domain_label})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?");
-    let tag = r"[\w][\w.-]{0,127}";
-    let digest = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}";
-    let pattern = format!(
-        r"^(?:{domain}/)?{component}(?:/{component})*(?::(?P<tag>{tag}))?(?:@(?P<digest>{digest}))?$"
-    );
-    Regex::new(&pattern).unwrap_or_else(|e| unreachable!("the image reference pattern is valid: {e}"))
-});
-
-/// `SetDefaults_Container`'s test: the image parses and its tag is `latest`, or it has neither a
-/// tag nor a digest. An image that does not parse gets `IfNotPresent`.
+/// `SetDefaults_Container`'s test (`parsers.ParseImageName`): the image parses and its tag is
+/// `latest`, or it has neither a tag nor a digest. An image that does not parse gets `IfNotPresent`.
 pub fn image_tag_is_latest(image: &str) -> bool {
-    let Some(caps) = IMAGE_REFERENCE.captures(image) else { return false };
-    match (caps.name("tag"), caps.name("digest")) {
-        (Some(tag), _) => tag.as_str() == "latest",
-        (None, digest) => digest.is_none(),
-    }
+    image_ref::parse(image).is_some_and(|r| r.tag == "latest" || (r.tag.is_empty() && r.digest.is_empty()))
 }
 
 #[cfg(test)]

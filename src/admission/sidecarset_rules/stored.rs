@@ -9,6 +9,7 @@
 //! cluster computed when it stored it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -24,7 +25,8 @@ use crate::cluster::{Answers, Snapshot, TypeKey};
 /// hashes here (they came without them).
 #[derive(Debug)]
 pub struct Folder {
-    pub objects: Vec<Value>,
+    /// Every object but the SidecarSets is the loaded one, shared rather than copied.
+    pub objects: Vec<Arc<Value>>,
     pub hashed_here: Vec<String>,
 }
 
@@ -52,23 +54,27 @@ pub fn folder(
     clock: &dyn Clock,
     random: &dyn Random,
 ) -> Result<Folder, String> {
-    let lookups = Snapshot::from_objects(loaded.iter().map(|(_, object)| object.clone()));
+    let loaded: Vec<(PathBuf, Arc<Value>)> =
+        loaded.into_iter().map(|(file, o)| (file, Arc::new(o))).collect();
+    // What the SidecarSet webhooks look up (a canary's base, the patchPodMetadata whitelist) is read
+    // from the folder as loaded, sharing its objects.
+    let lookups = Snapshot::from_shared(loaded.iter().map(|(_, object)| Arc::clone(object)));
     let answers = Answers::default();
     let inputs = Inputs { cluster: &lookups, answers: &answers, clock, random, settings };
     let mut folder = Folder { objects: Vec::with_capacity(loaded.len()), hashed_here: Vec::new() };
-    for (file, object) in loaded {
-        if !TypeKey::of(&object).is_some_and(|t| t.group == GROUP && t.kind == KIND) {
-            folder.objects.push(object);
+    for (file, object) in &loaded {
+        if !TypeKey::of(object).is_some_and(|t| t.group == GROUP && t.kind == KIND) {
+            folder.objects.push(Arc::clone(object));
             continue;
         }
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let (stored, carried_hashes) = sidecarset(object, &inputs).map_err(|e| {
+        let (stored, carried_hashes) = sidecarset(Value::clone(object), &inputs).map_err(|e| {
             format!("{}: SidecarSet {name} would be refused ({}): {e}", file.display(), e.code())
         })?;
         if !carried_hashes {
             folder.hashed_here.push(name);
         }
-        folder.objects.push(stored);
+        folder.objects.push(Arc::new(stored));
     }
     Ok(folder)
 }

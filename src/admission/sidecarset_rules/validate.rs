@@ -21,7 +21,6 @@ use crate::api::names;
 use crate::api::pattern::Pattern;
 use crate::api::sidecarset::{BASE_ANNOTATION, GROUP, KIND, LabelSelector, SidecarContainer, SidecarSet};
 use crate::cluster::Snapshot;
-use crate::cluster::sidecarset_index::SidecarSetIndex;
 
 const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
 const NAME_MAX_LEN: usize = 63;
@@ -138,10 +137,11 @@ fn sidecarsets(cluster: &Snapshot) -> impl Iterator<Item = SidecarSet> + '_ {
 /// that claims the same container, volume or annotation is reported from both sides instead of
 /// only showing up when one of them is next written. One line per conflict, sorted.
 ///
-/// Each SidecarSet is read once, and checked only against those that claim one of its names (a
-/// conflict needs one), so a folder of 10,000 loads in under a second, not in 14 s.
+/// The SidecarSets are those the snapshot's index decoded (pods need them decoded anyway), each
+/// checked only against those that claim one of its names (a conflict needs one), so a folder of
+/// 10,000 loads in under a second, not in 14 s.
 pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
-    let sets: Vec<SidecarSet> = sidecarsets(cluster).collect();
+    let sets: Vec<&SidecarSet> = cluster.sidecarset_index().sets().collect();
     let mut claimants: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, set) in sets.iter().enumerate() {
         for name in claimed_names(set) {
@@ -149,7 +149,7 @@ pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
         }
     }
     let mut lines = Vec::new();
-    for set in &sets {
+    for &set in &sets {
         // In name order, as the webhook lists them: a claim names the last overlapping claimant.
         let mut candidates: Vec<usize> =
             claimed_names(set).flat_map(|name| claimants[name].iter().copied()).collect();
@@ -157,7 +157,7 @@ pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
         candidates.dedup();
         let name = set.name();
         lines.extend(
-            conflicts(set, candidates.iter().map(|&i| &sets[i]))
+            conflicts(set, candidates.iter().map(|&i| sets[i]))
                 .into_iter()
                 .map(|e| format!("SidecarSet {name}: {e}")),
         );
@@ -420,16 +420,18 @@ fn priority_strategy(p: &Value) -> Result<(), String> {
 }
 
 /// Which `targetContainersNameRegex` patterns compile. Each distinct pattern is compiled at most
-/// once per request, and not at all when a SidecarSet in the cluster already uses it (the index
-/// holds it compiled), so a SidecarSet with many containers costs one compile per pattern.
+/// once per request, and not at all when a SidecarSet in the cluster already uses it (the index of
+/// a published snapshot holds it compiled), so a SidecarSet with many containers costs one compile
+/// per pattern. An index not built yet is not built for this: a cluster folder's SidecarSets are
+/// validated against a snapshot of the folder as loaded, whose index nothing else needs.
 struct PatternCheck<'a> {
-    index: &'a SidecarSetIndex,
+    cluster: &'a Snapshot,
     seen: HashMap<&'a str, Result<(), String>>,
 }
 
 impl<'a> PatternCheck<'a> {
     fn check(&mut self, pattern: &'a str) -> Result<(), String> {
-        if self.index.name_regex(pattern).is_some() {
+        if self.cluster.built_sidecarset_index().and_then(|index| index.name_regex(pattern)).is_some() {
             return Ok(());
         }
         self.seen.entry(pattern).or_insert_with(|| Pattern::compile(pattern).map(drop)).clone()
@@ -440,7 +442,7 @@ impl<'a> PatternCheck<'a> {
 fn containers<'a>(set: &'a SidecarSet, ctx: &'a Context) -> Vec<FieldError> {
     let spec = &set.spec;
     let mut errs = Vec::new();
-    let mut patterns = PatternCheck { index: ctx.inputs.cluster.sidecarset_index(), seen: HashMap::new() };
+    let mut patterns = PatternCheck { cluster: ctx.inputs.cluster, seen: HashMap::new() };
     for (i, c) in spec.init_containers.iter().enumerate() {
         if let Some(policy) = &c.resources_policy {
             if !c.is_native_sidecar() {
