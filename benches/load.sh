@@ -17,7 +17,8 @@
 #        SKIP_DECIDE=1 (no criterion run for the decide plot)
 #        SKIP_BUILD=1 (the Go floor is not rebuilt; cargo still brings the Rust binaries up to date, a no-op
 #        when they are, and names their paths)
-#        SKIP_THROUGHPUT=1 (only memory, latency against SidecarSets and the summary of an earlier run)
+#        SKIP_THROUGHPUT=1 (only memory and latency against SidecarSets; the summary shows an earlier run's
+#        throughput when OUT holds one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/cargo-paths.sh
@@ -144,15 +145,18 @@ out, criterion = sys.argv[1], sys.argv[2]
 def rep(name):
     r = json.load(open(os.path.join(out, name + ".json")))
     return r["summary"]["requestsPerSec"], r["latencyPercentiles"]
-for http in ("h1", "h2"):
-    full, _ = rep(f"typical-{http}"); floor, _ = rep(f"floor-{http}"); go, _ = rep(f"go-{http}")
-    nomatch, _ = rep(f"small-nomatch-{http}")
-    print(f"{http}: /mutate-pod (3 of SidecarSets inject) {full:.0f} req/s = {full/floor:.0%} of our floor ({floor:.0f}), "
-          f"{full/go:.2f}x the Go floor ({go:.0f}); no-match pod {nomatch:.0f} req/s = {nomatch/floor:.0%} of our floor")
-half = open(os.path.join(out, "half-rate")).read().strip()
-_, p = rep("typical-h1-half"); _, fp = rep("floor-h1-half")
-print(f"at {half} req/s (half of max): /mutate-pod p50 {p['p50']*1e3:.3f} ms, p99 {p['p99']*1e3:.3f} ms, p99.9 {p['p99.9']*1e3:.3f} ms;"
-      f" floor p99 {fp['p99']*1e3:.3f} ms")
+if not os.path.exists(os.path.join(out, "half-rate")):
+    print(f"no throughput results under {out} (SKIP_THROUGHPUT=1 summarises an earlier run's)")
+else:
+    for http in ("h1", "h2"):
+        full, _ = rep(f"typical-{http}"); floor, _ = rep(f"floor-{http}"); go, _ = rep(f"go-{http}")
+        nomatch, _ = rep(f"small-nomatch-{http}")
+        print(f"{http}: /mutate-pod (3 of SidecarSets inject) {full:.0f} req/s = {full/floor:.0%} of our floor ({floor:.0f}), "
+              f"{full/go:.2f}x the Go floor ({go:.0f}); no-match pod {nomatch:.0f} req/s = {nomatch/floor:.0%} of our floor")
+    half = open(os.path.join(out, "half-rate")).read().strip()
+    _, p = rep("typical-h1-half"); _, fp = rep("floor-h1-half")
+    print(f"at {half} req/s (half of max): /mutate-pod p50 {p['p50']*1e3:.3f} ms, p99 {p['p99']*1e3:.3f} ms, p99.9 {p['p99.9']*1e3:.3f} ms;"
+          f" floor p99 {fp['p99']*1e3:.3f} ms")
 print("SidecarSets  idle RSS MiB  RSS after load MiB")
 rows = [tuple(map(int, l.split())) for l in open(os.path.join(out, "memory.tsv")) if l.strip()]
 for n, idle, after in rows:
