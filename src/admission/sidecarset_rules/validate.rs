@@ -19,7 +19,9 @@ use crate::admission::Inputs;
 use crate::api::field_errors::{self, FieldError};
 use crate::api::names;
 use crate::api::pattern::Pattern;
-use crate::api::sidecarset::{BASE_ANNOTATION, GROUP, KIND, LabelSelector, SidecarContainer, SidecarSet};
+use crate::api::sidecarset::{
+    BASE_ANNOTATION, GROUP, KIND, LabelSelector, SidecarContainer, SidecarSet, SidecarSetPatchPodMetadata,
+};
 use crate::cluster::Snapshot;
 
 const NAME_PATTERN: &str = r"^[a-zA-Z0-9\-]+$";
@@ -172,12 +174,8 @@ pub fn folder_conflicts(cluster: &Snapshot) -> Vec<String> {
 fn claimed_names(set: &SidecarSet) -> impl Iterator<Item = &str> {
     let spec = &set.spec;
     let containers = spec.init_containers.iter().chain(&spec.containers).map(|c| c.name.as_str());
-    let volumes = spec.volumes.iter().map(|v| v.get("name").and_then(Value::as_str).unwrap_or_default());
-    let annotations = spec
-        .patch_pod_metadata
-        .iter()
-        .filter(|p| p.patch_policy != "Retain")
-        .flat_map(|p| p.annotations.keys().map(String::as_str));
+    let volumes = spec.volumes.iter().map(volume_name);
+    let annotations = claiming_patches(set).flat_map(|p| p.annotations.keys().map(String::as_str));
     containers.chain(volumes).chain(annotations)
 }
 
@@ -704,7 +702,7 @@ fn conflicts<S: Borrow<SidecarSet>>(
         }
     }
     for v in &set.spec.volumes {
-        let vname = v.get("name").and_then(Value::as_str).unwrap_or_default();
+        let vname = volume_name(v);
         if let Some((other, theirs)) = claims.volumes.get(vname)
             && theirs != v
         {
@@ -715,7 +713,7 @@ fn conflicts<S: Borrow<SidecarSet>>(
             ));
         }
     }
-    for patch in set.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
+    for patch in claiming_patches(set) {
         for key in patch.annotations.keys() {
             if let Some((other, policy)) = claims.annotations.get(key)
                 && (patch.patch_policy == "Overwrite" || policy == "Overwrite")
@@ -729,6 +727,16 @@ fn conflicts<S: Borrow<SidecarSet>>(
         }
     }
     errs
+}
+
+/// A volume's name; empty when it has none.
+fn volume_name(volume: &Value) -> &str {
+    volume.get("name").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The patchPodMetadata entries whose annotations can conflict: all but `Retain` ones.
+fn claiming_patches(set: &SidecarSet) -> impl Iterator<Item = &SidecarSetPatchPodMetadata> {
+    set.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain")
 }
 
 /// What the other SidecarSets that can select the same pods put into them, each with the name of
@@ -782,10 +790,10 @@ impl Claims {
             self.containers.insert(c.name.clone(), name.clone());
         }
         for v in &other.spec.volumes {
-            let vname = v.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let vname = volume_name(v).to_owned();
             self.volumes.insert(vname, (name.clone(), v.clone()));
         }
-        for patch in other.spec.patch_pod_metadata.iter().filter(|p| p.patch_policy != "Retain") {
+        for patch in claiming_patches(other) {
             for key in patch.annotations.keys() {
                 self.annotations.insert(key.clone(), (name.clone(), patch.patch_policy.clone()));
             }
